@@ -1,0 +1,47 @@
+"""hybridprof: a layer-by-layer profiler for PyTorch models.
+
+Public API (imported lazily, so `hybridprof --version` does not pay for `import torch`):
+
+- `Profile(model, enabled=True, use_cuda=False, profile_memory=False, paths=None)`: torchprof's
+  context manager, on PyTorch 2.x.
+- `plan_model(model, ...)`: the static + tree planner's `ProfilePlan`.
+- `profile(model, inputs, ...)`: warm-up + measured iterations -> `ProfileSession`.
+- `load_session(path)`: read a saved session for re-rendering.
+- `examples`: bundled example models (`hybridprof.examples.alexnet()`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Profile": ("hybridprof.runtime.profile", "Profile"),
+    "plan_model": ("hybridprof.planner.plan", "plan_model"),
+    "profile": ("hybridprof.runtime.runner", "profile"),
+    "load_session": ("hybridprof.sessions", "load_session"),
+    "load_plan": ("hybridprof.sessions", "load_plan"),
+    "ProfileSession": ("hybridprof.datamodel", "ProfileSession"),
+    "ProfilePlan": ("hybridprof.datamodel", "ProfilePlan"),
+    "HybridprofError": ("hybridprof.errors", "HybridprofError"),
+    "examples": ("hybridprof.examples", None),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'hybridprof' has no attribute '{name}'")
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
+
+__all__ = ["__version__", *_LAZY]

@@ -1,0 +1,42 @@
+"""What every sub-command shares: error mapping and the common options."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Callable
+
+from hybridprof.errors import HybridprofError
+
+
+def add_common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+
+
+def guarded(action: Callable[[], int], debug: bool) -> int:
+    """Run a command body; map errors to one stderr line and an exit code (traceback with --debug)."""
+    try:
+        return action()
+    except HybridprofError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"hybridprof: error: {one_line(str(exc))}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("hybridprof: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if debug:
+            raise
+        print(
+            f"hybridprof: internal error: {type(exc).__name__}: {one_line(str(exc))} "
+            "(rerun with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def one_line(message: str) -> str:
+    return " ".join(message.split())

@@ -1,0 +1,388 @@
+"""The data that flows between planner, runtime and reporters.
+
+Every class is a frozen, slotted dataclass that round-trips through JSON (`to_json` / `from_json`).
+Units are fixed so no reader has to guess: times in microseconds (float), memory in bytes (int).
+Module paths are PyTorch's dotted form (`features.0`); the root module is `""`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from hybridprof.errors import SessionFileError
+
+SCHEMA_VERSION = 1
+PLAN_KIND = "hybridprof-plan"
+SESSION_KIND = "hybridprof-session"
+
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------- static facts (planner)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSpan:
+    """A place in a source file (1-based line, 0-based column, as libcst's PositionProvider)."""
+
+    file: str
+    line: int
+    column: int = 0
+    end_line: int | None = None
+
+    def short(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True, slots=True)
+class ChildDef:
+    """Where a child module is created in `__init__`.
+
+    kind: "attr" (self.x = Mod()), "sequential", "modulelist", "moduledict" (an entry of such a
+    container), "add_module", "loop" (created inside a for/while/comprehension), "setattr".
+    """
+
+    name: str
+    kind: str
+    span: SourceSpan
+    class_name: str | None = (
+        None  # resolved qualified name of the constructor, e.g. torch.nn.Linear
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ChildCall:
+    """A call of a child inside `forward`.
+
+    via: "attr" (self.x(...)), "loop" (for m in self.layers: m(...)), "getattr" (getattr(self, "x")),
+    "index" (self.layers[0](...)).
+    """
+
+    name: str
+    line: int
+    via: str = "attr"
+    in_loop: bool = False
+    in_branch: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class InlineOp:
+    """A functional or tensor op called directly in `forward` (its time lands in the parent's self time).
+
+    name is the resolved name where known (`torch.nn.functional.relu`, `torch.flatten`), an operator
+    (`+`, `@`), or a tensor method (`.view`).
+    """
+
+    name: str
+    line: int
+    in_loop: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleClassInfo:
+    """What libcst found in the source of one nn.Module subclass."""
+
+    qualname: str  # module.Class, e.g. "torchvision.models.alexnet.AlexNet"
+    span: SourceSpan | None
+    forward_span: SourceSpan | None = None
+    children: tuple[ChildDef, ...] = ()
+    calls: tuple[ChildCall, ...] = ()
+    inline_ops: tuple[InlineOp, ...] = ()
+    builtin: bool = False  # a torch container understood without reading its source
+    note: str = ""  # why the source could not be read, when it could not
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One thing the planner wants the user to know.
+
+    kind: "never_called", "inline_ops", "loop_call", "branch_call", "alias", "no_source",
+    "static_only", "compat".
+    """
+
+    kind: str
+    path: str
+    message: str
+    span: SourceSpan | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleTarget:
+    """One module of the tree, selected for profiling or not, with the reason."""
+
+    path: str
+    class_name: str  # short class name, e.g. "Conv2d"
+    qualname: str  # module.Class
+    depth: int
+    is_leaf: bool
+    selected: bool
+    reason: str  # why selected or not: "leaf", "matches features.*", "not a leaf", ...
+    aliases: tuple[str, ...] = ()  # other paths reaching the same module object
+    expected_calls: int | None = None  # per forward, from the source; None when unknown
+    source: SourceSpan | None = None  # where the module is created in its parent's __init__
+    param_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CompatChoice:
+    """One version-compatibility decision, probed once from the installed torch."""
+
+    name: str  # e.g. "profiler_device_arg"
+    value: str  # e.g. "use_device"
+    reason: str  # e.g. "torch 2.13 accepts use_device; use_cuda is deprecated (removed in 2.14)"
+
+
+@dataclass(frozen=True, slots=True)
+class ProfilePlan:
+    """What will be profiled and how. Saved as JSON so a user can review and edit it."""
+
+    root_class: str
+    targets: tuple[ModuleTarget, ...]
+    compat: tuple[CompatChoice, ...] = ()
+    strategy: str = "session"
+    classes: tuple[ModuleClassInfo, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    selectors: tuple[str, ...] = ()  # the --paths / --depth the user gave, for the record
+    model_file: str | None = None
+    entry: str | None = None
+    torch_version: str = ""
+    static_only: bool = False
+    created_at: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+    def selected_paths(self) -> tuple[str, ...]:
+        return tuple(t.path for t in self.targets if t.selected)
+
+    def target(self, path: str) -> ModuleTarget | None:
+        return next((t for t in self.targets if t.path == path), None)
+
+    def compat_value(self, name: str, default: str = "") -> str:
+        return next((c.value for c in self.compat if c.name == name), default)
+
+    def to_json(self) -> str:
+        return _dump(PLAN_KIND, self)
+
+    @classmethod
+    def from_json(cls, text: str) -> ProfilePlan:
+        return _load(PLAN_KIND, cls, text)
+
+
+# --------------------------------------------------------------------------- measurements (runtime)
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    """A per-iteration quantity summarised over the measured iterations."""
+
+    median: float
+    min: float
+    max: float
+
+    @classmethod
+    def of(cls, values: typing.Sequence[float]) -> Stat:
+        if not values:
+            return cls(0.0, 0.0, 0.0)
+        ordered = sorted(values)
+        mid = len(ordered) // 2
+        median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+        return cls(float(median), float(ordered[0]), float(ordered[-1]))
+
+
+@dataclass(frozen=True, slots=True)
+class OpStat:
+    """One operator (e.g. aten::addmm) inside one layer, per iteration (medians over iterations)."""
+
+    name: str
+    calls: int
+    self_cpu_us: float
+    total_cpu_us: float
+    self_device_us: float = 0.0
+    total_device_us: float = 0.0
+    self_cpu_mem: int = 0
+    cpu_mem: int = 0
+    self_device_mem: int = 0
+    device_mem: int = 0
+    backward: bool = False  # the op ran in the backward pass of this layer
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleRecord:
+    """Everything measured for one profiled path.
+
+    Times and memory are per iteration (the sum over that iteration's calls), summarised over
+    iterations with `Stat`. `calls` is the total over all measured iterations.
+    """
+
+    path: str
+    class_name: str
+    calls: int
+    self_cpu_us: Stat
+    total_cpu_us: Stat
+    self_device_us: Stat | None = None
+    total_device_us: Stat | None = None
+    self_cpu_mem: int = 0
+    cpu_mem: int = 0
+    self_device_mem: int = 0
+    device_mem: int = 0
+    backward_self_cpu_us: Stat | None = None
+    backward_total_cpu_us: Stat | None = None
+    backward_self_device_us: Stat | None = None
+    param_count: int = 0
+    input_shapes: tuple[str, ...] = ()  # of the first call, e.g. ("1x3x224x224",)
+    output_shapes: tuple[str, ...] = ()
+    ops: tuple[OpStat, ...] = ()
+    aliases: tuple[str, ...] = ()
+    is_leaf: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Environment:
+    hybridprof_version: str
+    torch_version: str
+    python_version: str
+    os: str
+    cpu: str
+    threads: int
+    device: str  # "cpu" or e.g. "cuda:0 (NVIDIA H200)"
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileSession:
+    """One profiling run: the plan, the environment and the per-path records. Reporters see only this."""
+
+    plan: ProfilePlan
+    environment: Environment
+    records: tuple[ModuleRecord, ...]
+    strategy: str
+    warmup: int = 0
+    iterations: int = 1  # measured iterations actually done
+    requested_iterations: int = 1
+    interrupted: bool = False
+    profile_memory: bool = False
+    use_device: bool = False  # device (CUDA) timing was measured
+    backward: bool = False
+    iteration_cpu_us: tuple[float, ...] = ()  # whole profiled time of each measured iteration
+    never_called: tuple[str, ...] = ()  # selected paths that were not called at all
+    warnings: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+    model_file: str | None = None
+    model_hash: str | None = None  # sha256 of the model file
+    started_at: str = ""
+    duration_s: float = 0.0
+    trace_file: str | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def record(self, path: str) -> ModuleRecord | None:
+        return next((r for r in self.records if r.path == path), None)
+
+    def to_json(self) -> str:
+        return _dump(SESSION_KIND, self)
+
+    @classmethod
+    def from_json(cls, text: str) -> ProfileSession:
+        return _load(SESSION_KIND, cls, text)
+
+
+# --------------------------------------------------------------------------- JSON round trip
+
+
+def to_plain(obj: Any) -> Any:
+    """Dataclasses to dicts, tuples to lists, recursively."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, tuple | list):
+        return [to_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): to_plain(v) for k, v in obj.items()}
+    return obj
+
+
+def from_plain(tp: Any, data: Any) -> Any:
+    """Build an instance of type `tp` (a dataclass or a typing form) from `to_plain` output."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(tp) if a is not type(None)]
+        return None if data is None else from_plain(options[0], data)
+    if origin is tuple:
+        args = typing.get_args(tp)
+        item = args[0] if args else Any
+        return tuple(from_plain(item, v) for v in _expect(list, data, tp))
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return _dataclass_from_plain(tp, data)
+    if tp is float:
+        return float(_expect(int | float, data, tp))
+    if tp in (int, str, bool):
+        return _expect(tp, data, tp)
+    return data
+
+
+def _dataclass_from_plain(cls: type[T], data: Any) -> T:
+    fields_data = _expect(dict, data, cls)
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name in fields_data:
+            kwargs[f.name] = from_plain(hints[f.name], fields_data[f.name])
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ValueError(f"{cls.__name__} is missing field '{f.name}'")
+    return cls(**kwargs)
+
+
+def _expect(tp: Any, value: Any, what: Any) -> Any:
+    if isinstance(value, bool) and tp in (int, float, int | float):
+        raise ValueError(f"expected a number for {what}, got a bool")
+    if not isinstance(value, tp):
+        raise ValueError(f"expected {getattr(what, '__name__', what)}, got {type(value).__name__}")
+    return value
+
+
+def _dump(kind: str, obj: Any) -> str:
+    return json.dumps({"kind": kind, **to_plain(obj)}, indent=1, sort_keys=False)
+
+
+def _load(kind: str, cls: type[T], text: str) -> T:
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SessionFileError(
+            f"not a JSON file ({exc}); give a file written by hybridprof"
+        ) from exc
+    if not isinstance(data, dict) or data.get("kind") != kind:
+        raise SessionFileError(f'not a {kind} file (no "kind": "{kind}" field)')
+    version = data.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise SessionFileError(
+            f"{kind} schema version {version!r} is newer than this hybridprof reads "
+            f"({SCHEMA_VERSION}); upgrade hybridprof to read it"
+        )
+    data.pop("kind")
+    try:
+        return typing.cast(T, from_plain(cls, data))
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        raise SessionFileError(f"corrupt {kind} file: {exc}") from exc
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ChildCall",
+    "ChildDef",
+    "CompatChoice",
+    "Environment",
+    "Finding",
+    "InlineOp",
+    "ModuleClassInfo",
+    "ModuleRecord",
+    "ModuleTarget",
+    "OpStat",
+    "ProfilePlan",
+    "ProfileSession",
+    "SourceSpan",
+    "Stat",
+    "from_plain",
+    "to_plain",
+]

@@ -1,0 +1,58 @@
+"""Typed errors. Library code raises these; only the CLI turns them into one line and an exit code."""
+
+from __future__ import annotations
+
+
+class HybridprofError(Exception):
+    """Base of every error hybridprof reports to a user as one line.
+
+    The message must name the problem and, where there is one, the fix.
+    """
+
+    exit_code: int = 1
+
+
+class UsageError(HybridprofError):
+    """Bad command-line input: wrong option values, an unknown path, a bad shape."""
+
+    exit_code = 2
+
+
+class ModelLoadError(HybridprofError):
+    """The model file could not be read, imported, or its entry did not give an nn.Module."""
+
+    exit_code = 2
+
+
+class SelectionError(UsageError):
+    """A selector (path, glob, depth) matched nothing; the message lists close matches."""
+
+
+class OutputError(HybridprofError):
+    """An output path cannot be written: missing folder, unwritable, or exists without --force."""
+
+    exit_code = 2
+
+
+class SessionFileError(HybridprofError):
+    """A session or plan file is corrupt, foreign, or from a newer schema."""
+
+    exit_code = 2
+
+
+class ModelRunError(HybridprofError):
+    """The user's model raised while being profiled; the message names the layer."""
+
+    exit_code = 3
+
+
+class DeviceError(HybridprofError):
+    """The requested device is not available (e.g. --device cuda without CUDA)."""
+
+    exit_code = 2
+
+
+class ReportDependencyError(HybridprofError):
+    """A system library a renderer needs (Pango for weasyprint) is missing."""
+
+    exit_code = 4

@@ -1,0 +1,27 @@
+"""Number formatting shared by every renderer (torchprof's units: us/ms/s and B/KB/MB/GB)."""
+
+from __future__ import annotations
+
+
+def format_time_us(us: float) -> str:
+    """1.832ms, 51.858us, 2.100s — three decimals, the unit chosen by size, as torchprof printed."""
+    if us >= 1_000_000:
+        return f"{us / 1_000_000:.3f}s"
+    if us >= 1_000:
+        return f"{us / 1_000:.3f}ms"
+    return f"{us:.3f}us"
+
+
+def format_bytes(n: int | float) -> str:
+    """-1.50 MB, 512 B, 3.25 KB (powers of 1024; memory deltas can be negative)."""
+    sign = "-" if n < 0 else ""
+    value = float(abs(n))
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{sign}{int(value)} {unit}" if unit == "B" else f"{sign}{value:.2f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_percent(part: float, whole: float) -> str:
+    return f"{100.0 * part / whole:.1f}%" if whole > 0 else "-"

@@ -1,0 +1,63 @@
+"""What a strategy measures in one iteration, before it is summarised into ModuleRecords.
+
+A strategy fills one `IterationMeasure` per measured iteration; `aggregate.py` folds a list of them
+into the session's `ModuleRecord`s (median/min/max over iterations). Units as in datamodel:
+microseconds and bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class OpMeasure:
+    """One operator under one layer within one iteration (mutable: summed while events are folded)."""
+
+    name: str
+    calls: int = 0
+    self_cpu_us: float = 0.0
+    total_cpu_us: float = 0.0
+    self_device_us: float = 0.0
+    total_device_us: float = 0.0
+    self_cpu_mem: int = 0
+    cpu_mem: int = 0
+    self_device_mem: int = 0
+    device_mem: int = 0
+    backward: bool = False
+
+
+@dataclass(slots=True)
+class PathMeasure:
+    """One profiled path within one iteration: sums over that iteration's calls."""
+
+    path: str
+    calls: int = 0
+    self_cpu_us: float = 0.0
+    total_cpu_us: float = 0.0
+    self_device_us: float = 0.0
+    total_device_us: float = 0.0
+    self_cpu_mem: int = 0
+    cpu_mem: int = 0
+    self_device_mem: int = 0
+    device_mem: int = 0
+    backward_self_cpu_us: float = 0.0
+    backward_total_cpu_us: float = 0.0
+    backward_self_device_us: float = 0.0
+    ops: dict[str, OpMeasure] = field(
+        default_factory=dict
+    )  # key: op name (+ " [bwd]" for backward)
+
+
+@dataclass(slots=True)
+class IterationMeasure:
+    """All paths of one iteration, plus the whole iteration's profiled CPU time."""
+
+    paths: dict[str, PathMeasure] = field(default_factory=dict)
+    total_cpu_us: float = 0.0
+
+    def path(self, path: str) -> PathMeasure:
+        measure = self.paths.get(path)
+        if measure is None:
+            measure = self.paths[path] = PathMeasure(path)
+        return measure

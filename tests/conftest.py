@@ -1,0 +1,17 @@
+"""Suite-wide fixtures: no test may leave a module patched, and profiling runs single-threaded."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def no_module_left_patched() -> Iterator[None]:
+    """Fail any test that leaves a patched forward behind (ARCHITECTURE.md convention 5)."""
+    yield
+    from hybridprof.runtime.patching import live_patches
+
+    leftovers = live_patches()
+    assert not leftovers, f"modules left patched: {leftovers}"
