@@ -24,8 +24,11 @@ class ModelLoadError(HybridprofError):
     exit_code = 2
 
 
-class SelectionError(UsageError):
-    """A selector (path, glob, depth) matched nothing; the message lists close matches."""
+class SelectionError(UsageError, ValueError):
+    """A selector (path, glob, depth) matched nothing; the message lists close matches.
+
+    Also a ValueError, as torchprof-era code expects for an unknown path.
+    """
 
 
 class OutputError(HybridprofError):

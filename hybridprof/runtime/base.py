@@ -33,6 +33,7 @@ class StrategyConfig:
     use_device: bool = False  # measure CUDA time/memory too
     backward: bool = False  # attribute backward ops to the layer whose forward made them
     keep_raw_events: bool = False  # keep per-call event lists for Profile.raw()
+    trace_path: str | None = None  # write a Chrome/Perfetto trace of the measured iterations
 
 
 class Strategy(Protocol):
