@@ -37,15 +37,21 @@ def depth_of(path: str) -> int:
 
 
 def tree_rows(session: ProfileSession) -> list[TreeRow]:
-    """Rows in module-tree order (the plan's order), ancestors before descendants."""
+    """Rows in module-tree order, ancestors before descendants.
+
+    Order comes from the plan's targets (named_modules order); a path the plan does not know (a
+    hand-made session) ranks by its first record, and an ancestor by its first descendant.
+    """
     by_path = {r.path: r for r in session.records}
-    wanted: set[str] = set()
-    for path in by_path:
-        wanted.add(path)
-        wanted.update(ancestors(path))
     order = {t.path: i for i, t in enumerate(session.plan.targets)}
-    rank = {p: (order.get(p, len(order)), i) for i, p in enumerate(by_path)}
-    ordered = sorted(wanted, key=lambda p: _sort_key(p, order, rank))
+    rank: dict[str, tuple[int, int]] = {}
+    for index, path in enumerate(by_path):
+        own = (order.get(path, len(order)), index)
+        for node in [*ancestors(path), path]:
+            known = order.get(node)
+            candidate = (known, 0) if known is not None else own
+            rank[node] = min(rank.get(node, candidate), candidate)
+    ordered = sorted(rank, key=lambda p: tuple((*rank[n], n) for n in [*ancestors(p), p]))
     parents = {parent_of(p) for p in ordered}
     return [
         TreeRow(
@@ -57,12 +63,3 @@ def tree_rows(session: ProfileSession) -> list[TreeRow]:
         )
         for p in ordered
     ]
-
-
-def _sort_key(
-    path: str, order: dict[str, int], rank: dict[str, tuple[int, int]]
-) -> tuple[tuple[int, int, str], ...]:
-    # Sort by the chain of (plan position) from the root, so children follow their parent even
-    # when a parent is missing from the plan (a hand-made session).
-    chain = [*ancestors(path), path]
-    return tuple((*rank.get(p, (order.get(p, len(order)), 0)), p) for p in chain)

@@ -1,0 +1,112 @@
+"""The JSON contract between planner, runtime and reporters."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hybridprof.datamodel import (
+    SCHEMA_VERSION,
+    CompatChoice,
+    Environment,
+    Finding,
+    ModuleRecord,
+    ModuleTarget,
+    OpStat,
+    ProfilePlan,
+    ProfileSession,
+    SourceSpan,
+    Stat,
+)
+from hybridprof.errors import SessionFileError
+
+
+def make_session() -> ProfileSession:
+    plan = ProfilePlan(
+        root_class="Net",
+        targets=(
+            ModuleTarget("", "Net", "m.Net", 0, False, False, "not a leaf"),
+            ModuleTarget(
+                "fc",
+                "Linear",
+                "torch.nn.Linear",
+                1,
+                True,
+                True,
+                "leaf",
+                aliases=("head",),
+                expected_calls=1,
+                source=SourceSpan("m.py", 7, 8),
+            ),
+        ),
+        compat=(CompatChoice("profiler_device_arg", "use_device", "2.13 has it"),),
+        findings=(Finding("alias", "fc", "also reachable as head"),),
+    )
+    record = ModuleRecord(
+        "fc",
+        "Linear",
+        3,
+        Stat.of([1.0, 2.0, 9.0]),
+        Stat.of([2.0, 3.0, 10.0]),
+        self_device_us=None,
+        ops=(OpStat("aten::addmm", 1, 1.5, 2.5, cpu_mem=-512),),
+        output_shapes=("2x4",),
+    )
+    env = Environment("0.1.0", "2.13.0", "3.11.7", "Linux", "x86", 1, "cpu")
+    return ProfileSession(
+        plan=plan,
+        environment=env,
+        records=(record,),
+        strategy="session",
+        iteration_cpu_us=(3.0, 4.0),
+        warnings=("w",),
+    )
+
+
+def test_session_round_trips_through_json() -> None:
+    session = make_session()
+    assert ProfileSession.from_json(session.to_json()) == session
+
+
+def test_plan_round_trips_and_answers_queries() -> None:
+    plan = make_session().plan
+    again = ProfilePlan.from_json(plan.to_json())
+    assert again == plan
+    assert again.selected_paths() == ("fc",)
+    assert again.compat_value("profiler_device_arg") == "use_device"
+    assert again.target("fc") is not None and again.target("nope") is None
+
+
+def test_stat_of_takes_median_min_max() -> None:
+    assert Stat.of([5.0, 1.0, 3.0]) == Stat(3.0, 1.0, 5.0)
+    assert Stat.of([1.0, 2.0, 3.0, 10.0]) == Stat(2.5, 1.0, 10.0)
+    assert Stat.of([]) == Stat(0.0, 0.0, 0.0)
+
+
+def test_newer_schema_is_refused_with_upgrade_hint() -> None:
+    data = json.loads(make_session().to_json())
+    data["schema_version"] = SCHEMA_VERSION + 1
+    with pytest.raises(SessionFileError, match="newer than this hybridprof reads"):
+        ProfileSession.from_json(json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("{not json", "not a JSON file"),
+        ('{"kind": "hybridprof-plan", "schema_version": 1}', "not a hybridprof-session file"),
+        ("[1, 2]", "not a hybridprof-session file"),
+        ('{"kind": "hybridprof-session", "schema_version": 1}', "corrupt"),
+    ],
+)
+def test_foreign_or_corrupt_files_are_refused(text: str, message: str) -> None:
+    with pytest.raises(SessionFileError, match=message):
+        ProfileSession.from_json(text)
+
+
+def test_wrong_field_type_is_corrupt() -> None:
+    data = json.loads(make_session().to_json())
+    data["records"][0]["calls"] = "three"
+    with pytest.raises(SessionFileError, match="corrupt"):
+        ProfileSession.from_json(json.dumps(data))
