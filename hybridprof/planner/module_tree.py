@@ -1,0 +1,213 @@
+"""The module tree of a live model: dotted paths, aliases, and which paths a user selected.
+
+Paths follow `named_modules` order with the root as `""`. A module object reachable under two paths
+(a shared block) gets one canonical path (the first one `named_modules` reaches) and lists the others
+as `aliases`; selecting an alias selects the canonical path, so the module is patched and counted once.
+
+`param_count` counts a module's OWN parameters (`recurse=False`), so summing it over a tree never
+counts a weight twice; a container such as `nn.Sequential` therefore has 0.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+
+from torch import nn
+
+from hybridprof.datamodel import ModuleTarget, ProfilePlan
+from hybridprof.errors import SelectionError
+
+Selector = str | Sequence[str]
+
+
+@dataclass(frozen=True, slots=True)
+class TreeNode:
+    """One module object: its canonical path and every other path that reaches it."""
+
+    path: str
+    module: nn.Module
+    aliases: tuple[str, ...]
+
+
+def walk(model: nn.Module) -> list[TreeNode]:
+    """Every distinct module object once, in `named_modules` order, with its alias paths."""
+    first: dict[int, str] = {}
+    modules: dict[int, nn.Module] = {}
+    others: dict[int, list[str]] = {}
+    for path, module in model.named_modules(remove_duplicate=False):
+        key = id(module)
+        if key in first:
+            others[key].append(path)
+        else:
+            first[key], modules[key], others[key] = path, module, []
+    return [TreeNode(first[k], modules[k], tuple(others[k])) for k in first]
+
+
+def qualname_of(module: nn.Module) -> str:
+    cls = type(module)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def depth_of(path: str) -> int:
+    return 0 if path == "" else path.count(".") + 1
+
+
+def module_targets(model: nn.Module) -> tuple[ModuleTarget, ...]:
+    """The whole tree as unselected targets (`selected=False`, reason "")."""
+    return tuple(
+        ModuleTarget(
+            path=node.path,
+            class_name=type(node.module).__name__,
+            qualname=qualname_of(node.module),
+            depth=depth_of(node.path),
+            is_leaf=next(iter(node.module.children()), None) is None,
+            selected=False,
+            reason="",
+            aliases=node.aliases,
+            param_count=sum(p.numel() for p in node.module.parameters(recurse=False)),
+        )
+        for node in walk(model)
+    )
+
+
+def module_at(model: nn.Module, path: str) -> nn.Module:
+    """The module at a dotted path ("" is the root); SelectionError with close matches if absent."""
+    if path == "":
+        return model
+    try:
+        return model.get_submodule(path)
+    except AttributeError:
+        known = [p for p, _ in model.named_modules(remove_duplicate=False)]
+        raise SelectionError(_no_match_message(repr(path), known)) from None
+
+
+def select_targets(
+    model: nn.Module,
+    paths: Sequence[Selector] | None = None,
+    globs: Sequence[str] = (),
+    depth: int | None = None,
+    root_name: str | None = None,
+) -> tuple[ModuleTarget, ...]:
+    """All modules, with `selected`/`reason` set.
+
+    Without selectors the leaves are selected (torchprof's default). `paths` are dotted strings
+    (`"features.0"`) or torchprof tuples whose first element is the root class name
+    (`("AlexNet", "features", "0")`); `globs` are fnmatch patterns (`features.*`, `blocks.*.attn`);
+    `depth=N` selects the modules N levels below the root plus any shallower leaf. The union of all
+    selectors is selected. A selector that matches nothing raises `SelectionError`.
+    """
+    targets = module_targets(model)
+    root = root_name or type(model).__name__
+    if not paths and not globs and depth is None:
+        return tuple(
+            replace(t, selected=t.is_leaf, reason="leaf" if t.is_leaf else "not a leaf")
+            for t in targets
+        )
+    reasons = _selection_reasons(targets, paths or (), globs, depth, root)
+    return tuple(
+        replace(t, selected=t.path in reasons, reason=reasons.get(t.path, "not selected"))
+        for t in targets
+    )
+
+
+def _selection_reasons(
+    targets: tuple[ModuleTarget, ...],
+    paths: Sequence[Selector],
+    globs: Sequence[str],
+    depth: int | None,
+    root: str,
+) -> dict[str, str]:
+    canonical = {alias: t.path for t in targets for alias in (t.path, *t.aliases)}
+    reasons: dict[str, str] = {}
+    for selector in paths:
+        path = _dotted(selector, root)
+        if path not in canonical:
+            raise SelectionError(_no_match_message(_show(selector), list(canonical)))
+        reasons.setdefault(canonical[path], f"path {path or '(root)'}")
+    for pattern in globs:
+        hits = [canonical[p] for p in canonical if fnmatch.fnmatchcase(p, pattern)]
+        if not hits:
+            raise SelectionError(_no_match_message(f"glob {pattern!r}", list(canonical)))
+        for hit in hits:
+            reasons.setdefault(hit, f"matches {pattern}")
+    if depth is not None:
+        reasons.update(_depth_reasons(targets, depth, reasons))
+    return reasons
+
+
+def _depth_reasons(
+    targets: tuple[ModuleTarget, ...], depth: int, taken: dict[str, str]
+) -> dict[str, str]:
+    if depth < 0:
+        raise SelectionError(f"depth must be 0 or more, got {depth}; 0 is the root, 1 its children")
+    # A depth past a branch's bottom keeps that branch's leaves, as torchinfo's depth does.
+    return {
+        t.path: f"depth {depth}"
+        for t in targets
+        if t.path not in taken and (t.depth == depth or (t.is_leaf and t.depth < depth))
+    }
+
+
+def _dotted(selector: Selector, root: str) -> str:
+    """A dotted path from a string or a torchprof tuple (root class name first)."""
+    if isinstance(selector, str):
+        return selector
+    parts = [str(p) for p in selector]
+    if not parts or parts[0] != root:
+        raise SelectionError(
+            f"path {_show(selector)} must start with the root class name {root!r}, "
+            f"e.g. ({root!r}, 'features', '0'), or be a dotted string like 'features.0'"
+        )
+    return ".".join(parts[1:])
+
+
+def _show(selector: Selector) -> str:
+    return repr(selector) if isinstance(selector, str) else repr(tuple(selector))
+
+
+def _no_match_message(what: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(what.strip("'\""), [k for k in known if k], n=4, cutoff=0.5)
+    hint = f"; did you mean: {', '.join(close)}?" if close else ""
+    return f"no module matches {what}{hint} (list the paths with `hybridprof analyze`)"
+
+
+def tree_plan(
+    model: nn.Module,
+    paths: Sequence[Selector] | None = None,
+    globs: Sequence[str] = (),
+    depth: int | None = None,
+    strategy: str = "session",
+) -> ProfilePlan:
+    """A ProfilePlan from the live model alone (no source reading); the static planner enriches it."""
+    import torch
+
+    from hybridprof.planner.compat import probe
+
+    selectors = [_show(p) for p in paths or ()] + [f"glob {g}" for g in globs]
+    if depth is not None:
+        selectors.append(f"depth {depth}")
+    return ProfilePlan(
+        root_class=type(model).__name__,
+        targets=select_targets(model, paths, globs, depth),
+        compat=probe().choices(),
+        strategy=strategy,
+        selectors=tuple(selectors),
+        torch_version=str(torch.__version__),
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+__all__ = [
+    "TreeNode",
+    "depth_of",
+    "module_at",
+    "module_targets",
+    "qualname_of",
+    "select_targets",
+    "tree_plan",
+    "walk",
+]

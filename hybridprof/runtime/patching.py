@@ -1,0 +1,189 @@
+"""Patch the `forward` of selected modules, and undo every change exactly.
+
+Each selected module gets an instance attribute `forward` (a `PatchedForward`) that hands the call to
+a strategy: `call(path, original_forward, args, kwargs)`. Patching `forward` rather than `__call__`
+keeps `nn.Module.__call__` and so every user hook intact. The undo log restores, in reverse order:
+the added attribute is DELETED (assigning a bound method back would leave an instance attribute that
+`copy.deepcopy` then carries to copies), a module's own instance `forward` is put back as that exact
+object, and train/eval flags changed while patched are reset.
+
+A patched model stays copy-safe: `copy.deepcopy` gives the copy an inert forward bound to the copy
+(an instance forward otherwise keeps calling the ORIGINAL module), and pickling (torch.save) stores the
+same inert forward instead of the profiler.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from torch import nn
+
+CallFn = Callable[[str, Callable[..., Any], tuple[Any, ...], Mapping[str, Any]], Any]
+
+# Every module patched right now in this process, by (id(patcher), id(module)): the test suite asserts it is empty.
+_LIVE: dict[tuple[int, int], str] = {}
+_LIVE_LOCK = threading.Lock()
+
+
+def live_patches() -> tuple[str, ...]:
+    """Descriptions (`path (Class)`) of the modules patched right now in this process."""
+    with _LIVE_LOCK:
+        return tuple(_LIVE.values())
+
+
+class InertForward:
+    """A forward that just runs the module's class `forward`: what copies of a patched module get."""
+
+    __slots__ = ("module",)
+
+    def __init__(self, module: nn.Module) -> None:
+        self.module = module
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return type(self.module).forward(self.module, *args, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (InertForward, (self.module,))
+
+
+class PatchedForward:
+    """The instance `forward` of a patched module: routes each call through the strategy."""
+
+    __slots__ = ("module", "original", "own_forward", "path", "patcher")
+
+    def __init__(
+        self,
+        patcher: ForwardPatcher,
+        path: str,
+        module: nn.Module,
+        own_forward: Any | None,
+    ) -> None:
+        self.patcher = patcher
+        self.path = path
+        self.module = module
+        self.own_forward = own_forward
+        self.original: Callable[..., Any] = (
+            own_forward if own_forward is not None else type(module).forward.__get__(module)
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self.patcher.call(self.path, self.original, args, kwargs)
+        except BaseException:
+            self.patcher.note_failure(self.path)
+            raise
+
+    def _inert(self, module: nn.Module, own_forward: Any | None) -> Any:
+        return own_forward if own_forward is not None else InertForward(module)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        import copy
+
+        # The module is registered in `memo` before its __dict__ is copied, so the copy is found.
+        clone = memo.get(id(self.module), self.module)
+        own = copy.deepcopy(self.own_forward, memo) if self.own_forward is not None else None
+        return self._inert(clone, own)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self.own_forward is not None:
+            return (_identity, (self.own_forward,))
+        return (InertForward, (self.module,))
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class _Patch:
+    path: str
+    module: nn.Module
+    wrapper: PatchedForward
+    own_forward: Any | None  # the module's own instance forward before patching, if any
+
+
+class ForwardPatcher:
+    """Patches `paths` of `model` so each call goes through `call`; `restore()` undoes everything.
+
+    `failed_path` is the innermost patched path an exception passed through (the first one seen),
+    so a runner can say which layer failed; the exception itself propagates unchanged.
+    """
+
+    def __init__(self, model: nn.Module, paths: Iterable[str], call: CallFn) -> None:
+        self.model = model
+        self.paths = tuple(dict.fromkeys(paths))
+        self.call = call
+        self.failed_path: str | None = None
+        self._patches: list[_Patch] = []
+        self._modes: list[tuple[nn.Module, bool]] = []
+
+    @property
+    def active(self) -> bool:
+        return bool(self._patches)
+
+    def note_failure(self, path: str) -> None:
+        if self.failed_path is None:
+            self.failed_path = path
+
+    def patch(self) -> None:
+        """Patch every path once (a module reached twice is patched at its first path)."""
+        if self._patches:
+            raise RuntimeError("this patcher is already active; restore() it first")
+        self.failed_path = None
+        self._modes = [(m, m.training) for m in self.model.modules()]
+        seen: set[int] = set()
+        try:
+            for path in self.paths:
+                module = self.model.get_submodule(path) if path else self.model
+                if id(module) not in seen:
+                    seen.add(id(module))
+                    self._patch_one(path, module)
+        except BaseException:
+            self.restore()
+            raise
+
+    def _patch_one(self, path: str, module: nn.Module) -> None:
+        own = module.__dict__.get("forward")
+        wrapper = PatchedForward(self, path, module, own)
+        module.__dict__["forward"] = wrapper
+        self._patches.append(_Patch(path, module, wrapper, own))
+        with _LIVE_LOCK:
+            _LIVE[(id(self), id(module))] = f"{path or '(root)'} ({type(module).__name__})"
+
+    def restore(self) -> None:
+        """Undo every patch in reverse order, then reset changed train/eval flags."""
+        while self._patches:
+            self._unpatch_one(self._patches.pop())
+        for module, training in self._modes:
+            if module.training != training:
+                module.training = training
+        self._modes = []
+
+    def _unpatch_one(self, patch: _Patch) -> None:
+        current = patch.module.__dict__.get("forward")
+        if current is patch.wrapper:
+            if patch.own_forward is None:
+                del patch.module.__dict__["forward"]
+            else:
+                patch.module.__dict__["forward"] = patch.own_forward
+        with _LIVE_LOCK:
+            _LIVE.pop((id(self), id(patch.module)), None)
+
+    def __enter__(self) -> ForwardPatcher:
+        self.patch()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.restore()
+
+
+__all__ = ["ForwardPatcher", "InertForward", "PatchedForward", "live_patches"]
