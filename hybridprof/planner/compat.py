@@ -7,7 +7,11 @@ as `CompatChoice`s with reasons for the plan and the report.
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from hybridprof.datamodel import CompatChoice
 
@@ -52,3 +56,100 @@ class Compat:
             "raw_events": self.raw_events,
         }
         return tuple(CompatChoice(k, v, reasons.get(k, "")) for k, v in values.items())
+
+
+# --------------------------------------------------------------------------- probing
+
+Decision = tuple[Any, str]  # (value, reason)
+
+# What the attribution code reads from each raw kineto event; all must exist to walk them directly.
+KINETO_EVENT_FIELDS = ("name", "start_ns", "duration_ns", "is_user_annotation", "start_thread_id")
+
+
+@functools.cache
+def probe() -> Compat:
+    """The compatibility decisions for the installed torch, made once per process."""
+    return probe_now()
+
+
+def probe_now() -> Compat:
+    """Probe without the cache (tests simulate older torch APIs by patching torch, then call this)."""
+    import torch
+    import torch.autograd.profiler as autograd_profiler
+    from torch.autograd import profiler_util
+
+    profile_cls = autograd_profiler.profile
+    decisions = {
+        "profiler_device_arg": decide_device_arg(profile_cls),
+        "event_fields": decide_event_fields(profiler_util.FunctionEvent),
+        "profile_memory": decide_profile_memory(profile_cls),
+        "children": decide_children(profiler_util.EventList),
+        "cuda_available": decide_cuda(torch),
+        "fast_ranges": decide_fast_ranges(torch),
+        "raw_events": decide_raw_events(torch),
+    }
+    values = {name: value for name, (value, _) in decisions.items()}
+    return Compat(
+        torch_version=str(torch.__version__),
+        reasons=tuple((name, reason) for name, (_, reason) in decisions.items()),
+        **values,
+    )
+
+
+def _parameters(cls: Any) -> Mapping[str, inspect.Parameter]:
+    try:
+        return inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):  # a C-implemented __init__ without a signature
+        return {}
+
+
+def decide_device_arg(profile_cls: Any) -> Decision:
+    params = _parameters(profile_cls)
+    if "use_device" in params:
+        why = "deprecated (FutureWarning)" if "use_cuda" in params else "removed"
+        return "use_device", f"autograd profiler accepts use_device; use_cuda is {why}"
+    return "use_cuda", "autograd profiler has no use_device argument (torch < 2.1); using use_cuda"
+
+
+def decide_event_fields(event_cls: Any) -> Decision:
+    if hasattr(event_cls, "self_device_time_total"):
+        return "device", "FunctionEvent has device_* fields; cuda_* names are deprecated"
+    return "cuda", "FunctionEvent has only cuda_* fields (older torch)"
+
+
+def decide_profile_memory(profile_cls: Any) -> Decision:
+    if "profile_memory" in _parameters(profile_cls):
+        return True, "autograd profiler accepts profile_memory"
+    return False, "autograd profiler has no profile_memory argument; memory columns stay empty"
+
+
+def decide_children(event_list_cls: Any) -> Decision:
+    if hasattr(event_list_cls, "populate_cpu_children"):
+        return "populate_cpu_children", "EventList.populate_cpu_children exists and must be called"
+    return "lazy_tree", "EventList builds cpu_children lazily on first access (no populate call)"
+
+
+def decide_cuda(torch_module: Any) -> Decision:
+    available = bool(torch_module.cuda.is_available())
+    build = getattr(torch_module.version, "cuda", None)
+    if available:
+        return True, f"torch.cuda.is_available() (CUDA {build})"
+    return False, f"torch.cuda.is_available() is False (build CUDA: {build or 'none, CPU build'})"
+
+
+def decide_fast_ranges(torch_module: Any) -> Decision:
+    if hasattr(getattr(torch_module._C, "_profiler", None), "_RecordFunctionFast"):
+        return "record_function_fast", "private _RecordFunctionFast present (~2-4 us per range)"
+    return "record_function", "no _RecordFunctionFast; public record_function (~12-25 us)"
+
+
+def decide_raw_events(torch_module: Any) -> Decision:
+    autograd_c = getattr(torch_module._C, "_autograd", None)
+    result_cls = getattr(autograd_c, "_ProfilerResult", None)
+    event_cls = getattr(autograd_c, "_KinetoEvent", None)
+    if result_cls is None or event_cls is None or not hasattr(result_cls, "events"):
+        return "function_events", "kineto results not reachable; torch's function_events"
+    missing = [f for f in KINETO_EVENT_FIELDS if not hasattr(event_cls, f)]
+    if missing:
+        return "function_events", f"kineto events lack {', '.join(missing)}; function_events"
+    return "kineto", "prof.profiler.kineto_results.events() readable (~15x faster to attribute)"
