@@ -36,11 +36,13 @@ if [[ ! -x .venv/bin/python ]]; then
   "$PY" -m venv .venv
 fi
 PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
+# This machine kind's pip config names local indexes that may be absent; hide only that noise.
+pip_install() { "${PIP[@]}" "$@" 2>&1 | { grep -v "is neither a file nor a directory" || true; }; }
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   echo "setup: installing $TORCH_PIN (CPU)"
-  "${PIP[@]}" "$TORCH_PIN"
+  pip_install "$TORCH_PIN"
 fi
 extra=""; [[ $WITH_TEST == 1 ]] && extra="[test]"
 echo "setup: installing hybridprof$extra"
-"${PIP[@]}" -e ".$extra" "$TORCH_PIN"
+pip_install -e ".$extra" "$TORCH_PIN"
 echo "setup: done (.venv/bin/hybridprof --version: $(.venv/bin/hybridprof --version))"
