@@ -1,0 +1,73 @@
+"""Reporters: a registry that picks a renderer by the output file's extension.
+
+A renderer (after pyinstrument's) names its extensions, says whether it writes bytes, and turns a
+`ProfileSession` into the file's content. Renderer modules import lazily: writing a CSV does not
+import weasyprint, and the text renderer lives in `reporting/text.py`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from hybridprof.datamodel import ProfileSession
+from hybridprof.errors import UsageError
+from hybridprof.outputs import check_output_path, write_atomic
+
+
+@runtime_checkable
+class Renderer(Protocol):
+    extensions: tuple[str, ...]
+    binary: bool
+
+    def render(self, session: ProfileSession) -> str | bytes: ...
+
+
+class TextRenderer:
+    """torchprof-style text table, by `reporting.text.render_text`."""
+
+    extensions = (".txt",)
+    binary = False
+
+    def render(self, session: ProfileSession) -> str:
+        text = importlib.import_module("hybridprof.reporting.text")
+        result: str = text.render_text(session)
+        return result
+
+
+# extension -> (module, class); modules are imported only when that format is written.
+_REGISTRY: dict[str, tuple[str, str]] = {
+    ".html": ("hybridprof.reporting.html", "HtmlRenderer"),
+    ".htm": ("hybridprof.reporting.html", "HtmlRenderer"),
+    ".pdf": ("hybridprof.reporting.pdf", "PdfRenderer"),
+    ".txt": ("hybridprof.reporting", "TextRenderer"),
+    ".csv": ("hybridprof.reporting.export", "CsvRenderer"),
+    ".json": ("hybridprof.reporting.export", "JsonRenderer"),
+}
+
+
+def known_extensions() -> tuple[str, ...]:
+    return tuple(sorted(_REGISTRY))
+
+
+def renderer_for(path: str | Path) -> Renderer:
+    """The renderer for `path`'s extension; UsageError listing the known ones otherwise."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in _REGISTRY:
+        known = ", ".join(known_extensions())
+        shown = f"'{suffix}'" if suffix else "no extension"
+        raise UsageError(f"report '{path}' has {shown}; use one of {known}")
+    module_name, class_name = _REGISTRY[suffix]
+    renderer: Renderer = getattr(importlib.import_module(module_name), class_name)()
+    return renderer
+
+
+def write_report(session: ProfileSession, path: str | Path, force: bool = False) -> Path:
+    """Render `session` by the extension of `path` and write it atomically; returns the path."""
+    renderer = renderer_for(path)
+    check_output_path(path, force)  # before rendering: a PDF can take seconds
+    return write_atomic(path, renderer.render(session), force)
+
+
+__all__ = ["Renderer", "TextRenderer", "known_extensions", "renderer_for", "write_report"]

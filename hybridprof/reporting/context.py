@@ -1,0 +1,333 @@
+"""The plain data the HTML and PDF templates display, built from a session (templates only display).
+
+Everything a template shows is decided here and can be tested without rendering: which rows, their
+formatted numbers, heat, op breakdowns, findings, and the limits the PDF applies (stated in `notes`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from hybridprof.datamodel import ModuleRecord, OpStat, ProfileSession, Stat
+from hybridprof.reporting.charts import Chart, session_charts
+from hybridprof.reporting.format import format_bytes, format_percent, format_time_us
+from hybridprof.reporting.rows import TreeRow, parent_of, tree_rows
+from hybridprof.reporting.table import total_profiled_us
+
+Mode = Literal["html", "pdf"]
+PDF_MAX_ROWS = 300
+PDF_OP_LAYERS = 10
+PDF_MAX_OPS = 15
+FINDING_TITLES = {
+    "never_called": "Children never called",
+    "inline_ops": "Parents whose own inline ops take time",
+    "alias": "Aliases of shared modules",
+    "loop_call": "Children called in a loop",
+    "branch_call": "Children called under a condition",
+    "no_source": "Source not readable",
+    "static_only": "Static analysis only",
+    "compat": "Compatibility",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderItem:
+    label: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class OpView:
+    name: str
+    calls: int
+    self_cpu: str
+    total_cpu: str
+    self_device: str
+    memory: str
+    backward: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RowView:
+    """One line of the tree table; raw numbers (for sorting) next to their formatted text."""
+
+    path: str
+    name: str
+    depth: int
+    parent: str | None
+    class_name: str
+    profiled: bool
+    has_children: bool
+    calls: int
+    self_us: float
+    total_us: float
+    pct: float
+    heat: int  # 0..5: self time relative to the heaviest row, for shading
+    self_cpu: str
+    total_cpu: str
+    self_device: str
+    total_device: str
+    backward: str
+    pct_text: str
+    memory: str
+    memory_bytes: int
+    spread: str
+    params: int
+    output_shape: str
+    source: str
+    op_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class FindingView:
+    kind: str
+    title: str
+    path: str
+    message: str
+    where: str
+
+
+@dataclass(frozen=True, slots=True)
+class SourceView:
+    path: str
+    class_name: str
+    where: str
+    aliases: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReportContext:
+    mode: Mode
+    title: str
+    model_name: str
+    created: str
+    generator: str
+    header: tuple[HeaderItem, ...]
+    charts: tuple[Chart, ...]
+    rows: tuple[RowView, ...]
+    total_rows: int
+    max_depth: int
+    has_device: bool
+    has_memory: bool
+    has_backward: bool
+    op_tables: tuple[tuple[RowView, tuple[OpView, ...]], ...]  # server-side op tables (PDF)
+    findings: tuple[FindingView, ...]
+    sources: tuple[SourceView, ...]
+    compat: tuple[tuple[str, str, str], ...]
+    warnings: tuple[str, ...]
+    never_called: tuple[str, ...]
+    notes: tuple[str, ...]
+    data: dict[str, Any] = field(default_factory=dict)  # for the page script, as |tojson
+
+
+def _stat_text(stat: Stat | None) -> str:
+    return "-" if stat is None else format_time_us(stat.median)
+
+
+def _heat(self_us: float, peak: float) -> int:
+    return 0 if peak <= 0 else min(5, int(6 * self_us / peak))
+
+
+def _row_view(row: TreeRow, session: ProfileSession, total: float, peak: float) -> RowView:
+    rec, target = row.record, session.plan.target(row.path)
+    self_us = rec.self_cpu_us.median if rec else 0.0
+    total_us = rec.total_cpu_us.median if rec else 0.0
+    spread = (
+        f"{format_time_us(rec.self_cpu_us.min)}–{format_time_us(rec.self_cpu_us.max)}"
+        if rec
+        else ""
+    )
+    params = rec.param_count if rec and rec.param_count else (target.param_count if target else 0)
+    return RowView(
+        path=row.path,
+        name=row.name,
+        depth=row.depth,
+        parent=parent_of(row.path),
+        class_name=rec.class_name if rec else (target.class_name if target else ""),
+        profiled=rec is not None,
+        has_children=row.has_children,
+        calls=rec.calls if rec else 0,
+        self_us=self_us,
+        total_us=total_us,
+        pct=100.0 * total_us / total if total > 0 else 0.0,
+        heat=_heat(self_us, peak),
+        self_cpu=_stat_text(rec.self_cpu_us) if rec else "",
+        total_cpu=_stat_text(rec.total_cpu_us) if rec else "",
+        self_device=_stat_text(rec.self_device_us) if rec else "",
+        total_device=_stat_text(rec.total_device_us) if rec else "",
+        backward=_stat_text(rec.backward_self_cpu_us) if rec else "",
+        pct_text=format_percent(total_us, total) if rec else "",
+        memory=format_bytes(rec.self_cpu_mem) if rec else "",
+        memory_bytes=rec.self_cpu_mem if rec else 0,
+        spread=spread,
+        params=params,
+        output_shape=", ".join(rec.output_shapes) if rec else "",
+        source=target.source.short() if target and target.source else "",
+        op_count=len(rec.ops) if rec else 0,
+    )
+
+
+def _op_view(o: OpStat) -> OpView:
+    return OpView(
+        name=o.name,
+        calls=o.calls,
+        self_cpu=format_time_us(o.self_cpu_us),
+        total_cpu=format_time_us(o.total_cpu_us),
+        self_device=format_time_us(o.self_device_us),
+        memory=format_bytes(o.self_cpu_mem),
+        backward=o.backward,
+    )
+
+
+def _sorted_ops(rec: ModuleRecord) -> list[OpStat]:
+    return sorted(rec.ops, key=lambda o: -o.self_cpu_us)
+
+
+def _header(session: ProfileSession, total: float) -> tuple[HeaderItem, ...]:
+    env, plan = session.environment, session.plan
+    runs = f"{session.warmup} warm-up, {session.iterations} measured"
+    if session.interrupted:
+        runs += f" (interrupted; {session.requested_iterations} requested)"
+    items = [
+        ("Model file", session.model_file or plan.model_file or "-"),
+        ("Entry", plan.entry or "-"),
+        ("Root class", plan.root_class),
+        ("Parameters", f"{_param_count(session):,}"),
+        ("torch", env.torch_version),
+        ("hybridprof", env.hybridprof_version),
+        ("Python", env.python_version),
+        ("Device", env.device),
+        ("CPU", env.cpu),
+        ("Threads", str(env.threads)),
+        ("Strategy", session.strategy),
+        ("Iterations", runs),
+        ("Date", session.started_at or plan.created_at or "-"),
+        ("Total profiled time", f"{format_time_us(total)} per iteration (median)"),
+    ]
+    return tuple(HeaderItem(k, v) for k, v in items)
+
+
+def _param_count(session: ProfileSession) -> int:
+    root = session.plan.target("")
+    if root is not None and root.param_count:
+        return root.param_count
+    record = session.record("")
+    if record is not None and record.param_count:
+        return record.param_count
+    return sum(r.param_count for r in session.records if r.is_leaf)
+
+
+def _findings(session: ProfileSession) -> tuple[FindingView, ...]:
+    found = sorted(
+        session.plan.findings,
+        key=lambda f: list(FINDING_TITLES).index(f.kind) if f.kind in FINDING_TITLES else 99,
+    )
+    return tuple(
+        FindingView(
+            f.kind,
+            FINDING_TITLES.get(f.kind, f.kind),
+            f.path,
+            f.message,
+            f.span.short() if f.span else "",
+        )
+        for f in found
+    )
+
+
+def _sources(session: ProfileSession, paths: set[str]) -> tuple[SourceView, ...]:
+    return tuple(
+        SourceView(
+            t.path, t.class_name, t.source.short() if t.source else "-", ", ".join(t.aliases)
+        )
+        for t in session.plan.targets
+        if t.path in paths
+    )
+
+
+def _pdf_rows(rows: list[RowView], limit: int) -> tuple[list[RowView], str]:
+    """The deepest cut of the tree that fits `limit` rows; else the first `limit` rows."""
+    if len(rows) <= limit:
+        return rows, ""
+    deepest = max(r.depth for r in rows)
+    for depth in range(deepest - 1, 0, -1):
+        kept = [r for r in rows if r.depth <= depth]
+        if len(kept) <= limit:
+            return (
+                kept,
+                f"The table shows depth ≤ {depth}: {len(kept)} of {len(rows)} rows; the HTML report has all of them.",
+            )
+    return rows[
+        :limit
+    ], f"The table shows the first {limit} of {len(rows)} rows; the HTML report has all of them."
+
+
+def _top_op_tables(
+    rows: list[RowView], session: ProfileSession, n: int
+) -> tuple[tuple[RowView, tuple[OpView, ...]], ...]:
+    with_ops = sorted((r for r in rows if r.op_count), key=lambda r: -r.self_us)[:n]
+    by_path = {r.path: r for r in session.records}
+    return tuple(
+        (r, tuple(_op_view(o) for o in _sorted_ops(by_path[r.path])[:PDF_MAX_OPS]))
+        for r in with_ops
+    )
+
+
+def _js_data(session: ProfileSession) -> dict[str, Any]:
+    # Compact arrays (not objects) keep a 2,000-layer report small; the page builds op tables lazily.
+    ops = {
+        rec.path: [
+            [v.name, v.calls, v.self_cpu, v.total_cpu, v.self_device, v.memory, v.backward]
+            for v in map(_op_view, _sorted_ops(rec))
+        ]
+        for rec in session.records
+        if rec.ops
+    }
+    return {"ops": ops, "device": session.use_device, "memory": session.profile_memory}
+
+
+def build_context(
+    session: ProfileSession,
+    mode: Mode = "html",
+    pdf_max_rows: int = PDF_MAX_ROWS,
+    pdf_op_layers: int = PDF_OP_LAYERS,
+) -> ReportContext:
+    """Everything the report shows. In "pdf" mode the table and op breakdowns are limited (see notes)."""
+    total = total_profiled_us(session)
+    peak = max((r.self_cpu_us.median for r in session.records), default=0.0)
+    all_rows = [_row_view(r, session, total, peak) for r in tree_rows(session)]
+    rows, notes = all_rows, []
+    if mode == "pdf":
+        rows, note = _pdf_rows(all_rows, pdf_max_rows)
+        notes = [note] if note else []
+        profiled = sum(1 for r in all_rows if r.op_count)
+        shown = min(profiled, pdf_op_layers)
+        notes.append(
+            f"Op breakdowns are shown for the top {shown} of {profiled} layers by self CPU time (at most {PDF_MAX_OPS} ops each); the HTML report has all of them."
+        )
+    plan = session.plan
+    model_name = Path(session.model_file or plan.model_file or plan.root_class).name
+    return ReportContext(
+        mode=mode,
+        title=f"hybridprof report: {plan.root_class} ({model_name})",
+        model_name=f"{plan.root_class} ({model_name})",
+        created=session.started_at or plan.created_at,
+        generator=f"hybridprof {session.environment.hybridprof_version}",
+        header=_header(session, total),
+        charts=session_charts(session),
+        rows=tuple(rows),
+        total_rows=len(all_rows),
+        max_depth=max((r.depth for r in all_rows), default=0),
+        has_device=session.use_device,
+        has_memory=session.profile_memory,
+        has_backward=session.backward,
+        op_tables=_top_op_tables(all_rows, session, pdf_op_layers) if mode == "pdf" else (),
+        findings=_findings(session),
+        sources=_sources(session, {r.path for r in rows}),
+        compat=tuple((c.name, c.value, c.reason) for c in plan.compat),
+        warnings=session.warnings,
+        never_called=session.never_called,
+        notes=tuple(notes),
+        data=_js_data(session) if mode == "html" else {},
+    )

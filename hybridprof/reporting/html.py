@@ -1,0 +1,73 @@
+"""The self-contained HTML report: one file, CSS and JS inlined, data as `|tojson`, no network.
+
+Templates are read from the package `hybridprof._templates` through `importlib.resources`, so an
+editable install and a wheel find them the same way. Autoescape is on for every template and
+undefined names fail loudly (`StrictUndefined`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+
+import jinja2
+from markupsafe import Markup
+
+from hybridprof.datamodel import ProfileSession
+from hybridprof.reporting.context import ReportContext, build_context
+
+TEMPLATE_PACKAGE = "hybridprof._templates"
+REPORT_TEMPLATE = "report.html.j2"
+
+
+def _read_template(name: str) -> str:
+    return resources.files(TEMPLATE_PACKAGE).joinpath(name).read_text(encoding="utf-8")
+
+
+@functools.cache
+def template_env() -> jinja2.Environment:
+    """The one jinja2 Environment of the reports (autoescape on, StrictUndefined)."""
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(_read_template),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Assets:
+    """Our own static files, inlined verbatim (they are ours, not user data, hence Markup)."""
+
+    css: Markup
+    print_css: Markup
+    js: Markup
+
+
+@functools.cache
+def assets() -> Assets:
+    return Assets(
+        css=Markup(_read_template("report.css")),
+        print_css=Markup(_read_template("print.css")),
+        js=Markup(_read_template("report.js")),
+    )
+
+
+def render_page(ctx: ReportContext) -> str:
+    """Render the report template for a context built in "html" or "pdf" mode."""
+    template = template_env().get_template(REPORT_TEMPLATE)
+    return template.render(ctx=ctx, assets=assets())
+
+
+def render_html(session: ProfileSession) -> str:
+    return render_page(build_context(session, "html"))
+
+
+class HtmlRenderer:
+    extensions = (".html", ".htm")
+    binary = False
+
+    def render(self, session: ProfileSession) -> str:
+        return render_html(session)

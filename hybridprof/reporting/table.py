@@ -1,0 +1,167 @@
+"""A session as pandas DataFrames: one row per profiled path (and one per op), typed, in us and bytes.
+
+`session_frame` is what `Profile.to_dataframe()` returns and what the CSV/JSON exports write. Numbers
+stay raw (no formatting); a quantity that was not measured (device time without a device, backward
+time without backward) is NaN rather than 0, so a reader can tell "not measured" from "zero".
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from hybridprof.datamodel import ModuleRecord, ProfileSession, Stat
+from hybridprof.reporting.rows import depth_of, tree_rows
+
+FLOAT_COLUMNS = (
+    "self_cpu_us",
+    "self_cpu_us_min",
+    "self_cpu_us_max",
+    "total_cpu_us",
+    "total_cpu_us_min",
+    "total_cpu_us_max",
+    "self_device_us",
+    "total_device_us",
+    "backward_self_cpu_us",
+    "backward_total_cpu_us",
+    "pct_total",
+)
+INT_COLUMNS = (
+    "depth",
+    "calls",
+    "self_cpu_mem",
+    "cpu_mem",
+    "self_device_mem",
+    "device_mem",
+    "param_count",
+    "op_count",
+)
+STR_COLUMNS = ("path", "name", "class_name", "input_shapes", "output_shapes", "aliases")
+BOOL_COLUMNS = ("is_leaf",)
+COLUMNS = (
+    "path",
+    "name",
+    "class_name",
+    "depth",
+    "is_leaf",
+    "calls",
+    *FLOAT_COLUMNS[:10],
+    "self_cpu_mem",
+    "cpu_mem",
+    "self_device_mem",
+    "device_mem",
+    "param_count",
+    "input_shapes",
+    "output_shapes",
+    "aliases",
+    "op_count",
+    "pct_total",
+)
+OP_COLUMNS = (
+    "path",
+    "op",
+    "calls",
+    "self_cpu_us",
+    "total_cpu_us",
+    "self_device_us",
+    "total_device_us",
+    "self_cpu_mem",
+    "cpu_mem",
+    "backward",
+)
+
+
+def total_profiled_us(session: ProfileSession) -> float:
+    """Median whole-iteration time; else the root's total; else the sum of the top-most records."""
+    if session.iteration_cpu_us:
+        return Stat.of(session.iteration_cpu_us).median
+    root = session.record("")
+    if root is not None:
+        return root.total_cpu_us.median
+    if not session.records:
+        return 0.0
+    top = min(depth_of(r.path) for r in session.records)
+    return sum(r.total_cpu_us.median for r in session.records if depth_of(r.path) == top)
+
+
+def _median(stat: Stat | None) -> float:
+    return math.nan if stat is None else stat.median
+
+
+def _record_row(rec: ModuleRecord, total_us: float) -> dict[str, object]:
+    return {
+        "path": rec.path,
+        "name": rec.path.rsplit(".", 1)[-1],
+        "class_name": rec.class_name,
+        "depth": depth_of(rec.path),
+        "is_leaf": rec.is_leaf,
+        "calls": rec.calls,
+        "self_cpu_us": rec.self_cpu_us.median,
+        "self_cpu_us_min": rec.self_cpu_us.min,
+        "self_cpu_us_max": rec.self_cpu_us.max,
+        "total_cpu_us": rec.total_cpu_us.median,
+        "total_cpu_us_min": rec.total_cpu_us.min,
+        "total_cpu_us_max": rec.total_cpu_us.max,
+        "self_device_us": _median(rec.self_device_us),
+        "total_device_us": _median(rec.total_device_us),
+        "backward_self_cpu_us": _median(rec.backward_self_cpu_us),
+        "backward_total_cpu_us": _median(rec.backward_total_cpu_us),
+        "self_cpu_mem": rec.self_cpu_mem,
+        "cpu_mem": rec.cpu_mem,
+        "self_device_mem": rec.self_device_mem,
+        "device_mem": rec.device_mem,
+        "param_count": rec.param_count,
+        "input_shapes": ", ".join(rec.input_shapes),
+        "output_shapes": ", ".join(rec.output_shapes),
+        "aliases": ", ".join(rec.aliases),
+        "op_count": len(rec.ops),
+        "pct_total": 100.0 * rec.total_cpu_us.median / total_us if total_us > 0 else math.nan,
+    }
+
+
+def _typed(frame: pd.DataFrame, floats: tuple[str, ...], ints: tuple[str, ...]) -> pd.DataFrame:
+    # An empty frame would otherwise get object columns; fix every dtype so readers can rely on it.
+    types: dict[str, str] = {c: "float64" for c in floats if c in frame.columns}
+    types.update({c: "int64" for c in ints if c in frame.columns})
+    types.update({c: "str" for c in STR_COLUMNS if c in frame.columns})
+    types.update({c: "bool" for c in (*BOOL_COLUMNS, "backward") if c in frame.columns})
+    return frame.astype(types)
+
+
+def session_frame(session: ProfileSession) -> pd.DataFrame:
+    """One row per profiled path, in module-tree order; columns as `COLUMNS` (times us, memory bytes)."""
+    total = total_profiled_us(session)
+    order = [row.record for row in tree_rows(session) if row.record is not None]
+    frame = pd.DataFrame([_record_row(r, total) for r in order], columns=list(COLUMNS))
+    return _typed(frame, FLOAT_COLUMNS, INT_COLUMNS)
+
+
+def ops_frame(session: ProfileSession) -> pd.DataFrame:
+    """One row per (path, op): the show_events breakdown of every profiled path."""
+    rows = [
+        {
+            "path": rec.path,
+            "op": o.name,
+            "calls": o.calls,
+            "self_cpu_us": o.self_cpu_us,
+            "total_cpu_us": o.total_cpu_us,
+            "self_device_us": o.self_device_us,
+            "total_device_us": o.total_device_us,
+            "self_cpu_mem": o.self_cpu_mem,
+            "cpu_mem": o.cpu_mem,
+            "backward": o.backward,
+        }
+        for rec in session.records
+        for o in rec.ops
+    ]
+    frame = pd.DataFrame(rows, columns=list(OP_COLUMNS))
+    floats = ("self_cpu_us", "total_cpu_us", "self_device_us", "total_device_us")
+    return _typed(frame, floats, ("calls", "self_cpu_mem", "cpu_mem")).astype({"op": "str"})
+
+
+def class_totals(session: ProfileSession) -> pd.DataFrame:
+    """Self CPU time summed per layer class (e.g. all Conv2d), heaviest first."""
+    frame = session_frame(session)
+    grouped = frame.groupby("class_name", sort=False)["self_cpu_us"].agg(["sum", "count"])
+    return grouped.sort_values("sum", ascending=False).reset_index()
