@@ -53,7 +53,7 @@ class InertForward:
 class PatchedForward:
     """The instance `forward` of a patched module: routes each call through the strategy."""
 
-    __slots__ = ("module", "original", "own_forward", "path", "patcher")
+    __slots__ = ("module", "original", "own_forward", "patcher", "path")
 
     def __init__(
         self,

@@ -1,0 +1,183 @@
+"""Fold per-iteration measures into the session's ModuleRecords, and describe the environment.
+
+Each `IterationMeasure` holds per-iteration sums per path. A record keeps median/min/max over the
+measured iterations (an iteration in which a path was not called counts as 0 for it), the calls
+summed over all iterations, and per-op medians. Selected paths never called are listed in
+`never_called` instead of getting an empty record.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from hybridprof.datamodel import (
+    Environment,
+    ModuleRecord,
+    ModuleTarget,
+    OpStat,
+    ProfilePlan,
+    ProfileSession,
+    Stat,
+)
+from hybridprof.runtime.measure import IterationMeasure, OpMeasure, PathMeasure
+
+BACKWARD_SUFFIX = " [bwd]"  # how strategies key a backward op in PathMeasure.ops
+
+
+def build_session(
+    plan: ProfilePlan,
+    measures: Sequence[IterationMeasure],
+    strategy_name: str,
+    **session_fields: Any,
+) -> ProfileSession:
+    """A ProfileSession from a plan and its measured iterations.
+
+    `session_fields` are ProfileSession's other fields (warmup, profile_memory, use_device, ...);
+    `environment` defaults to this process's, `iterations` to `len(measures)`.
+    """
+    fields = dict(session_fields)
+    use_device = bool(fields.get("use_device", False))
+    backward = bool(fields.get("backward", False))
+    records = aggregate(plan.targets, measures, use_device=use_device, backward=backward)
+    called = {r.path for r in records}
+    fields.setdefault("environment", environment())
+    fields.setdefault("iterations", len(measures))
+    fields.setdefault("iteration_cpu_us", tuple(m.total_cpu_us for m in measures))
+    fields.setdefault("never_called", tuple(p for p in plan.selected_paths() if p not in called))
+    return ProfileSession(plan=plan, records=records, strategy=strategy_name, **fields)
+
+
+def aggregate(
+    targets: Sequence[ModuleTarget],
+    measures: Sequence[IterationMeasure],
+    *,
+    use_device: bool = False,
+    backward: bool = False,
+) -> tuple[ModuleRecord, ...]:
+    """One record per selected target that was called at least once, in the targets' order."""
+    records = []
+    for target in targets:
+        if not target.selected:
+            continue
+        per_iter = [m.paths.get(target.path) or PathMeasure(target.path) for m in measures]
+        if sum(p.calls for p in per_iter) == 0:
+            continue
+        records.append(_record(target, per_iter, use_device, backward))
+    return tuple(records)
+
+
+def _record(
+    target: ModuleTarget, per_iter: list[PathMeasure], use_device: bool, backward: bool
+) -> ModuleRecord:
+    def stat(field: Callable[[PathMeasure], float]) -> Stat:
+        return Stat.of([field(p) for p in per_iter])
+
+    return ModuleRecord(
+        path=target.path,
+        class_name=target.class_name,
+        calls=sum(p.calls for p in per_iter),
+        self_cpu_us=stat(lambda p: p.self_cpu_us),
+        total_cpu_us=stat(lambda p: p.total_cpu_us),
+        self_device_us=stat(lambda p: p.self_device_us) if use_device else None,
+        total_device_us=stat(lambda p: p.total_device_us) if use_device else None,
+        self_cpu_mem=_median_int([p.self_cpu_mem for p in per_iter]),
+        cpu_mem=_median_int([p.cpu_mem for p in per_iter]),
+        self_device_mem=_median_int([p.self_device_mem for p in per_iter]),
+        device_mem=_median_int([p.device_mem for p in per_iter]),
+        backward_self_cpu_us=stat(lambda p: p.backward_self_cpu_us) if backward else None,
+        backward_total_cpu_us=stat(lambda p: p.backward_total_cpu_us) if backward else None,
+        backward_self_device_us=(
+            stat(lambda p: p.backward_self_device_us) if backward and use_device else None
+        ),
+        param_count=target.param_count,
+        ops=_op_stats(per_iter),
+        aliases=target.aliases,
+        is_leaf=target.is_leaf,
+    )
+
+
+def _op_stats(per_iter: list[PathMeasure]) -> tuple[OpStat, ...]:
+    """Per op, the median over iterations (an iteration without the op counts as 0)."""
+    keys = list(dict.fromkeys(k for p in per_iter for k in p.ops))
+    stats = [_op_stat(key, [p.ops.get(key) or OpMeasure(key) for p in per_iter]) for key in keys]
+    return tuple(sorted(stats, key=lambda s: (-s.self_cpu_us, s.name)))
+
+
+def _op_stat(key: str, values: list[OpMeasure]) -> OpStat:
+    def med(field: Callable[[OpMeasure], float]) -> float:
+        return float(statistics.median(field(v) for v in values))
+
+    is_backward = key.endswith(BACKWARD_SUFFIX) or any(v.backward for v in values)
+    return OpStat(
+        name=key.removesuffix(BACKWARD_SUFFIX),
+        calls=round(med(lambda v: v.calls)),
+        self_cpu_us=med(lambda v: v.self_cpu_us),
+        total_cpu_us=med(lambda v: v.total_cpu_us),
+        self_device_us=med(lambda v: v.self_device_us),
+        total_device_us=med(lambda v: v.total_device_us),
+        self_cpu_mem=round(med(lambda v: v.self_cpu_mem)),
+        cpu_mem=round(med(lambda v: v.cpu_mem)),
+        self_device_mem=round(med(lambda v: v.self_device_mem)),
+        device_mem=round(med(lambda v: v.device_mem)),
+        backward=is_backward,
+    )
+
+
+def _median_int(values: list[int]) -> int:
+    return round(statistics.median(values)) if values else 0
+
+
+# --------------------------------------------------------------------------- environment
+
+
+def environment(device: torch.device | str | None = None) -> Environment:
+    """Versions, OS, CPU model, threads and the device the run used."""
+    import hybridprof
+
+    return Environment(
+        hybridprof_version=hybridprof.__version__,
+        torch_version=str(torch.__version__),
+        python_version=platform.python_version(),
+        os=f"{platform.system()} {platform.release()}",
+        cpu=cpu_model(),
+        threads=torch.get_num_threads(),
+        device=describe_device(device),
+    )
+
+
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo on Linux), with the logical core count."""
+    name = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            name = next(
+                (ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), ""
+            )
+    except OSError:
+        pass
+    name = name or platform.processor() or platform.machine() or "unknown CPU"
+    return f"{name} ({os.cpu_count() or '?'} logical cores)"
+
+
+def describe_device(device: torch.device | str | None) -> str:
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    if dev.type != "cuda":
+        return dev.type
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
+
+
+__all__ = [
+    "BACKWARD_SUFFIX",
+    "aggregate",
+    "build_session",
+    "cpu_model",
+    "describe_device",
+    "environment",
+]

@@ -1,0 +1,95 @@
+"""Keep kineto's start/stop chatter off the user's terminal.
+
+Kineto writes `USDT:... profiler_start` / `profiler_stop` lines from C++ straight to file descriptor
+2, where Python's `sys.stderr` never sees them. `KINETO_LOG_LEVEL` only works if set before the first
+profiler start in the process and also hides kineto's real error lines, so instead fd 2 is pointed at
+a scratch file around each profiler start/stop, and every line that is not that chatter is written
+back to the real fd 2 afterwards (nothing else is lost, only delayed until the window closes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from typing import IO
+
+_CHATTER = re.compile(rb"^USDT:.*\bprofiler_(start|stop)\b.*$")
+
+_lock = threading.RLock()
+_depth = 0
+_scratch: IO[bytes] | None = None
+
+
+def filter_chatter(data: bytes) -> bytes:
+    """`data` without kineto's profiler_start/stop lines."""
+    kept = [line for line in data.splitlines(keepends=True) if not _CHATTER.match(line.rstrip())]
+    return b"".join(kept)
+
+
+@contextlib.contextmanager
+def quiet_fd2() -> Iterator[None]:
+    """Capture fd 2 for the duration, then re-emit everything but the kineto chatter.
+
+    Re-entrant (an inner use inside an outer one does nothing) and safe if fd 2 is closed.
+    """
+    global _depth
+    with _lock:
+        _depth += 1
+        outer = _depth == 1
+        try:
+            if not outer:
+                yield
+                return
+            with _redirected_fd2():
+                yield
+        finally:
+            _depth -= 1
+
+
+@contextlib.contextmanager
+def _redirected_fd2() -> Iterator[None]:
+    try:
+        saved = os.dup(2)
+    except OSError:  # no fd 2 at all: nothing can reach a terminal
+        yield
+        return
+    scratch = _scratch_file()
+    _flush_python_stderr()
+    os.dup2(scratch.fileno(), 2)
+    try:
+        yield
+    finally:
+        _flush_python_stderr()
+        os.dup2(saved, 2)
+        os.close(saved)
+        _replay(scratch)
+
+
+def _scratch_file() -> IO[bytes]:
+    # One scratch file per process, truncated on each use: a new temp file costs ~70 us.
+    global _scratch
+    if _scratch is None or _scratch.closed:
+        _scratch = tempfile.TemporaryFile()  # noqa: SIM115 (kept open for the process)
+    _scratch.seek(0)
+    _scratch.truncate()
+    return _scratch
+
+
+def _replay(scratch: IO[bytes]) -> None:
+    scratch.seek(0)
+    kept = filter_chatter(scratch.read())
+    while kept:  # os.write may write only part of a large buffer
+        kept = kept[os.write(2, kept) :]
+
+
+def _flush_python_stderr() -> None:
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+
+
+__all__ = ["filter_chatter", "quiet_fd2"]
