@@ -1,0 +1,163 @@
+"""Reading a finished profiler session's raw events cheaply.
+
+torch's own `function_events` builds a FunctionEvent (plus its tree and memory intervals) for every
+event: ~50-110 us per event, seconds for a few forwards of a 400-leaf MLP. Attribution needs only a
+handful of fields, so when `Compat.raw_events == "kineto"` we read them straight from
+`prof.kineto_results.events()` (semi-private; `compat.probe()` checks it exists) and fall back to
+`function_events` otherwise. Both paths give the same `Event` tuples.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+MEMORY_EVENT = "[memory]"
+
+# Utility events torch itself leaves out of its tables (profiler_util._filter_name).
+_SKIPPED = frozenset(
+    {
+        "[OutOfMemory]",
+        "profiler::_record_function_enter",
+        "profiler::_record_function_enter_new",
+        "profiler::_record_function_exit",
+        "aten::is_leaf",
+        "aten::output_nr",
+        "aten::_version",
+    }
+)
+
+
+class Event(NamedTuple):
+    """One raw profiler event, only the fields attribution reads.
+
+    A NamedTuple rather than a dataclass: thousands are built per iteration and tuple construction
+    is several times cheaper than a frozen dataclass's `object.__setattr__` per field.
+    kind: "cpu" (an op or a range on a CPU thread), "device" (a kernel/memcpy on an accelerator),
+    "mem" (an allocation/free instant; nbytes signed, on_device when it was device memory).
+    """
+
+    kind: str
+    name: str
+    start_ns: int
+    end_ns: int
+    thread: int
+    seq: int = -1  # autograd sequence number (links a backward node to its forward op)
+    fwd_thread: int = 0  # thread of the forward op that created this backward node
+    correlation_id: int = 0  # CPU op id that device events link to
+    linked_id: int = 0  # for device events: the launching CPU op's correlation_id
+    nbytes: int = 0
+    on_device: bool = False
+
+
+def read_events(prof: Any, method: str, *, links: bool, device: bool) -> list[Event]:
+    """The events of a stopped `torch.autograd.profiler.profile`.
+
+    method: the `Compat.raw_events` choice ("kineto" or "function_events").
+    links: read autograd sequence numbers (needed for backward attribution).
+    device: read correlation ids (needed to link kernels to their launching op).
+    """
+    if method == "kineto":
+        return _from_kineto(prof.kineto_results.events(), links=links, device=device)
+    return _from_function_events(prof.function_events)
+
+
+def _from_kineto(raw: Any, *, links: bool, device: bool) -> list[Event]:
+    from torch.autograd import DeviceType
+
+    cpu = DeviceType.CPU
+    out: list[Event] = []
+    append = out.append
+    for e in raw:
+        name = e.name()
+        if name in _SKIPPED:
+            continue
+        start = e.start_ns()
+        if name == MEMORY_EVENT:
+            on_dev = e.device_type() != cpu
+            append(
+                Event(
+                    "mem",
+                    name,
+                    start,
+                    start,
+                    e.start_thread_id(),
+                    nbytes=e.nbytes(),
+                    on_device=on_dev,
+                )
+            )
+            continue
+        is_cpu = e.device_type() == cpu
+        kind = "cpu" if is_cpu else "device"
+        if not (links or device or not is_cpu):
+            append(Event(kind, name, start, e.end_ns(), e.start_thread_id()))
+            continue
+        seq, fwd = (e.sequence_nr(), e.fwd_thread_id()) if links else (-1, 0)
+        corr, linked = (
+            (e.correlation_id(), e.linked_correlation_id()) if (device or not is_cpu) else (0, 0)
+        )
+        append(Event(kind, name, start, e.end_ns(), e.start_thread_id(), seq, fwd, corr, linked))
+    return out
+
+
+def _from_function_events(function_events: Any) -> list[Event]:
+    """The slow, public path: FunctionEvents already fold memory into their intervals, so each
+    event's self memory is re-emitted as one instant at its start (attribution then nests it)."""
+    out: list[Event] = []
+    for fe in function_events:
+        start = int(fe.time_range.start * 1000)
+        end = int(fe.time_range.end * 1000)
+        out.append(
+            Event("cpu", fe.name, start, end, fe.thread, fe.sequence_nr, fe.fwd_thread, fe.id)
+        )
+        if fe.self_cpu_memory_usage:
+            out.append(
+                Event("mem", MEMORY_EVENT, start, start, fe.thread, nbytes=fe.self_cpu_memory_usage)
+            )
+        device_mem = getattr(fe, "self_device_memory_usage", 0)
+        if device_mem:
+            out.append(
+                Event(
+                    "mem", MEMORY_EVENT, start, start, fe.thread, nbytes=device_mem, on_device=True
+                )
+            )
+        for kernel in fe.kernels:
+            dur = int(kernel.duration * 1000)
+            out.append(Event("device", kernel.name, start, start + dur, -1, linked_id=fe.id))
+    return out
+
+
+class TraceParts:
+    """One Chrome/Perfetto trace file built from the sessions of several iterations.
+
+    Each stopped session is saved to its own temporary file at once (so no events stay in memory
+    between iterations); `write()` joins their `traceEvents` into the one file the user asked for.
+    """
+
+    def __init__(self, path: str) -> None:
+        import tempfile
+
+        self.path = path
+        self._folder = tempfile.TemporaryDirectory(prefix="hybridprof-trace-")
+        self._parts: list[str] = []
+
+    def add(self, prof: Any) -> None:
+        part = f"{self._folder.name}/part{len(self._parts)}.json"
+        prof.export_chrome_trace(part)
+        self._parts.append(part)
+
+    def write(self) -> None:
+        import json
+
+        from hybridprof.outputs import write_atomic
+
+        merged: dict[str, Any] = {"traceEvents": []}
+        for part in self._parts:
+            with open(part, encoding="utf-8") as handle:
+                data = json.load(handle)
+            events = data.pop("traceEvents", [])
+            merged["traceEvents"].extend(events)
+            merged.update({k: v for k, v in data.items() if k not in merged})
+        write_atomic(
+            self.path, json.dumps(merged), force=True
+        )  # the caller checked the path up front
+        self._folder.cleanup()

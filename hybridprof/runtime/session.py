@@ -1,0 +1,131 @@
+"""The default strategy: one profiler session per iteration, a cheap range per layer call.
+
+Approach ("session"): every selected call runs inside a profiler range named by its path
+(`torch._C._profiler._RecordFunctionFast`, ~2-4 us, when `Compat.fast_ranges` allows it, else the
+public `record_function`, ~12-25 us); the ops inside are attributed to the innermost enclosing range
+afterwards (attribution.py), from raw events read cheaply (kineto.py). Compared with torchprof's
+profiler-per-call this costs one start/stop per iteration instead of one per layer call, and it sees
+every layer under the same profiler, so small layers are not inflated.
+
+Memory stays bounded however long the run: the profiler is stopped at the end of every iteration,
+its events are folded into that iteration's per-path `IterationMeasure`, and the profiler object
+(which owns the events) is dropped before the next iteration starts. A restart of the autograd
+profiler costs ~1.5 ms (measured on the 400-leaf MLP: start 1.5-1.7 ms, stop ~3-4 us per event),
+cheaper than torch.profiler's schedule, which stops and restarts kineto per cycle in the same way
+but also imports torch._inductor (~2 s) on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from typing import Any
+
+import torch
+
+from hybridprof.runtime.attribution import RawEvent, attribute, range_name
+from hybridprof.runtime.base import StrategyConfig
+from hybridprof.runtime.kineto import TraceParts, read_events
+from hybridprof.runtime.measure import IterationMeasure
+
+
+class SessionStrategy:
+    """One `torch.autograd.profiler.profile` per iteration; ranges per selected call."""
+
+    name = "session"
+
+    def __init__(self, config: StrategyConfig) -> None:
+        self.config = config
+        self.approach = (
+            f"one profiler session per iteration, ranges via {config.compat.fast_ranges}, "
+            f"events read via {config.compat.raw_events}, attributed by time containment per thread"
+        )
+        self._range_names = {path: range_name(path) for path in config.paths}
+        self._paths_by_range = {name: path for path, name in self._range_names.items()}
+        self._make_range = _range_factory(config.compat.fast_ranges)
+        self._profiler: Any = None
+        self._iteration = 0
+        self._raw: dict[str, list[list[RawEvent]]] = {path: [] for path in config.paths}
+        self._trace = TraceParts(config.trace_path) if config.trace_path else None
+
+    # -- the Strategy protocol
+
+    def begin(self) -> None:
+        """Start and stop the profiler once, so its first-start cost is never inside an iteration."""
+        self._start()
+        self._stop()
+
+    def begin_iteration(self) -> None:
+        self._start()
+
+    def call(
+        self,
+        path: str,
+        forward: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+    ) -> Any:
+        with self._make_range(self._range_names[path]):
+            return forward(*args, **kwargs)
+
+    def end_iteration(self) -> IterationMeasure:
+        profiler = self._stop()
+        self._iteration += 1
+        if profiler is None:
+            return IterationMeasure()
+        measure = self._fold(profiler)
+        if self._trace is not None and self._iteration > self.config.warmup_iterations:
+            self._trace.add(profiler)
+        return measure
+
+    def end(self) -> None:
+        self._stop()
+        if self._trace is not None:
+            self._trace.write()
+
+    def raw_events(self) -> dict[str, list[Any]]:
+        return {path: calls for path, calls in self._raw.items() if calls}
+
+    # -- the profiler
+
+    def _start(self) -> None:
+        if self._profiler is not None:
+            return
+        kwargs: dict[str, Any] = {"profile_memory": self.config.profile_memory}
+        if self.config.use_device:
+            kwargs[self.config.compat.profiler_device_arg] = (
+                "cuda" if self.config.compat.profiler_device_arg == "use_device" else True
+            )
+        profiler = torch.autograd.profiler.profile(**kwargs)
+        profiler.__enter__()
+        self._profiler = profiler
+
+    def _stop(self) -> Any:
+        profiler, self._profiler = self._profiler, None
+        if profiler is not None:
+            if self.config.use_device:
+                torch.cuda.synchronize()  # kernels still queued would be lost to the next session
+            profiler.__exit__(None, None, None)
+        return profiler
+
+    def _fold(self, profiler: Any) -> IterationMeasure:
+        """Attribute a stopped session's events; warm-up iterations are not worth the work."""
+        if self._iteration <= self.config.warmup_iterations:
+            return IterationMeasure()
+        config = self.config
+        events = read_events(
+            profiler, config.compat.raw_events, links=config.backward, device=config.use_device
+        )
+        result = attribute(
+            events, self._paths_by_range, backward=config.backward, keep_raw=config.keep_raw_events
+        )
+        for path, calls in result.raw.items():
+            self._raw.setdefault(path, []).extend(list(call) for call in calls)
+        return result.measure
+
+
+def _range_factory(fast_ranges: str) -> Callable[[str], AbstractContextManager[Any]]:
+    if fast_ranges == "record_function_fast":
+        fast: Callable[[str], AbstractContextManager[Any]] = torch._C._profiler._RecordFunctionFast
+        return fast
+    return torch.autograd.profiler.record_function
