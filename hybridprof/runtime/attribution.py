@@ -56,20 +56,20 @@ class _Frame:
     """An open or closed CPU event while walking one thread's tree (mutable, built per event)."""
 
     __slots__ = (
-        "event",
-        "chain",
         "bwd",
-        "range",
-        "is_range",
-        "is_bwd_root",
-        "child_ns",
-        "mem",
-        "child_mem",
-        "dmem",
+        "chain",
         "child_dmem",
-        "nested_ns",
-        "nested_mem",
+        "child_mem",
+        "child_ns",
+        "dmem",
+        "event",
+        "is_bwd_root",
+        "is_range",
+        "mem",
         "nested_dmem",
+        "nested_mem",
+        "nested_ns",
+        "range",
         "raw",
     )
 

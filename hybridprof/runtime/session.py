@@ -27,6 +27,7 @@ from hybridprof.runtime.attribution import RawEvent, attribute, range_name
 from hybridprof.runtime.base import StrategyConfig
 from hybridprof.runtime.kineto import TraceParts, read_events
 from hybridprof.runtime.measure import IterationMeasure
+from hybridprof.runtime.quiet import quiet_fd2
 
 
 class SessionStrategy:
@@ -97,7 +98,8 @@ class SessionStrategy:
                 "cuda" if self.config.compat.profiler_device_arg == "use_device" else True
             )
         profiler = torch.autograd.profiler.profile(**kwargs)
-        profiler.__enter__()
+        with quiet_fd2():
+            profiler.__enter__()
         self._profiler = profiler
 
     def _stop(self) -> Any:
@@ -105,7 +107,8 @@ class SessionStrategy:
         if profiler is not None:
             if self.config.use_device:
                 torch.cuda.synchronize()  # kernels still queued would be lost to the next session
-            profiler.__exit__(None, None, None)
+            with quiet_fd2():
+                profiler.__exit__(None, None, None)
         return profiler
 
     def _fold(self, profiler: Any) -> IterationMeasure:
