@@ -1,0 +1,351 @@
+"""Profile a model end to end: warm-up, measured iterations, optional backward, a ProfileSession.
+
+`profile()` is what `hybridprof run` and the library's `hybridprof.profile` call. It plans (or takes a
+plan), patches the selected modules, runs `warmup` unmeasured iterations (the first profiled steps of
+torch are far slower than the rest, and the profiler's start-up is paid there) and `iters` measured
+ones, and always restores the model. Ctrl-C during the measured iterations keeps what was measured
+and marks the session `interrupted`; a model that raises becomes a `ModelRunError` naming the layer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+import torch
+from torch import nn
+
+from hybridprof.datamodel import ModuleRecord, ProfilePlan, ProfileSession
+from hybridprof.errors import DeviceError, HybridprofError, ModelRunError, UsageError
+from hybridprof.loader import ModelInputs, as_model_inputs
+from hybridprof.planner.compat import Compat, probe
+from hybridprof.planner.module_tree import Selector, module_at, tree_plan
+from hybridprof.runtime.aggregate import build_session, environment
+from hybridprof.runtime.base import Strategy, StrategyConfig
+from hybridprof.runtime.measure import IterationMeasure
+from hybridprof.runtime.patching import ForwardPatcher
+from hybridprof.runtime.strategies import DEFAULT_STRATEGY, make_strategy
+from hybridprof.runtime.workload import TrainingState, forward_once, to_device, training_step
+
+# phase ("warmup" or "measure"), iterations done in that phase, iterations in that phase
+ProgressFn = Callable[[str, int, int], None]
+
+# Strategies that attribute backward ops to the layer whose forward made them.
+BACKWARD_STRATEGIES = ("session",)
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """How to run: iterations, what to measure, and what to record about the run."""
+
+    warmup: int = 3
+    iters: int = 20
+    strategy: str | None = None  # None: the plan's strategy, else DEFAULT_STRATEGY
+    device: str | None = None  # None: wherever the model is
+    profile_memory: bool = False
+    backward: bool = False
+    trace_path: str | None = None
+    command: tuple[str, ...] = ()
+    model_file: str | None = None
+    model_hash: str | None = None
+
+
+def profile(
+    model: nn.Module,
+    inputs: Any,
+    *,
+    plan: ProfilePlan | None = None,
+    paths: Sequence[Selector] | None = None,
+    globs: Sequence[str] = (),
+    depth: int | None = None,
+    options: RunOptions | None = None,
+    progress: ProgressFn | None = None,
+    **option_fields: Any,
+) -> ProfileSession:
+    """Profile `model` on `inputs` (a tensor, a tuple of args, a dict of kwargs or `ModelInputs`).
+
+    Options go in `options` or as keywords (`warmup=3, iters=20, backward=True, ...`, see
+    `RunOptions`). `plan` (from `hybridprof analyze`) fixes the selected paths; otherwise `paths`,
+    `globs` and `depth` select (leaves by default). The model is left exactly as it was.
+    """
+    opts = replace(options or RunOptions(), **option_fields)
+    _check_counts(opts)
+    device = resolve_device(opts.device)
+    model_inputs = _prepare_inputs(model, inputs, device)
+    warnings: list[str] = []
+    compat = probe()
+    if plan is None:
+        plan = tree_plan(model, paths, globs, depth, strategy=opts.strategy or DEFAULT_STRATEGY)
+    else:
+        plan = checked_plan(plan, model, compat, warnings)
+    strategy_name = opts.strategy or plan.strategy or DEFAULT_STRATEGY
+    if opts.backward and strategy_name not in BACKWARD_STRATEGIES:
+        raise UsageError(
+            f"--backward needs a strategy that attributes backward ops ({', '.join(BACKWARD_STRATEGIES)}); "
+            f"'{strategy_name}' does not: drop --strategy {strategy_name} or drop --backward"
+        )
+    run = _Run(model, model_inputs, plan, compat, strategy_name, opts, device, progress)
+    return run.execute(warnings)
+
+
+def resolve_device(name: str | None) -> torch.device | None:
+    """The requested device, after checking it exists here (DeviceError if not)."""
+    if name is None:
+        return None
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise UsageError(f"unknown device '{name}'; use cpu or cuda") from exc
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise DeviceError(
+            f"device '{name}' requested but CUDA is not available here "
+            f"(torch {torch.__version__}); use --device cpu"
+        )
+    if device.type not in ("cpu", "cuda"):
+        raise UsageError(f"device '{name}' is not supported; use cpu or cuda")
+    return device
+
+
+def checked_plan(
+    plan: ProfilePlan, model: nn.Module, compat: Compat, warnings: list[str]
+) -> ProfilePlan:
+    """The plan, after checking its selected paths exist in `model`; re-probed on another torch."""
+    selected = plan.selected_paths()
+    if not selected:
+        raise UsageError("the plan selects no module; select some with `hybridprof analyze --paths`")
+    known = {path for path, _ in model.named_modules(remove_duplicate=False)}
+    missing = [path for path in selected if path not in known]
+    if missing:
+        shown = ", ".join(repr(p) for p in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        made_for = f", the plan was made for {plan.root_class}" if plan.root_class else ""
+        raise UsageError(
+            f"the plan's {'paths' if len(missing) > 1 else 'path'} {shown} "
+            f"{'are' if len(missing) > 1 else 'is'} not in this model ({type(model).__name__}{made_for}); "
+            "make a plan for this model with `hybridprof analyze`"
+        )
+    if plan.torch_version and plan.torch_version != compat.torch_version:
+        warnings.append(
+            f"the plan was made with torch {plan.torch_version}, this is torch "
+            f"{compat.torch_version}: compatibility choices were probed again"
+        )
+        plan = replace(plan, compat=compat.choices(), torch_version=compat.torch_version)
+    return plan
+
+
+def _check_counts(opts: RunOptions) -> None:
+    if opts.warmup < 0:
+        raise UsageError(f"warm-up iterations must be 0 or more, got {opts.warmup}")
+    if opts.iters < 1:
+        raise UsageError(f"iterations must be 1 or more, got {opts.iters}")
+
+
+def _prepare_inputs(model: nn.Module, inputs: Any, device: torch.device | None) -> ModelInputs:
+    model_inputs = as_model_inputs(inputs, "the inputs")
+    if device is None:
+        return model_inputs
+    where = {p.device.type for p in model.parameters()}
+    if where and where != {device.type}:
+        raise UsageError(
+            f"the model is on {', '.join(sorted(where))} but device '{device}' was asked for; "
+            f"move it first with model.to('{device}')"
+        )
+    moved: ModelInputs = to_device(model_inputs, device)
+    return moved
+
+
+@dataclass
+class ShapeRecorder:
+    """Sits between the patched forwards and the strategy; notes shapes of each path's first call.
+
+    Recording is outside the strategy's range and only in the first iteration (normally a warm-up
+    one), so it costs the measured iterations nothing.
+    """
+
+    strategy: Strategy
+    recording: bool = True
+    inputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    outputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def call(self, path: str, forward: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        if not self.recording or path in self.inputs:
+            return self.strategy.call(path, forward, args, kwargs)
+        self.inputs[path] = (*map(describe, args), *(f"{k}={describe(v)}" for k, v in kwargs.items()))
+        result = self.strategy.call(path, forward, args, kwargs)
+        self.outputs[path] = tuple(map(describe, result if isinstance(result, tuple) else (result,)))
+        return result
+
+    def apply(self, record: ModuleRecord) -> ModuleRecord:
+        if record.path not in self.inputs:
+            return record
+        return replace(
+            record,
+            input_shapes=self.inputs[record.path],
+            output_shapes=self.outputs.get(record.path, ()),
+        )
+
+
+def describe(value: Any) -> str:
+    """A tensor as '1x3x224x224' (a scalar tensor as 'scalar'), containers in brackets, else the type."""
+    if isinstance(value, torch.Tensor):
+        return "x".join(str(d) for d in value.shape) or "scalar"
+    if isinstance(value, tuple | list):
+        inner = ", ".join(describe(v) for v in value[:8])
+        more = ", ..." if len(value) > 8 else ""
+        return f"({inner}{more})" if isinstance(value, tuple) else f"[{inner}{more}]"
+    if value is None:
+        return "None"
+    return type(value).__name__
+
+
+@dataclass
+class _Run:
+    """One `profile()` call's state: kept together so the steps stay small functions."""
+
+    model: nn.Module
+    inputs: ModelInputs
+    plan: ProfilePlan
+    compat: Compat
+    strategy_name: str
+    opts: RunOptions
+    device: torch.device | None
+    progress: ProgressFn | None
+    measures: list[IterationMeasure] = field(default_factory=list)
+    interrupted: bool = False
+
+    def execute(self, warnings: list[str]) -> ProfileSession:
+        started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        start = time.perf_counter()
+        strategy = make_strategy(self.strategy_name, self._config())
+        recorder = ShapeRecorder(strategy)
+        patcher = ForwardPatcher(self.model, self.plan.selected_paths(), recorder.call)
+        training = TrainingState(self.model) if self.opts.backward else None
+        with _restoring(patcher, training):
+            self._iterate(strategy, recorder, patcher)
+        if self.interrupted:
+            warnings.append(
+                f"interrupted after {len(self.measures)} of {self.opts.iters} measured iterations"
+            )
+        session = build_session(
+            self.plan,
+            self.measures,
+            self.strategy_name,
+            **self._session_fields(started_at, time.perf_counter() - start, warnings),
+        )
+        return replace(session, records=tuple(recorder.apply(r) for r in session.records))
+
+    def _config(self) -> StrategyConfig:
+        return StrategyConfig(
+            paths=self.plan.selected_paths(),
+            compat=self.compat,
+            profile_memory=self.opts.profile_memory,
+            use_device=self.device is not None and self.device.type == "cuda",
+            backward=self.opts.backward,
+            trace_path=self.opts.trace_path,
+            warmup_iterations=self.opts.warmup,
+        )
+
+    def _iterate(self, strategy: Strategy, recorder: ShapeRecorder, patcher: ForwardPatcher) -> None:
+        strategy.begin()
+        try:
+            self._report("warmup", 0, self.opts.warmup)
+            for done in range(1, self.opts.warmup + 1):
+                self._one(strategy, patcher)
+                recorder.recording = False
+                self._report("warmup", done, self.opts.warmup)
+            self._report("measure", 0, self.opts.iters)
+            for done in range(1, self.opts.iters + 1):
+                self.measures.append(self._one(strategy, patcher))
+                recorder.recording = False
+                self._report("measure", done, self.opts.iters)
+        except KeyboardInterrupt:
+            if not self.measures:
+                raise  # nothing measured yet: there is nothing worth saving
+            self.interrupted = True
+        finally:
+            strategy.end()
+
+    def _one(self, strategy: Strategy, patcher: ForwardPatcher) -> IterationMeasure:
+        step = training_step if self.opts.backward else forward_once
+        strategy.begin_iteration()
+        try:
+            step(self.model, self.inputs)
+        except HybridprofError:
+            _abandon_iteration(strategy)
+            raise
+        except Exception as exc:
+            _abandon_iteration(strategy)
+            raise ModelRunError(self._failure_message(patcher, exc)) from exc
+        except BaseException:  # KeyboardInterrupt: close the iteration, the caller decides
+            _abandon_iteration(strategy)
+            raise
+        return strategy.end_iteration()
+
+    def _failure_message(self, patcher: ForwardPatcher, exc: Exception) -> str:
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        text = lines[0].strip() if lines else ""
+        if not isinstance(exc, RuntimeError) or not text:
+            text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        path = patcher.failed_path
+        if path is None:
+            where = "the training step" if self.opts.backward else "the forward"
+            return f"{where} of {type(self.model).__name__} failed outside the profiled layers: {text}"
+        target = self.plan.target(path)
+        cls = target.class_name if target else type(module_at(self.model, path)).__name__
+        return f"forward failed in {path or '(root)'} ({cls}): {text}"
+
+    def _report(self, phase: str, done: int, total: int) -> None:
+        if self.progress is not None and total > 0:
+            self.progress(phase, done, total)
+
+    def _session_fields(self, started_at: str, seconds: float, warnings: list[str]) -> dict[str, Any]:
+        return {
+            "environment": environment(self.device),
+            "warmup": self.opts.warmup,
+            "iterations": len(self.measures),
+            "requested_iterations": self.opts.iters,
+            "interrupted": self.interrupted,
+            "profile_memory": self.opts.profile_memory,
+            "use_device": self.device is not None and self.device.type == "cuda",
+            "backward": self.opts.backward,
+            "warnings": tuple(warnings),
+            "command": self.opts.command,
+            "model_file": self.opts.model_file,
+            "model_hash": self.opts.model_hash,
+            "started_at": started_at,
+            "duration_s": round(seconds, 3),
+            "trace_file": self.opts.trace_path,
+        }
+
+
+def _abandon_iteration(strategy: Strategy) -> None:
+    """Close an iteration that failed half-way so `end()` finds a consistent strategy; drop its data."""
+    with contextlib.suppress(Exception):
+        strategy.end_iteration()
+
+
+@contextlib.contextmanager
+def _restoring(patcher: ForwardPatcher, training: TrainingState | None) -> Any:
+    """Training state outermost, patches inside: undone in reverse, whatever happens."""
+    if training is not None:
+        training.enter()
+    try:
+        with patcher:
+            yield
+    finally:
+        if training is not None:
+            training.restore()
+
+
+__all__ = [
+    "BACKWARD_STRATEGIES",
+    "RunOptions",
+    "ShapeRecorder",
+    "checked_plan",
+    "describe",
+    "profile",
+    "resolve_device",
+]

@@ -1,0 +1,119 @@
+"""One unit of work the runner repeats: a forward, or a training step (forward, loss, backward).
+
+Forwards without `backward` run under `torch.no_grad()`, not `torch.inference_mode()`: tensors a model
+caches on itself during an inference-mode forward become inference tensors that raise later when the
+same model is trained, and `profile()` hands the model back to a user who may do just that. The
+no_grad cost over inference_mode (version-counter bumps) is small next to the profiler's.
+
+A training step changes state that `TrainingState` saves first and puts back after: training mode of
+every module, `requires_grad` of every floating parameter (all on, so every layer has a backward),
+existing `.grad`s (the step's gradients are dropped after each step, so nothing accumulates), and
+buffers (BatchNorm running statistics move in train mode).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from hybridprof.errors import ModelRunError
+from hybridprof.loader import ModelInputs
+
+
+def to_device(value: Any, device: torch.device) -> Any:
+    """Tensors anywhere in tuples, lists and dicts moved to `device`; everything else as is."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, ModelInputs):
+        return ModelInputs(to_device(value.args, device), to_device(value.kwargs, device))
+    if isinstance(value, tuple | list):
+        return type(value)(to_device(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: to_device(v, device) for k, v in value.items()}
+    return value
+
+
+def iter_tensors(value: Any) -> Iterator[torch.Tensor]:
+    """Tensors in an output structure, depth first, in order (tuples, lists, dicts, dataclasses)."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from iter_tensors(item)
+    elif isinstance(value, tuple | list):
+        for item in value:
+            yield from iter_tensors(item)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            yield from iter_tensors(getattr(value, f.name))
+
+
+def scalar_loss(output: Any) -> torch.Tensor:
+    """A scalar to call backward on: the mean of the first floating tensor that carries a gradient.
+
+    The mean (in float32, so half-precision sums cannot overflow) keeps the loss's size independent
+    of the batch; the profile only needs backward to run through every layer, not a real loss.
+    """
+    floating = [t for t in iter_tensors(output) if t.is_floating_point()]
+    with_grad = [t for t in floating if t.requires_grad]
+    if with_grad:
+        return with_grad[0].float().mean()
+    if floating:
+        raise ModelRunError(
+            "--backward: the model's output does not depend on any trainable tensor, so there is "
+            "no backward to profile; profile without --backward"
+        )
+    raise ModelRunError(
+        f"--backward: no floating-point tensor in the model's output ({type(output).__name__}) "
+        "to make a loss from; profile without --backward"
+    )
+
+
+def forward_once(model: nn.Module, inputs: ModelInputs) -> Any:
+    with torch.no_grad():
+        return model(*inputs.args, **inputs.kwargs)
+
+
+def training_step(model: nn.Module, inputs: ModelInputs) -> Any:
+    """Forward, loss, backward; gradients dropped after so memory does not grow over iterations."""
+    output = model(*inputs.args, **inputs.kwargs)
+    scalar_loss(output).backward()
+    for parameter in model.parameters():
+        parameter.grad = None
+    return output
+
+
+@dataclass(slots=True)
+class TrainingState:
+    """What a training step changes in a model, saved so `restore()` can put it back exactly."""
+
+    model: nn.Module
+    modes: list[tuple[nn.Module, bool]] = field(default_factory=list)
+    flags: list[tuple[nn.Parameter, bool, torch.Tensor | None]] = field(default_factory=list)
+    buffers: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
+
+    def enter(self) -> None:
+        """Save the state, then put the model in train mode with gradients on every float parameter."""
+        self.modes = [(m, m.training) for m in self.model.modules()]
+        self.flags = [(p, p.requires_grad, p.grad) for p in self.model.parameters()]
+        self.buffers = [(b, b.detach().clone()) for b in self.model.buffers()]
+        self.model.train()
+        for parameter, _, _ in self.flags:
+            parameter.grad = None
+            if parameter.is_floating_point() or parameter.is_complex():
+                parameter.requires_grad_(True)
+
+    def restore(self) -> None:
+        for module, training in self.modes:
+            module.training = training
+        for parameter, requires_grad, grad in self.flags:
+            parameter.requires_grad_(requires_grad)
+            parameter.grad = grad
+        with torch.no_grad():
+            for buffer, saved in self.buffers:
+                buffer.copy_(saved)

@@ -1,0 +1,116 @@
+"""`backward=True`: a training step per iteration, backward time per layer, the model put back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+from torch import nn
+
+from hybridprof.datamodel import Stat
+from hybridprof.errors import ModelRunError, UsageError
+from hybridprof.runtime.patching import live_patches
+from hybridprof.runtime.runner import profile
+from hybridprof.runtime.workload import scalar_loss
+
+
+def mlp() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Linear(128, 256),
+        nn.ReLU(),
+        nn.LayerNorm(256),
+        nn.Linear(256, 256),
+        nn.Tanh(),
+        nn.Linear(256, 10),
+    )
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Timing comparisons on one thread: on this shared 2-core machine a second intra-op thread
+    makes some iterations 50x slower (measured), which blurs medians taken field by field."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def median(stat: Stat | None) -> float:
+    assert stat is not None
+    return stat.median
+
+
+def test_every_leaf_has_a_backward_time() -> None:
+    model = mlp()
+    session = profile(model, torch.rand(64, 128), warmup=2, iters=5, backward=True)
+    assert session.backward
+    assert {r.path for r in session.records} == {str(i) for i in range(6)}
+    for record in session.records:
+        assert median(record.backward_self_cpu_us) > 0, record.path
+        assert any(op.backward for op in record.ops), record.path
+    linear = session.record("3")
+    assert linear is not None
+    assert any(op.backward and "Addmm" in op.name for op in linear.ops)
+
+
+def test_forward_plus_backward_self_times_cover_the_step(one_thread: None) -> None:
+    """Per iteration, the layers' forward + backward self time is the step's profiled CPU time.
+
+    What is left over is the loss (a mean and its backward) and autograd's set-up: 3-4% of the step
+    on this model, measured (7-10% with a batch of 64, so the batch is 256).
+    """
+    session = profile(mlp(), torch.rand(256, 128), warmup=3, iters=9, backward=True)
+    layers = sum(
+        r.self_cpu_us.median + median(r.backward_self_cpu_us) for r in session.records
+    )
+    whole = Stat.of(session.iteration_cpu_us).median
+    assert whole > 0
+    assert abs(layers - whole) / whole < 0.10, (layers, whole)
+
+
+def test_training_state_is_restored() -> None:
+    model = nn.Sequential(nn.Linear(6, 6), nn.BatchNorm1d(6), nn.Dropout(0.5), nn.Linear(6, 2))
+    model.eval()
+    model[0].weight.requires_grad_(False)  # a frozen layer: backward turns it on, then off again
+    existing = torch.ones_like(model[3].weight)
+    model[3].weight.grad = existing
+    buffers = [b.clone() for b in model.buffers()]
+    profile(model, torch.rand(4, 6), warmup=1, iters=2, backward=True)
+    assert not live_patches()
+    assert all(not m.training for m in model.modules())
+    assert model[0].weight.requires_grad is False and model[0].bias.requires_grad is True
+    assert model[3].weight.grad is existing and model[0].bias.grad is None
+    assert all(torch.equal(a, b) for a, b in zip(buffers, model.buffers(), strict=True))
+
+
+def test_loss_from_nested_output_structure() -> None:
+    leaf = torch.rand(3, requires_grad=True)
+    output = {"ids": torch.arange(3), "pair": (torch.zeros(2), leaf * 2)}
+    loss = scalar_loss(output)
+    assert loss.dim() == 0 and loss.requires_grad
+    with pytest.raises(ModelRunError, match="no floating-point tensor"):
+        scalar_loss({"ids": torch.arange(3)})
+    with pytest.raises(ModelRunError, match="does not depend on any trainable tensor"):
+        scalar_loss(torch.zeros(2))
+
+
+def test_dict_output_model_trains() -> None:
+    class Heads(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = nn.Linear(8, 8)
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+            h = self.body(x)
+            return {"index": x.argmax(dim=1), "logits": self.head(h)}
+
+    session = profile(Heads(), torch.rand(4, 8), warmup=1, iters=2, backward=True)
+    assert all(median(r.backward_self_cpu_us) > 0 for r in session.records)
+
+
+def test_backward_needs_the_session_strategy() -> None:
+    with pytest.raises(UsageError, match="--backward needs a strategy"):
+        profile(mlp(), torch.rand(2, 128), backward=True, strategy="timer")
