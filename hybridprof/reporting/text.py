@@ -1,0 +1,152 @@
+"""The torchprof-style text table: a box-drawing tree of module names with one column per measure.
+
+Columns: Self CPU total, CPU total; Self CUDA total, CUDA total only when device time was measured;
+Self CPU Mem, CPU Mem (and Self CUDA Mem, CUDA Mem with a device) only when memory was profiled;
+Number of Calls. Times are per-iteration medians, formatted as torchprof did (us/ms/s, B/KB/MB).
+`show_events` adds one row per op under each layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hybridprof.datamodel import ModuleRecord, OpStat, ProfileSession
+from hybridprof.reporting.format import format_bytes, format_time_us
+from hybridprof.reporting.rows import TreeRow, tree_rows
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    title: str
+    of_record: Callable[[ModuleRecord], str]
+    of_op: Callable[[OpStat], str]
+
+
+def columns(session: ProfileSession) -> list[Column]:
+    """The columns this session has data for, in torchprof's order."""
+    cols = [
+        Column(
+            "Self CPU total",
+            lambda r: format_time_us(r.self_cpu_us.median),
+            lambda o: format_time_us(o.self_cpu_us),
+        ),
+        Column(
+            "CPU total",
+            lambda r: format_time_us(r.total_cpu_us.median),
+            lambda o: format_time_us(o.total_cpu_us),
+        ),
+    ]
+    if session.use_device:
+        cols += [
+            Column(
+                "Self CUDA total",
+                lambda r: _time(r.self_device_us),
+                lambda o: format_time_us(o.self_device_us),
+            ),
+            Column(
+                "CUDA total",
+                lambda r: _time(r.total_device_us),
+                lambda o: format_time_us(o.total_device_us),
+            ),
+        ]
+    if session.profile_memory:
+        cols += [
+            Column(
+                "Self CPU Mem",
+                lambda r: format_bytes(r.self_cpu_mem),
+                lambda o: format_bytes(o.self_cpu_mem),
+            ),
+            Column("CPU Mem", lambda r: format_bytes(r.cpu_mem), lambda o: format_bytes(o.cpu_mem)),
+        ]
+        if session.use_device:
+            cols += [
+                Column(
+                    "Self CUDA Mem",
+                    lambda r: format_bytes(r.self_device_mem),
+                    lambda o: format_bytes(o.self_device_mem),
+                ),
+                Column(
+                    "CUDA Mem",
+                    lambda r: format_bytes(r.device_mem),
+                    lambda o: format_bytes(o.device_mem),
+                ),
+            ]
+    cols.append(Column("Number of Calls", lambda r: str(r.calls), lambda o: str(o.calls)))
+    return cols
+
+
+def _time(stat: object) -> str:
+    median = getattr(stat, "median", None)
+    return format_time_us(median) if isinstance(median, float | int) else ""
+
+
+def render_text(
+    session: ProfileSession, show_events: bool = False, max_depth: int | None = None
+) -> str:
+    """The tree table as one string (no trailing newline)."""
+    cols = columns(session)
+    rows = [r for r in tree_rows(session) if max_depth is None or r.depth <= max_depth]
+    body: list[list[str]] = []
+    for row, prefix in zip(rows, _tree_prefixes(rows), strict=True):
+        body.append([prefix + row.name, *_record_cells(row.record, cols)])
+        if show_events and row.record is not None:
+            body.extend(_op_rows(row.record, prefix, cols))
+    return _table(["Module", *(c.title for c in cols)], body)
+
+
+def _record_cells(record: ModuleRecord | None, cols: list[Column]) -> list[str]:
+    return ["" if record is None else c.of_record(record) for c in cols]
+
+
+def _op_rows(record: ModuleRecord, prefix: str, cols: list[Column]) -> list[list[str]]:
+    # Ops hang under their layer: continue the layer's tree line, then indent the op name.
+    lead = prefix.replace("├──", "│  ").replace("└──", "   ") + "    "
+    return [[lead + op.name, *(c.of_op(op) for c in cols)] for op in record.ops]
+
+
+def _tree_prefixes(rows: list[TreeRow]) -> list[str]:
+    """Box-drawing prefixes (`│   ├── `) for rows in tree order; the root has none."""
+    last = _last_child_flags(rows)
+    prefixes = []
+    for row in rows:
+        if row.depth == 0:
+            prefixes.append("")
+            continue
+        chain = _chain(row.path)  # ancestors below the root, then the row itself
+        lines = ["    " if last[p] else "│   " for p in chain[:-1]]
+        prefixes.append("".join(lines) + ("└── " if last[row.path] else "├── "))
+    return prefixes
+
+
+def _chain(path: str) -> list[str]:
+    parts = path.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _last_child_flags(rows: list[TreeRow]) -> dict[str, bool]:
+    """For each shown path: is it the last shown child of its parent?"""
+    last_of_parent: dict[str, str] = {}
+    for row in rows:
+        if row.depth > 0:
+            parent = row.path.rsplit(".", 1)[0] if "." in row.path else ""
+            last_of_parent[parent] = row.path
+    return {row.path: last_of_parent.get(_parent(row.path)) == row.path for row in rows}
+
+
+def _parent(path: str) -> str:
+    return path.rsplit(".", 1)[0] if "." in path else ""
+
+
+def _table(header: list[str], body: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    lines = [_line(header, widths), "-|-".join("-" * w for w in widths)]
+    lines += [_line(r, widths) for r in body]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _line(cells: list[str], widths: list[int]) -> str:
+    return " | ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
+
+
+__all__ = ["Column", "columns", "render_text"]

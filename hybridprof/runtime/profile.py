@@ -1,0 +1,200 @@
+"""`hybridprof.Profile`: torchprof's context manager, on PyTorch 2.x.
+
+    with hybridprof.Profile(model, use_cuda=False, profile_memory=True) as prof:
+        model(x)
+    print(prof)                      # the torchprof-style tree table
+    traces, events = prof.raw()      # torchprof's raw shapes
+
+The whole with-block is one measured iteration. Code written for torchprof runs unchanged; the
+keyword-only extras choose the strategy and select by glob or depth. One Profile records one
+with-block: entering it again raises RuntimeError, as torchprof did.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import namedtuple
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from types import TracebackType
+from typing import Any
+
+from torch import nn
+
+from hybridprof.datamodel import ProfilePlan, ProfileSession
+from hybridprof.errors import DeviceError
+from hybridprof.planner.compat import probe
+from hybridprof.planner.module_tree import Selector, tree_plan, walk
+from hybridprof.runtime.aggregate import build_session, environment
+from hybridprof.runtime.base import Strategy, StrategyConfig
+from hybridprof.runtime.measure import IterationMeasure
+from hybridprof.runtime.patching import ForwardPatcher
+from hybridprof.runtime.quiet import quiet_fd2
+from hybridprof.runtime.strategies import DEFAULT_STRATEGY, make_strategy
+
+# torchprof's trace record: path is a tuple from the root class name, e.g. ("AlexNet", "features", "0").
+Trace = namedtuple("Trace", ["path", "leaf", "module"])
+
+
+class Profile:
+    """Profile the selected layers of `model` during one with-block (leaves when `paths` is None)."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        enabled: bool = True,
+        use_cuda: bool = False,
+        profile_memory: bool = False,
+        paths: Sequence[Selector] | None = None,
+        strategy: str = DEFAULT_STRATEGY,
+        *,
+        globs: Sequence[str] = (),
+        depth: int | None = None,
+    ) -> None:
+        self._model = model
+        self.enabled = enabled
+        self.use_cuda = use_cuda
+        self.profile_memory = profile_memory
+        self.strategy_name = strategy
+        # Planned now, so an unknown path fails where the Profile is made, with close matches.
+        self.plan: ProfilePlan = tree_plan(model, paths, globs, depth, strategy=strategy)
+        self.entered = False
+        self._patcher: ForwardPatcher | None = None
+        self._strategy: Strategy | None = None
+        self._measure: IterationMeasure | None = None
+        self._raw: dict[str, list[Any]] = {}
+        self._session: ProfileSession | None = None
+        self._started_at = ""
+        self._seconds = 0.0
+
+    @property
+    def failed_path(self) -> str | None:
+        """The innermost profiled path an exception passed through in the with-block, if any."""
+        return self._patcher.failed_path if self._patcher is not None else None
+
+    def __enter__(self) -> Profile:
+        if not self.enabled:
+            return self
+        if self.entered:
+            raise RuntimeError(
+                "this hybridprof.Profile was already entered; a Profile records one with-block, "
+                "so create a new Profile for the next one"
+            )
+        self.entered = True
+        if self.use_cuda and not probe().cuda_available:
+            raise DeviceError("use_cuda=True but CUDA is not available; use use_cuda=False")
+        self._strategy = make_strategy(self.strategy_name, self._config())
+        self._started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self._seconds = time.perf_counter()
+        with quiet_fd2():
+            self._strategy.begin()
+            self._strategy.begin_iteration()
+        self._patcher = ForwardPatcher(self._model, self.plan.selected_paths(), self._strategy.call)
+        try:
+            self._patcher.patch()
+        except BaseException:
+            self._finish(failed=True)
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._patcher is None:
+            return
+        try:
+            self._patcher.restore()
+        finally:
+            self._finish(failed=exc_type is not None)
+
+    def _finish(self, failed: bool) -> None:
+        """Stop the strategy; after a failed block keep what was measured but never mask the error."""
+        strategy = self._strategy
+        if strategy is None:
+            return
+        self._seconds = time.perf_counter() - self._seconds
+        with quiet_fd2():
+            try:
+                self._measure = strategy.end_iteration()
+            except Exception:
+                if not failed:
+                    raise
+            finally:
+                strategy.end()
+        self._raw = strategy.raw_events()
+
+    def _config(self) -> StrategyConfig:
+        return StrategyConfig(
+            paths=self.plan.selected_paths(),
+            compat=probe(),
+            profile_memory=self.profile_memory,
+            use_device=self.use_cuda,
+            keep_raw_events=True,
+        )
+
+    # -- results
+
+    def session(self) -> ProfileSession:
+        """The measured with-block as a ProfileSession (built once, then cached)."""
+        if self._measure is None:
+            raise RuntimeError(
+                "nothing was profiled yet: use the Profile in a with-block (enabled=True) first"
+            )
+        if self._session is None:
+            self._session = build_session(
+                self.plan,
+                [self._measure],
+                self.strategy_name,
+                environment=environment("cuda" if self.use_cuda else None),
+                profile_memory=self.profile_memory,
+                use_device=self.use_cuda,
+                started_at=self._started_at,
+                duration_s=round(self._seconds, 3),
+            )
+        return self._session
+
+    def display(self, show_events: bool = False) -> str:
+        """The torchprof-style tree table (with one row per op under each layer if show_events)."""
+        from hybridprof.reporting.text import render_text
+
+        if self._measure is None:
+            why = "enabled=False" if not self.enabled else "not entered yet"
+            return f"<hybridprof.Profile of {self.plan.root_class}: nothing profiled ({why})>"
+        return render_text(self.session(), show_events=show_events)
+
+    def __str__(self) -> str:
+        return self.display()
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def raw(self) -> tuple[list[Trace], dict[tuple[str, ...], list[Any]]]:
+        """torchprof's `(traces, events)`: every module as a Trace, and per profiled path one
+        event list per call (empty for the timer strategy, which records no events)."""
+        root = self.plan.root_class
+        traces = [
+            Trace(
+                _tuple_path(root, node.path),
+                next(node.module.children(), None) is None,
+                node.module,
+            )
+            for node in walk(self._model)
+        ]
+        events = {_tuple_path(root, path): calls for path, calls in self._raw.items()}
+        return traces, events
+
+    def to_dataframe(self) -> Any:
+        """One row per profiled path (pandas), as the reports show it."""
+        from hybridprof.reporting.table import session_frame
+
+        return session_frame(self.session())
+
+
+def _tuple_path(root: str, path: str) -> tuple[str, ...]:
+    return (root,) if path == "" else (root, *path.split("."))
+
+
+__all__ = ["Profile", "Trace"]
