@@ -1,0 +1,122 @@
+"""The template context: header, rows, heat, charts, findings and the PDF's stated limits."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hybridprof.reporting.charts import session_charts
+from hybridprof.reporting.context import build_context
+from tests.sessions import (
+    backward_session,
+    big_session,
+    device_session,
+    nested_session,
+    small_session,
+)
+
+
+def _header(session_ctx: object) -> dict[str, str]:
+    return {h.label: h.value for h in session_ctx.header}  # type: ignore[attr-defined]
+
+
+def test_header_names_the_run() -> None:
+    header = _header(build_context(small_session()))
+    assert header["Model file"] == "nets.py"
+    assert header["Entry"] == "make_net"
+    assert header["Root class"] == "Net"
+    assert header["Parameters"] == "1,200"
+    assert header["torch"] == "2.13.0+cpu"
+    assert header["Device"] == "cpu"
+    assert header["Threads"] == "1"
+    assert header["Strategy"] == "session"
+    assert header["Iterations"] == "2 warm-up, 3 measured"
+    assert header["Total profiled time"].startswith("1.000ms")
+
+
+def test_interrupted_run_says_so() -> None:
+    session = dataclasses.replace(
+        small_session(), interrupted=True, iterations=1, requested_iterations=3
+    )
+    assert "interrupted; 3 requested" in _header(build_context(session))["Iterations"]
+
+
+def test_rows_are_formatted_and_keep_raw_numbers() -> None:
+    rows = {r.path: r for r in build_context(small_session()).rows}
+    assert list(rows) == ["", "fc1", "act", "fc2"]
+    fc1 = rows["fc1"]
+    assert (fc1.self_cpu, fc1.total_cpu, fc1.pct_text) == ("520.000us", "580.000us", "58.0%")
+    assert fc1.spread == "468.000us–572.000us"
+    assert fc1.self_us == 520.0 and fc1.calls == 3 and fc1.params == 1000
+    assert fc1.source == "nets.py:8"
+    assert fc1.heat == 5 and rows["act"].heat == 1
+    root = rows[""]
+    assert not root.profiled and root.has_children and root.name == "Net"
+    assert rows["act"].parent == ""
+
+
+def test_device_and_backward_columns_follow_the_session() -> None:
+    ctx = build_context(device_session())
+    assert ctx.has_device and not ctx.has_backward
+    assert {r.path: r.self_device for r in ctx.rows}["fc1"] == "260.000us"
+    bwd = build_context(backward_session())
+    assert bwd.has_backward
+    assert {r.path: r.backward for r in bwd.rows}["fc1"] == "1.040ms"
+
+
+def test_charts_top_layers_by_class_and_backward() -> None:
+    charts = {c.key: c for c in session_charts(backward_session())}
+    assert [b.label for b in charts["top_layers"].bars] == ["fc1", "fc2", "act"]
+    assert [(b.label, b.values) for b in charts["by_class"].bars] == [
+        ("Linear", (820.0,)),
+        ("ReLU", (100.0,)),
+    ]
+    assert charts["forward_backward"].bars[0].values == (520.0, 1040.0)
+    assert "forward_backward" not in {c.key for c in session_charts(small_session())}
+    assert charts["top_layers"].svg.count("<rect") == 3
+
+
+def test_findings_compat_and_never_called() -> None:
+    ctx = build_context(nested_session())
+    kinds = [f.kind for f in ctx.findings]
+    assert kinds == ["never_called", "inline_ops", "alias"]
+    inline = ctx.findings[1]
+    assert (inline.path, inline.where) == ("blocks.0", "nets.py:44")
+    assert ctx.never_called == ("head",)
+    assert ("raw_events", "kineto", "kineto_results.events() is readable") in ctx.compat
+    assert {s.path for s in ctx.sources} >= {"blocks.0.conv", "blocks.1.act"}
+
+
+def test_html_context_carries_every_op_as_compact_json() -> None:
+    ctx = build_context(small_session(), "html")
+    ops = ctx.data["ops"]
+    assert set(ops) == {"fc1", "act", "fc2"}
+    assert ops["fc1"][0] == [
+        "aten::addmm",
+        3,
+        "500.000us",
+        "550.000us",
+        "0.000us",
+        "4.00 KB",
+        False,
+    ]
+    assert ctx.op_tables == ()
+
+
+def test_pdf_context_limits_rows_and_op_tables_and_says_so() -> None:
+    session = big_session(leaves=500)
+    ctx = build_context(session, "pdf", pdf_max_rows=200, pdf_op_layers=5)
+    assert len(ctx.rows) <= 200
+    assert max(r.depth for r in ctx.rows) == 3  # the leaves (depth 4) do not fit
+    assert ctx.total_rows == 2 + 50 * 2 + 500  # root, "blocks", blocks.i, blocks.i.layers, leaves
+    assert len(ctx.op_tables) == 5
+    heaviest = [r.self_us for r, _ in ctx.op_tables]
+    assert heaviest == sorted(heaviest, reverse=True)
+    assert any("depth ≤ 3: 102 of 602 rows" in n for n in ctx.notes)
+    assert any("top 5 of 500 layers" in n for n in ctx.notes)
+    assert ctx.data == {}
+
+
+def test_pdf_context_of_a_small_session_keeps_all_rows() -> None:
+    ctx = build_context(small_session(), "pdf")
+    assert len(ctx.rows) == ctx.total_rows == 4
+    assert len(ctx.notes) == 1  # only the op-breakdown note

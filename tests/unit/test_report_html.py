@@ -1,0 +1,156 @@
+"""The HTML report parsed as HTML: structure, formatted numbers, escaping, and no network address."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+
+import jinja2
+import pytest
+
+from hybridprof.reporting.html import render_html, template_env
+from tests.sessions import HOSTILE, big_session, hostile_session, nested_session, small_session
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+
+
+class Page(HTMLParser):
+    """Collects what the tests look at: rows by path, cell texts, attributes, scripts and tags."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.rows: dict[str, dict[str, str]] = {}
+        self.cells: dict[str, list[str]] = {}
+        self.tags: list[tuple[str, dict[str, str]]] = []
+        self.scripts: list[tuple[dict[str, str], str]] = []
+        self._row: str | None = None
+        self._script: dict[str, str] | None = None
+        self._cell: list[str] | None = None
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        self.tags.append((tag, a))
+        if tag == "tr" and "data-path" in a:
+            self._row = a["data-path"]
+            self.rows[self._row] = a
+            self.cells[self._row] = []
+        elif tag == "td" and self._row is not None:
+            self._cell = []
+        elif tag == "script":
+            self._script = a
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "td" and self._row is not None and self._cell is not None:
+            self.cells[self._row].append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "tr":
+            self._row = None
+
+    def handle_data(self, data: str) -> None:
+        if self._script is not None:
+            self.scripts.append((self._script, data))
+            self._script = None
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def test_environment_autoescapes_and_is_strict() -> None:
+    env = template_env()
+    assert env.autoescape is True
+    assert env.undefined is jinja2.StrictUndefined
+    with pytest.raises(jinja2.UndefinedError):
+        env.from_string("{{ missing.name }}").render()
+
+
+def test_every_path_is_a_row_with_formatted_numbers() -> None:
+    page = Page(render_html(nested_session()))
+    assert set(page.rows) == {
+        "",
+        "blocks",
+        "blocks.0",
+        "blocks.0.conv",
+        "blocks.0.act",
+        "blocks.1",
+        "blocks.1.conv",
+        "blocks.1.act",
+    }
+    conv = page.cells["blocks.0.conv"]
+    assert conv[:5] == ["conv", "Conv2d", "3", "340.000us", "340.000us"]
+    assert "34.0%" in conv
+    assert "306.000us–374.000us" in conv
+    assert page.rows["blocks.0.conv"]["data-parent"] == "blocks.0"
+    assert "data-parent" not in page.rows[""]
+    assert page.rows["blocks.0.conv"]["class"].startswith("row heat5")
+
+
+def test_header_charts_and_findings_are_present() -> None:
+    text = render_html(nested_session())
+    for needle in (
+        "nets.py",
+        "make_net",
+        "2.13.0+cpu",
+        "Test CPU @ 2.0GHz",
+        "2 warm-up, 3 measured",
+        "Top 7 layers by self CPU time",
+        "Self CPU time by layer type",
+        "Parents whose own inline ops take time",
+        "nets.py:44",
+        "kineto_results.events() is readable",
+        "iteration 1 was 30% slower",
+    ):
+        assert needle in text, needle
+    assert text.count("<svg") == 2
+
+
+def test_op_rows_are_embedded_as_json_for_every_layer() -> None:
+    page = Page(render_html(small_session()))
+    data = next(json.loads(body) for attrs, body in page.scripts if attrs.get("id") == "hp-data")
+    assert [o[0] for o in data["ops"]["fc1"]] == ["aten::addmm", "aten::t"]
+    assert data["ops"]["fc2"][0][2] == "300.000us"
+    buttons = [a for tag, a in page.tags if tag == "button" and a.get("class") == "ops"]
+    assert len(buttons) == 3
+
+
+def test_csp_forbids_network_loads() -> None:
+    page = Page(render_html(small_session()))
+    metas = [
+        a
+        for tag, a in page.tags
+        if tag == "meta" and a.get("http-equiv") == "Content-Security-Policy"
+    ]
+    assert [m["content"] for m in metas] == [CSP]
+
+
+@pytest.mark.parametrize("factory", [small_session, nested_session, hostile_session])
+def test_no_external_url_anywhere(factory: object) -> None:
+    text = render_html(factory())  # type: ignore[operator]
+    assert not re.search(r"https?://", text)
+    assert not re.search(r"""["'(\s]//[A-Za-z0-9]""", text)  # protocol-relative //host
+    for tag, attrs in Page(text).tags:
+        for key in ("src", "href", "action", "data", "poster"):
+            if key in attrs:
+                assert attrs[key].startswith(("data:", "#")), (tag, key, attrs[key])
+
+
+def test_hostile_names_are_text_not_markup() -> None:
+    text = render_html(hostile_session())
+    page = Page(text)
+    assert HOSTILE in page.rows  # the attribute round-trips to the original name
+    assert not any(tag == "img" for tag, _ in page.tags)
+    assert not any(tag == "b" for tag, _ in page.tags)
+    assert "&lt;img src=x onerror=alert(1)&gt;" in text
+    scripts = [body for _, body in page.scripts]
+    assert all("</script>" not in s and "<img" not in s for s in scripts)
+    data = json.loads(next(body for attrs, body in page.scripts if attrs.get("id") == "hp-data"))
+    assert data["ops"][HOSTILE][0][0] == f"aten::{HOSTILE}"
+
+
+def test_big_session_stays_under_five_megabytes_with_all_ops() -> None:
+    text = render_html(big_session(leaves=2000))
+    assert len(text.encode("utf-8")) < 5 * 1024 * 1024
+    page = Page(text)
+    assert len(page.rows) == 2000 + 2 * 200 + 2  # leaves, blocks.i(.layers), root, "blocks"
+    data = json.loads(next(body for attrs, body in page.scripts if attrs.get("id") == "hp-data"))
+    assert len(data["ops"]) == 2000
