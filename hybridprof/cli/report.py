@@ -1,0 +1,85 @@
+"""Re-render a saved session as HTML, PDF, text, CSV or JSON (no torch, no profiling).
+
+The format follows each output's extension; without -o the tree table is printed.
+
+examples:
+  hybridprof report hybridprof-out/session.json -o report.pdf
+  hybridprof report session.json -o layers.csv -o layers.html --force
+  hybridprof report session.json --show-events --max-depth 2
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from hybridprof.cli.common import add_common_options, guarded
+from hybridprof.errors import UsageError
+from hybridprof.outputs import check_output_path
+from hybridprof.reporting import known_extensions, renderer_for, write_report
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message}; see 'hybridprof report --help'")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="hybridprof report",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("session", help="a session file saved by hybridprof run")
+    parser.add_argument(
+        "-o",
+        "--output",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="write the report here (repeatable); format by extension: " + " ".join(known_extensions()),
+    )
+    parser.add_argument(
+        "--show-events", action="store_true", help="printed table: one row per op under each layer"
+    )
+    parser.add_argument("--max-depth", type=int, help="printed table: deepest tree level shown")
+    add_common_options(parser)
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = build_parser()
+
+    def body() -> int:
+        try:
+            args = parser.parse_args(list(argv))
+        except SystemExit as exc:  # --help
+            return int(exc.code or 0)
+        return render(args)
+
+    return guarded(body, "--debug" in argv)
+
+
+def render(args: argparse.Namespace) -> int:
+    """Check every output first, then read the session, then write each report."""
+    outputs = [Path(o) for o in args.output]
+    for output in outputs:
+        renderer_for(output)  # a known format, and its renderer importable
+        check_output_path(output, args.force)
+    if len({o.resolve() for o in outputs}) != len(outputs):
+        raise UsageError("the same output is given twice; give each -o its own file")
+    from hybridprof.sessions import load_session
+
+    session = load_session(args.session)
+    if not outputs:
+        from hybridprof.reporting.text import render_text
+
+        print(render_text(session, show_events=args.show_events, max_depth=args.max_depth))
+        return 0
+    for output in outputs:
+        written = write_report(session, output, force=args.force)
+        print(f"report: {written}")
+    return 0
+

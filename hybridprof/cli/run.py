@@ -1,0 +1,335 @@
+"""Profile a model file layer by layer; save the session and reports.
+
+With no model file, profiles the bundled AlexNet-like example and writes session.json and
+report.html into ./hybridprof-out/ (or --out-dir); files that hybridprof names itself inside an out
+dir are overwritten on the next run, files you name (-o, --report, --trace) need --force.
+
+examples:
+  hybridprof run
+  hybridprof run net.py --entry build_model --input-shape 8,3,32,32 --report net.html
+  hybridprof run net.py --plan plan.json --iters 50 -o session.json --report net.pdf
+  hybridprof run net.py --backward --paths 'blocks.*' --report train.html
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+from hybridprof.cli.common import add_common_options, guarded
+from hybridprof.cli.progress import ProgressBar, wanted
+from hybridprof.errors import UsageError
+from hybridprof.loader import DEFAULT_ENTRY, parse_shape, read_model_source
+from hybridprof.outputs import check_output_path, write_atomic
+from hybridprof.reporting import known_extensions, renderer_for, write_report
+from hybridprof.runtime.strategies import STRATEGIES
+
+if TYPE_CHECKING:
+    from hybridprof.datamodel import ProfilePlan, ProfileSession
+
+DEFAULT_OUT_DIR = "hybridprof-out"
+DEMO_FILE = Path(__file__).resolve().parent.parent / "examples" / "alexnet.py"
+TABLE_ROWS = 40  # the terminal table shows at most about this many rows (deeper levels cut)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad option is a UsageError (one line, exit 2) like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message}; see 'hybridprof run --help'")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="hybridprof run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("model", nargs="?", help="model file (default: the bundled AlexNet demo)")
+    parser.add_argument("--entry", help=f"function returning the nn.Module (default {DEFAULT_ENTRY})")
+    given = parser.add_mutually_exclusive_group()
+    given.add_argument("--inputs", metavar="NAME", help="function in the file returning the inputs")
+    given.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="SHAPE",
+        help="random input of this shape, e.g. 1,3,224,224 or 4x128:long (repeat per argument)",
+    )
+    _add_selection_options(parser)
+    _add_measure_options(parser)
+    _add_output_options(parser)
+    add_common_options(parser)
+    return parser
+
+
+def _add_selection_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--plan", help="profile exactly what this plan (hybridprof analyze) selects")
+    parser.add_argument(
+        "--paths", nargs="+", default=[], metavar="PATH", help="dotted paths or globs ('features.*')"
+    )
+    parser.add_argument("--depth", type=int, help="select every module at this depth")
+
+
+def _add_measure_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--warmup", type=int, default=3, help="unmeasured iterations first (3)")
+    parser.add_argument("--iters", type=int, default=20, help="measured iterations (20)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--profile-memory", action="store_true", help="measure memory per layer")
+    parser.add_argument(
+        "--strategy", choices=tuple(STRATEGIES), help="how to measure (default session)"
+    )
+    parser.add_argument(
+        "--backward", action="store_true", help="profile a training step: forward and backward"
+    )
+
+
+def _add_output_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", metavar="SESSION.json", help="save the session here")
+    parser.add_argument(
+        "--report",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="write a report; the format follows the extension: " + " ".join(known_extensions()),
+    )
+    parser.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace")
+    parser.add_argument("--out-dir", help=f"folder for session and report (demo: ./{DEFAULT_OUT_DIR})")
+
+
+@dataclass(frozen=True, slots=True)
+class Outputs:
+    """Every file this run will write, checked before any torch work."""
+
+    session: Path | None
+    reports: tuple[Path, ...]
+    trace: Path | None
+    own: frozenset[Path]  # files hybridprof named itself in an out dir: overwritten freely
+
+    def force_for(self, path: Path, force: bool) -> bool:
+        return force or path in self.own
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = build_parser()
+
+    def body() -> int:
+        try:
+            args = parser.parse_args(list(argv))
+        except SystemExit as exc:  # --help
+            return int(exc.code or 0)
+        return run(args, list(argv))
+
+    return guarded(body, "--debug" in argv)
+
+
+def run(args: argparse.Namespace, argv: list[str]) -> int:
+    """The command body: check everything cheap first, then load, profile, save, print."""
+    _check_values(args)
+    plan = _load_plan(args.plan) if args.plan else None
+    model_file, entry = _model_and_entry(args, plan)
+    read_model_source(model_file)  # missing file or syntax error: said before anything is created
+    outputs = plan_outputs(args, demo=args.model is None and plan is None)
+    session = _profile(args, argv, model_file, entry, plan, outputs)
+    _save(session, outputs, args.force)
+    print(_render_table(session))
+    for line in _where_lines(session, outputs):
+        print(line)
+    if session.interrupted:
+        where = f"; partial session saved to {outputs.session}" if outputs.session else ""
+        print(
+            f"hybridprof: interrupted after {session.iterations} of "
+            f"{session.requested_iterations} iterations{where}",
+            file=sys.stderr,
+        )
+        return 130
+    return 0
+
+
+def _check_values(args: argparse.Namespace) -> None:
+    """Option values that can be judged without torch or the model."""
+    if args.iters < 1:
+        raise UsageError(f"--iters must be 1 or more, got {args.iters}")
+    if args.warmup < 0:
+        raise UsageError(f"--warmup must be 0 or more, got {args.warmup}")
+    if args.depth is not None and args.depth < 0:
+        raise UsageError(f"--depth must be 0 or more, got {args.depth}")
+    for spec in args.input_shape:
+        parse_shape(spec)
+    if args.device.split(":")[0] not in ("cpu", "cuda"):
+        raise UsageError(f"--device {args.device!r} is not supported; use cpu or cuda")
+    if args.plan and (args.paths or args.depth is not None):
+        raise UsageError("--plan fixes the selection; drop --paths/--depth or edit the plan")
+    if args.backward and args.strategy not in (None, "session"):
+        raise UsageError(
+            f"--backward needs --strategy session (it attributes backward ops to layers); "
+            f"'{args.strategy}' cannot: drop --strategy or drop --backward"
+        )
+
+
+def _load_plan(path: str) -> ProfilePlan:
+    from hybridprof.sessions import load_plan
+
+    return load_plan(path)
+
+
+def _model_and_entry(args: argparse.Namespace, plan: ProfilePlan | None) -> tuple[Path, str]:
+    if args.model:
+        return Path(args.model), args.entry or (plan.entry if plan else None) or DEFAULT_ENTRY
+    if plan is not None:
+        if not plan.model_file:
+            raise UsageError("the plan names no model file; give it: hybridprof run MODEL.py --plan ...")
+        return Path(plan.model_file), args.entry or plan.entry or DEFAULT_ENTRY
+    return DEMO_FILE, args.entry or DEFAULT_ENTRY
+
+
+def plan_outputs(args: argparse.Namespace, demo: bool) -> Outputs:
+    """Decide and check every output path (folder exists, writable, not there without --force)."""
+    out_dir = Path(args.out_dir) if args.out_dir else (Path(DEFAULT_OUT_DIR) if demo else None)
+    own: set[Path] = set()
+    session = Path(args.output) if args.output else None
+    reports = [Path(r) for r in args.report]
+    if out_dir is not None:
+        _make_out_dir(out_dir)
+        if session is None:
+            session = out_dir / "session.json"
+            own.add(session)
+        if not reports:
+            reports = [out_dir / "report.html"]
+            own.update(reports)
+    trace = Path(args.trace) if args.trace else None
+    _check_distinct([p for p in (session, *reports, trace) if p is not None])
+    for report in reports:
+        renderer_for(report)  # a known format, and its renderer importable, before any work
+    for path in (session, *reports, trace):
+        if path is not None:
+            check_output_path(path, args.force or path in own)
+    return Outputs(session, tuple(reports), trace, frozenset(own))
+
+
+def _make_out_dir(folder: Path) -> None:
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--out-dir '{folder}' exists and is not a folder; choose another")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create --out-dir '{folder}': {exc.strerror}") from exc
+
+
+def _check_distinct(paths: list[Path]) -> None:
+    seen: set[Path] = set()
+    for path in paths:
+        key = path.resolve()
+        if key in seen:
+            raise UsageError(f"'{path}' is given as two outputs; give each output its own file")
+        seen.add(key)
+
+
+def _profile(
+    args: argparse.Namespace,
+    argv: list[str],
+    model_file: Path,
+    entry: str,
+    plan: ProfilePlan | None,
+    outputs: Outputs,
+) -> ProfileSession:
+    """The torch part: load the model, move it, profile it with a progress bar."""
+    from hybridprof.loader import load_model
+    from hybridprof.runtime.runner import RunOptions, profile, resolve_device
+
+    device = resolve_device(args.device)
+    loaded = load_model(model_file, entry, args.inputs, args.input_shape)
+    if loaded.inputs is None:
+        raise UsageError(
+            f"no inputs for the model in {model_file.name}: give --input-shape 1,3,224,224 "
+            "(repeat per argument), --inputs NAME (a function in the file returning them), "
+            "or define example_inputs() in the file"
+        )
+    if device is not None:
+        loaded.module.to(device)
+    options = RunOptions(
+        warmup=args.warmup,
+        iters=args.iters,
+        strategy=args.strategy,
+        device=args.device,
+        profile_memory=args.profile_memory,
+        backward=args.backward,
+        trace_path=str(outputs.trace) if outputs.trace else None,
+        command=("hybridprof", "run", *argv),
+        model_file=str(model_file.resolve()),
+        model_hash=loaded.sha256,
+    )
+    globs = [p for p in args.paths if any(ch in p for ch in "*?[")]
+    paths = [p for p in args.paths if p not in globs]
+    with ProgressBar(wanted()) as bar:
+        return profile(
+            loaded.module,
+            loaded.inputs,
+            plan=_with_model(plan, model_file, entry),
+            paths=paths or None,
+            globs=globs,
+            depth=args.depth,
+            options=options,
+            progress=bar,
+        )
+
+
+def _with_model(plan: ProfilePlan | None, model_file: Path, entry: str) -> ProfilePlan | None:
+    if plan is None or plan.model_file:
+        return plan
+    from dataclasses import replace
+
+    return replace(plan, model_file=str(model_file), entry=entry)
+
+
+def _save(session: ProfileSession, outputs: Outputs, force: bool) -> None:
+    if outputs.session is not None:
+        write_atomic(outputs.session, session.to_json(), outputs.force_for(outputs.session, force))
+    for report in outputs.reports:
+        write_report(session, report, force=outputs.force_for(report, force))
+
+
+def _render_table(session: ProfileSession) -> str:
+    from hybridprof.reporting.text import render_text
+
+    return render_text(session, max_depth=table_depth(session))
+
+
+def table_depth(session: ProfileSession, rows: int = TABLE_ROWS) -> int | None:
+    """The deepest tree level that keeps the terminal table within about `rows` rows (None: all)."""
+    from hybridprof.reporting.rows import tree_rows
+
+    depths = sorted(row.depth for row in tree_rows(session))
+    if len(depths) <= rows:
+        return None
+    return max(depths[rows - 1] - 1, 1)
+
+
+def _where_lines(session: ProfileSession, outputs: Outputs) -> list[str]:
+    lines = [_summary_line(session)]
+    if outputs.session is not None:
+        lines.append(f"session: {outputs.session}  (re-render: hybridprof report {outputs.session} -o FILE)")
+    lines += [f"report:  {r}" for r in outputs.reports]
+    if outputs.trace is not None:
+        lines.append(f"trace:   {outputs.trace}  (open in https://ui.perfetto.dev or chrome://tracing)")
+    if outputs.session is None and not outputs.reports:
+        lines.append("nothing saved: add -o session.json and/or --report report.html")
+    lines += [f"warning: {w}" for w in session.warnings]
+    return lines
+
+
+def _summary_line(session: ProfileSession) -> str:
+    from hybridprof.reporting.format import format_time_us
+
+    top = sorted(session.records, key=lambda r: r.self_cpu_us.median, reverse=True)[:3]
+    tops = ", ".join(f"{r.path or '(root)'} {format_time_us(r.self_cpu_us.median)}" for r in top)
+    kind = "training steps" if session.backward else "forwards"
+    return (
+        f"{session.iterations} measured {kind} after {session.warmup} warm-up, "
+        f"strategy {session.strategy}; top self CPU: {tops}"
+    )
+
