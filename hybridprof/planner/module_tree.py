@@ -82,7 +82,7 @@ def module_at(model: nn.Module, path: str) -> nn.Module:
         return model.get_submodule(path)
     except AttributeError:
         known = [p for p, _ in model.named_modules(remove_duplicate=False)]
-        raise SelectionError(_no_match_message(repr(path), known)) from None
+        raise SelectionError(_no_match_message(repr(path), known, path)) from None
 
 
 def select_targets(
@@ -126,12 +126,12 @@ def _selection_reasons(
     for selector in paths:
         path = _dotted(selector, root)
         if path not in canonical:
-            raise SelectionError(_no_match_message(_show(selector), list(canonical)))
+            raise SelectionError(_no_match_message(_show(selector), list(canonical), path))
         reasons.setdefault(canonical[path], f"path {path or '(root)'}")
     for pattern in globs:
         hits = [canonical[p] for p in canonical if fnmatch.fnmatchcase(p, pattern)]
         if not hits:
-            raise SelectionError(_no_match_message(f"glob {pattern!r}", list(canonical)))
+            raise SelectionError(_no_match_message(f"glob {pattern!r}", list(canonical), pattern))
         for hit in hits:
             reasons.setdefault(hit, f"matches {pattern}")
     if depth is not None:
@@ -169,8 +169,9 @@ def _show(selector: Selector) -> str:
     return repr(selector) if isinstance(selector, str) else repr(tuple(selector))
 
 
-def _no_match_message(what: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(what.strip("'\""), [k for k in known if k], n=4, cutoff=0.5)
+def _no_match_message(what: str, known: Sequence[str], query: str | None = None) -> str:
+    query = what.strip("'\"") if query is None else query
+    close = difflib.get_close_matches(query, [k for k in known if k], n=4, cutoff=0.5)
     hint = f"; did you mean: {', '.join(close)}?" if close else ""
     return f"no module matches {what}{hint} (list the paths with `hybridprof analyze`)"
 
