@@ -1,0 +1,84 @@
+"""No kineto chatter on file descriptor 2 and no warnings caused by hybridprof, seen from outside."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from hybridprof.runtime.quiet import filter_chatter
+
+MODEL = """
+import torch
+from torch import nn
+model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+x = torch.ones(1, 4)
+"""
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    return subprocess.run(
+        [
+            sys.executable,
+            "-W",
+            "error::DeprecationWarning",
+            "-W",
+            "error::FutureWarning",
+            "-c",
+            code,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_bare_profiler_chatters_and_filter_drops_only_chatter() -> None:
+    bare = run_python(MODEL + "with torch.autograd.profiler.profile():\n    model(x)\n")
+    assert bare.returncode == 0, bare.stderr
+    if "USDT" not in bare.stderr:
+        pytest.skip("this torch build prints no kineto chatter")
+    kept = filter_chatter(bare.stderr.encode() + b"a real error line\n")
+    assert b"USDT" not in kept and kept.endswith(b"a real error line\n")
+
+
+@pytest.mark.parametrize("strategy", ["session", "per-call"])
+def test_profile_prints_no_chatter_or_warnings(strategy: str) -> None:
+    code = MODEL + textwrap.dedent(
+        f"""
+        import hybridprof
+        with hybridprof.Profile(model, profile_memory=True, strategy={strategy!r}) as prof:
+            model(x)
+            model(x)
+        print(prof.display(show_events=True))
+        """
+    )
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "", result.stderr
+    assert "Number of Calls" in result.stdout
+
+
+def test_other_fd2_output_inside_the_window_is_replayed() -> None:
+    code = textwrap.dedent(
+        """
+        import os, torch
+        from hybridprof.runtime.quiet import quiet_fd2
+        with quiet_fd2():
+            os.write(2, b"before start\\n")
+            prof = torch.autograd.profiler.profile()
+            prof.__enter__()
+            prof.__exit__(None, None, None)
+            os.write(2, b"after stop\\n")
+        os.write(2, b"outside\\n")
+        """
+    )
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "before start\nafter stop\noutside\n"
