@@ -78,7 +78,7 @@ class ClassWalker:
         self.children: list[ChildDef] = []
         self.calls: list[ChildCall] = []
         self.ops: list[InlineOp] = []
-        # local name -> (child name, via, loop depth of its binding: calls deeper are repeated)
+        # local name -> (child name, via, loops a call may sit in without being repeated)
         self.bound: dict[str, tuple[str, str, int]] = {}
         self.locals: dict[str, cst.BaseExpression] = {}  # local name -> value, in __init__
         self.followed: set[str] = set()
@@ -287,7 +287,7 @@ class ClassWalker:
             return  # checks and error paths, not the work of a forward
         if isinstance(node, cst.For):
             self._expression(node.iter, flow)
-            self._bind_loop(node.target, node.iter, flow.loops + 1)
+            self._bind_loop(node.target, node.iter)
             return
         if isinstance(node, cst.Assign | cst.AnnAssign) and node.value is not None:
             for target in _assign_targets(node):
@@ -306,9 +306,7 @@ class ClassWalker:
         else:
             self.bound.pop(target.value, None)
 
-    def _bind_loop(
-        self, target: cst.BaseExpression, iterable: cst.BaseExpression, depth: int
-    ) -> None:
+    def _bind_loop(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
         """`for m in self.layers`, `enumerate(self.layers)`, `self.d.items()/values()`."""
         owner = _iterated_container(iterable)
         if owner is None:
@@ -316,7 +314,7 @@ class ClassWalker:
         if isinstance(target, cst.Tuple) and target.elements:
             target = target.elements[-1].value
         if isinstance(target, cst.Name):
-            self.bound[target.value] = (f"{owner}.*", "loop", depth)
+            self.bound[target.value] = (f"{owner}.*", "loop", 1)  # its own loop is no repeat
 
     def _child_reference(self, node: cst.BaseExpression) -> tuple[str, str, int] | None:
         """(child name, via) for `self.x`, `self.x[0]`, `getattr(self, "x")`, a bound local."""
@@ -360,7 +358,7 @@ class ClassWalker:
         part: cst.CompFor | None = node.for_in
         while part is not None:
             self._expression(part.iter, flow)
-            self._bind_loop(part.target, part.iter, loop.loops)
+            self._bind_loop(part.target, part.iter)
             for condition in part.ifs:
                 self._expression(condition.test, loop)
             part = part.inner_for_in
