@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="FILE",
-        help="write the report here (repeatable); format by extension: " + " ".join(known_extensions()),
+        help="write the report here (repeatable); format by extension: "
+        + " ".join(known_extensions()),
     )
     parser.add_argument(
         "--show-events", action="store_true", help="printed table: one row per op under each layer"
@@ -82,4 +83,3 @@ def render(args: argparse.Namespace) -> int:
         written = write_report(session, output, force=args.force)
         print(f"report: {written}")
     return 0
-

@@ -50,7 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("model", nargs="?", help="model file (default: the bundled AlexNet demo)")
-    parser.add_argument("--entry", help=f"function returning the nn.Module (default {DEFAULT_ENTRY})")
+    parser.add_argument(
+        "--entry", help=f"function returning the nn.Module (default {DEFAULT_ENTRY})"
+    )
     given = parser.add_mutually_exclusive_group()
     given.add_argument("--inputs", metavar="NAME", help="function in the file returning the inputs")
     given.add_argument(
@@ -68,9 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_selection_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--plan", help="profile exactly what this plan (hybridprof analyze) selects")
     parser.add_argument(
-        "--paths", nargs="+", default=[], metavar="PATH", help="dotted paths or globs ('features.*')"
+        "--plan", help="profile exactly what this plan (hybridprof analyze) selects"
+    )
+    parser.add_argument(
+        "--paths",
+        nargs="+",
+        default=[],
+        metavar="PATH",
+        help="dotted paths or globs ('features.*')",
     )
     parser.add_argument("--depth", type=int, help="select every module at this depth")
 
@@ -98,7 +106,9 @@ def _add_output_options(parser: argparse.ArgumentParser) -> None:
         help="write a report; the format follows the extension: " + " ".join(known_extensions()),
     )
     parser.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace")
-    parser.add_argument("--out-dir", help=f"folder for session and report (demo: ./{DEFAULT_OUT_DIR})")
+    parser.add_argument(
+        "--out-dir", help=f"folder for session and report (demo: ./{DEFAULT_OUT_DIR})"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +192,9 @@ def _model_and_entry(args: argparse.Namespace, plan: ProfilePlan | None) -> tupl
         return Path(args.model), args.entry or (plan.entry if plan else None) or DEFAULT_ENTRY
     if plan is not None:
         if not plan.model_file:
-            raise UsageError("the plan names no model file; give it: hybridprof run MODEL.py --plan ...")
+            raise UsageError(
+                "the plan names no model file; give it: hybridprof run MODEL.py --plan ..."
+            )
         return Path(plan.model_file), args.entry or plan.entry or DEFAULT_ENTRY
     return DEMO_FILE, args.entry or DEFAULT_ENTRY
 
@@ -312,10 +324,14 @@ def table_depth(session: ProfileSession, rows: int = TABLE_ROWS) -> int | None:
 def _where_lines(session: ProfileSession, outputs: Outputs) -> list[str]:
     lines = [_summary_line(session)]
     if outputs.session is not None:
-        lines.append(f"session: {outputs.session}  (re-render: hybridprof report {outputs.session} -o FILE)")
+        lines.append(
+            f"session: {outputs.session}  (re-render: hybridprof report {outputs.session} -o FILE)"
+        )
     lines += [f"report:  {r}" for r in outputs.reports]
     if outputs.trace is not None:
-        lines.append(f"trace:   {outputs.trace}  (open in https://ui.perfetto.dev or chrome://tracing)")
+        lines.append(
+            f"trace:   {outputs.trace}  (open in https://ui.perfetto.dev or chrome://tracing)"
+        )
     if outputs.session is None and not outputs.reports:
         lines.append("nothing saved: add -o session.json and/or --report report.html")
     lines += [f"warning: {w}" for w in session.warnings]
@@ -332,4 +348,3 @@ def _summary_line(session: ProfileSession) -> str:
         f"{session.iterations} measured {kind} after {session.warmup} warm-up, "
         f"strategy {session.strategy}; top self CPU: {tops}"
     )
-

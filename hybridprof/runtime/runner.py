@@ -116,7 +116,9 @@ def checked_plan(
     """The plan, after checking its selected paths exist in `model`; re-probed on another torch."""
     selected = plan.selected_paths()
     if not selected:
-        raise UsageError("the plan selects no module; select some with `hybridprof analyze --paths`")
+        raise UsageError(
+            "the plan selects no module; select some with `hybridprof analyze --paths`"
+        )
     known = {path for path, _ in model.named_modules(remove_duplicate=False)}
     missing = [path for path in selected if path not in known]
     if missing:
@@ -173,9 +175,14 @@ class ShapeRecorder:
     def call(self, path: str, forward: Callable[..., Any], args: Any, kwargs: Any) -> Any:
         if not self.recording or path in self.inputs:
             return self.strategy.call(path, forward, args, kwargs)
-        self.inputs[path] = (*map(describe, args), *(f"{k}={describe(v)}" for k, v in kwargs.items()))
+        self.inputs[path] = (
+            *map(describe, args),
+            *(f"{k}={describe(v)}" for k, v in kwargs.items()),
+        )
         result = self.strategy.call(path, forward, args, kwargs)
-        self.outputs[path] = tuple(map(describe, result if isinstance(result, tuple) else (result,)))
+        self.outputs[path] = tuple(
+            map(describe, result if isinstance(result, tuple) else (result,))
+        )
         return result
 
     def apply(self, record: ModuleRecord) -> ModuleRecord:
@@ -248,7 +255,9 @@ class _Run:
             warmup_iterations=self.opts.warmup,
         )
 
-    def _iterate(self, strategy: Strategy, recorder: ShapeRecorder, patcher: ForwardPatcher) -> None:
+    def _iterate(
+        self, strategy: Strategy, recorder: ShapeRecorder, patcher: ForwardPatcher
+    ) -> None:
         strategy.begin()
         try:
             self._report("warmup", 0, self.opts.warmup)
@@ -292,7 +301,9 @@ class _Run:
         path = patcher.failed_path
         if path is None:
             where = "the training step" if self.opts.backward else "the forward"
-            return f"{where} of {type(self.model).__name__} failed outside the profiled layers: {text}"
+            return (
+                f"{where} of {type(self.model).__name__} failed outside the profiled layers: {text}"
+            )
         target = self.plan.target(path)
         cls = target.class_name if target else type(module_at(self.model, path)).__name__
         return f"forward failed in {path or '(root)'} ({cls}): {text}"
@@ -301,7 +312,9 @@ class _Run:
         if self.progress is not None and total > 0:
             self.progress(phase, done, total)
 
-    def _session_fields(self, started_at: str, seconds: float, warnings: list[str]) -> dict[str, Any]:
+    def _session_fields(
+        self, started_at: str, seconds: float, warnings: list[str]
+    ) -> dict[str, Any]:
         return {
             "environment": environment(self.device),
             "warmup": self.opts.warmup,

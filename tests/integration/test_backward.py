@@ -62,9 +62,7 @@ def test_forward_plus_backward_self_times_cover_the_step(one_thread: None) -> No
     on this model, measured (7-10% with a batch of 64, so the batch is 256).
     """
     session = profile(mlp(), torch.rand(256, 128), warmup=3, iters=9, backward=True)
-    layers = sum(
-        r.self_cpu_us.median + median(r.backward_self_cpu_us) for r in session.records
-    )
+    layers = sum(r.self_cpu_us.median + median(r.backward_self_cpu_us) for r in session.records)
     whole = Stat.of(session.iteration_cpu_us).median
     assert whole > 0
     assert abs(layers - whole) / whole < 0.10, (layers, whole)

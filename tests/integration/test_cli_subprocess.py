@@ -64,7 +64,7 @@ def test_real_sigint_saves_an_interrupted_session(tmp_path: Path) -> None:
         assert ready.exists(), "the model never reached its fifth call"
         time.sleep(0.2)  # a few more iterations
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -48,7 +48,9 @@ def test_demo_writes_session_and_report_and_reruns(
     assert main(["run", *QUICK]) == 0  # its own files in its own folder are overwritten
 
 
-def test_model_file_outputs_every_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_model_file_outputs_every_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     reports = [tmp_path / f"r.{ext}" for ext in ("txt", "csv", "json", "html")]
     argv = ["run", str(SMALL), *QUICK, "-o", str(tmp_path / "s.json")]
     for report in reports:
@@ -101,7 +103,10 @@ def test_plan_file_selects_and_other_models_plan_is_refused(
     plan = tree_plan(nn.Sequential(nn.Linear(2, 2)), paths=["0"])
     plan_file.write_text(plan.to_json())
     assert main(["run", str(SMALL), *QUICK, "--plan", str(plan_file)]) == 2
-    assert "the plan's path '0' is not in this model (SmallNet, the plan was made for Sequential)" in one_error_line(capsys)
+    assert (
+        "the plan's path '0' is not in this model (SmallNet, the plan was made for Sequential)"
+        in one_error_line(capsys)
+    )
     from hybridprof.loader import load_model
 
     good = tree_plan(load_model(SMALL).module, paths=["classifier.0", "norm"])

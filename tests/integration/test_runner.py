@@ -107,14 +107,18 @@ def test_forward_failure_names_the_layer_and_restores() -> None:
 
 def test_non_runtime_error_keeps_its_type_in_the_message() -> None:
     model = nn.Sequential(nn.Linear(4, 4), Explode(ValueError("bad value"), on_call=2))
-    with pytest.raises(ModelRunError, match=r"forward failed in 1 \(Explode\): ValueError: bad value"):
+    with pytest.raises(
+        ModelRunError, match=r"forward failed in 1 \(Explode\): ValueError: bad value"
+    ):
         profile(model, torch.rand(1, 4), warmup=1, iters=2)
     assert_restored(model, training=True)
 
 
 def test_ctrl_c_on_third_iteration_keeps_two_and_marks_interrupted() -> None:
     # one warm-up call, then measured calls 1, 2 and (interrupted) 3
-    model = nn.Sequential(nn.Linear(8, 8), Explode(KeyboardInterrupt(), on_call=4), nn.ReLU()).eval()
+    model = nn.Sequential(
+        nn.Linear(8, 8), Explode(KeyboardInterrupt(), on_call=4), nn.ReLU()
+    ).eval()
     session = profile(model, torch.rand(2, 8), warmup=1, iters=10)
     assert session.interrupted
     assert session.iterations == 2 and session.requested_iterations == 10
@@ -155,7 +159,10 @@ def test_plan_selects_exactly_its_paths() -> None:
 
 def test_plan_from_another_model_is_a_clear_error() -> None:
     plan = tree_plan(nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.ReLU())))
-    with pytest.raises(UsageError, match=r"the plan's paths '0', '1.0' are not in this model \(Net, the plan was made for Sequential\)"):
+    with pytest.raises(
+        UsageError,
+        match=r"the plan's paths '0', '1.0' are not in this model \(Net, the plan was made for Sequential\)",
+    ):
         profile(Net(), torch.rand(2, 12), plan=plan, warmup=0, iters=1)
 
 
