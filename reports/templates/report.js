@@ -124,8 +124,8 @@
       if (type === "tree") { return Number(a.dataset.order) - Number(b.dataset.order); }
       var va = sortValue(a, state.sortCol, type);
       var vb = sortValue(b, state.sortCol, type);
-      var c = va < vb ? -1 : va > vb ? 1 : Number(a.dataset.order) - Number(b.dataset.order);
-      return c * state.sortDir;
+      if (va === vb) { return Number(a.dataset.order) - Number(b.dataset.order); }  // stable ties
+      return (va < vb ? -1 : 1) * state.sortDir;
     }
     var frag = document.createDocumentFragment();
     function place(row) {

@@ -1,0 +1,195 @@
+"""The HTML report in headless Chromium (Debian's, driven by Playwright): no console error, no
+network request, collapse/expand, sort, filter, depth, lazy op tables, a big report stays usable."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from hybridprof.reporting import write_report
+from tests.sessions import HOSTILE, big_session, hostile_session, nested_session
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium"),
+]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
+        yield b
+        b.close()
+
+
+class Opened:
+    def __init__(self, browser: Any, path: Path) -> None:
+        self.page = browser.new_page()
+        self.problems: list[str] = []
+        self.page.on(
+            "console",
+            lambda m: (
+                self.problems.append(f"console {m.type}: {m.text}")
+                if m.type in ("error", "warning")
+                else None
+            ),
+        )
+        self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
+        self.page.on(
+            "request",
+            lambda r: None if r.url == path.as_uri() else self.problems.append(f"request {r.url}"),
+        )
+        self.page.on("dialog", lambda d: (self.problems.append(f"dialog {d.message}"), d.dismiss()))
+        self.page.goto(path.as_uri())
+
+    def visible(self) -> list[str]:
+        return list(
+            self.page.eval_on_selector_all(
+                "#layers tr.row:not([hidden])", "rs => rs.map(r => r.dataset.path)"
+            )
+        )
+
+    def order(self) -> list[str]:
+        return list(
+            self.page.eval_on_selector_all("#layers tr.row", "rs => rs.map(r => r.dataset.path)")
+        )
+
+
+@pytest.fixture
+def nested(browser: Any, tmp_path: Path) -> Iterator[Opened]:
+    opened = Opened(browser, write_report(nested_session(), tmp_path / "r.html"))
+    yield opened
+    opened.page.close()
+
+
+ALL = [
+    "",
+    "blocks",
+    "blocks.0",
+    "blocks.0.conv",
+    "blocks.0.act",
+    "blocks.1",
+    "blocks.1.conv",
+    "blocks.1.act",
+]
+
+
+def test_loads_without_console_error_or_request(nested: Opened) -> None:
+    assert nested.visible() == ALL
+    assert nested.page.text_content("#shown") == "8 of 8 rows"
+    assert nested.problems == []
+
+
+def test_collapse_and_expand_a_subtree(nested: Opened) -> None:
+    toggle = nested.page.locator("tr[data-path='blocks.0'] button.toggle")
+    toggle.click()
+    assert nested.visible() == [
+        "",
+        "blocks",
+        "blocks.0",
+        "blocks.1",
+        "blocks.1.conv",
+        "blocks.1.act",
+    ]
+    assert toggle.get_attribute("aria-expanded") == "false"
+    toggle.click()
+    assert nested.visible() == ALL
+    nested.page.click("#collapse-all")
+    assert nested.visible() == ["", "blocks"]
+    nested.page.click("#expand-all")
+    assert nested.visible() == ALL
+    assert nested.problems == []
+
+
+def test_sort_a_column_keeps_children_under_their_parent(nested: Opened) -> None:
+    header = nested.page.locator("#layers thead th", has_text="Self CPU")
+    header.click()  # numbers sort descending first
+    assert header.get_attribute("aria-sort") == "descending"
+    assert nested.order() == [
+        "",
+        "blocks",
+        "blocks.0",
+        "blocks.0.conv",
+        "blocks.0.act",
+        "blocks.1",
+        "blocks.1.conv",
+        "blocks.1.act",
+    ]
+    header.click()
+    assert nested.order() == [
+        "",
+        "blocks",
+        "blocks.0",
+        "blocks.0.act",
+        "blocks.0.conv",
+        "blocks.1",
+        "blocks.1.act",
+        "blocks.1.conv",
+    ]
+    nested.page.locator("#layers thead th", has_text="Layer").click()
+    assert nested.order() == ALL
+    assert nested.problems == []
+
+
+def test_filter_by_path_and_depth_control(nested: Opened) -> None:
+    nested.page.fill("#filter", "1.conv")
+    expect(nested.page.locator("#shown")).to_have_text(re.compile(r"^4 of"))
+    assert nested.visible() == ["", "blocks", "blocks.1", "blocks.1.conv"]
+    nested.page.fill("#filter", "")
+    expect(nested.page.locator("#shown")).to_have_text(re.compile(r"^8 of"))
+    nested.page.select_option("#depth", "2")
+    assert nested.visible() == ["", "blocks", "blocks.0", "blocks.1"]
+    assert nested.problems == []
+
+
+def test_op_table_is_built_on_demand(nested: Opened) -> None:
+    button = nested.page.locator("tr[data-path='blocks.0.conv'] button.ops")
+    assert nested.page.locator("tr.detail").count() == 0
+    button.click()
+    detail = nested.page.locator("tr.detail table.ops-table")
+    assert detail.locator("tbody td").first.text_content() == "aten::conv2d"
+    assert "340.000us" in detail.text_content()
+    button.click()
+    assert nested.page.locator("tr.detail").is_hidden()
+    assert nested.problems == []
+
+
+def test_hostile_name_runs_nothing(browser: Any, tmp_path: Path) -> None:
+    opened = Opened(browser, write_report(hostile_session(), tmp_path / "h.html"))
+    opened.page.locator(f"tr[data-path='{HOSTILE}'] button.ops").click()
+    assert opened.page.locator("img").count() == 0
+    assert opened.page.locator("tr.detail table.ops-table tbody td").first.text_content() == f"aten::{HOSTILE}"
+    assert opened.problems == []
+    opened.page.close()
+
+
+def test_big_report_renders_and_filters(browser: Any, tmp_path: Path) -> None:
+    opened = Opened(browser, write_report(big_session(leaves=2000), tmp_path / "big.html"))
+    assert opened.page.text_content("#shown") == "2402 of 2402 rows"
+    started = time.perf_counter()
+    opened.page.fill("#filter", "blocks.150.layers.7")
+    expect(opened.page.locator("#shown")).to_have_text(re.compile(r"^5 of"), timeout=10_000)
+    assert (
+        time.perf_counter() - started < 10
+    )  # a hang guard, not a benchmark (bench_reports.py times it)
+    assert opened.visible()[-1] == "blocks.150.layers.7"
+    assert opened.problems == []
+    opened.page.close()
