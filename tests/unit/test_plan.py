@@ -93,7 +93,10 @@ def test_unreadable_class_is_a_finding() -> None:
         "Made",
         (nn.Module,),
         {
-            "__init__": lambda self: (nn.Module.__init__(self), setattr(self, "fc", nn.Linear(2, 2)))[0],
+            "__init__": lambda self: (
+                nn.Module.__init__(self),
+                setattr(self, "fc", nn.Linear(2, 2)),
+            )[0],
             "forward": lambda self, x: self.fc(x),
         },
     )

@@ -76,8 +76,10 @@ def test_a_local_class_named_like_torch_is_not_torch() -> None:
 
 
 def test_child_lines_are_real_file_lines() -> None:
-    source = HEADER + "\n\n\n    class Net(nn.Module):\n        def __init__(self):\n" + (
-        "            super().__init__()\n            self.fc = L(1, 1)\n"
+    source = (
+        HEADER
+        + "\n\n\n    class Net(nn.Module):\n        def __init__(self):\n"
+        + ("            super().__init__()\n            self.fc = L(1, 1)\n")
     )
     info = analyze(source, "Net")
     expected = textwrap.dedent(source).splitlines().index("        self.fc = L(1, 1)") + 1
@@ -259,7 +261,9 @@ def test_torch_multihead_attention_source_never_calls_out_proj() -> None:
     assert info.span is not None and info.span.file.endswith("activation.py")
     assert "out_proj" in {c.name for c in info.children}
     assert "out_proj" not in {c.name for c in info.calls}
-    assert any(op.name == "torch.nn.functional.multi_head_attention_forward" for op in info.inline_ops)
+    assert any(
+        op.name == "torch.nn.functional.multi_head_attention_forward" for op in info.inline_ops
+    )
 
 
 def test_builtin_containers_are_understood_without_source() -> None:
