@@ -53,7 +53,7 @@ class InertForward:
 class PatchedForward:
     """The instance `forward` of a patched module: routes each call through the strategy."""
 
-    __slots__ = ("module", "original", "own_forward", "patcher", "path")
+    __slots__ = ("live", "module", "original", "own_forward", "patcher", "path")
 
     def __init__(
         self,
@@ -69,8 +69,13 @@ class PatchedForward:
         self.original: Callable[..., Any] = (
             own_forward if own_forward is not None else type(module).forward.__get__(module)
         )
+        # False once restored: a stray reference (e.g. kept by a shallow copy.copy of the module)
+        # then just runs the original forward and never reaches a finished strategy.
+        self.live = True
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.live:
+            return self.original(*args, **kwargs)
         try:
             return self.patcher.call(self.path, self.original, args, kwargs)
         except BaseException:
@@ -164,6 +169,7 @@ class ForwardPatcher:
         self._modes = []
 
     def _unpatch_one(self, patch: _Patch) -> None:
+        patch.wrapper.live = False
         current = patch.module.__dict__.get("forward")
         if current is patch.wrapper:
             if patch.own_forward is None:

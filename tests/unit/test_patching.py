@@ -19,7 +19,11 @@ class Recorder:
         self.calls: list[str] = []
 
     def __call__(
-        self, path: str, forward: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+        self,
+        path: str,
+        forward: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
     ) -> Any:
         self.calls.append(path)
         return forward(*args, **kwargs)
@@ -126,3 +130,11 @@ def test_patch_twice_refused() -> None:
     patcher = ForwardPatcher(small(), ["0"], Recorder())
     with patcher, pytest.raises(RuntimeError, match="already active"):
         patcher.patch()
+
+
+def test_stray_wrapper_after_restore_bypasses_the_strategy() -> None:
+    model, rec = small(), Recorder()
+    with ForwardPatcher(model, ["0"], rec):
+        shallow = copy.copy(model[0])  # shares the wrapper object: copy.copy cannot be intercepted
+    x = torch.ones(1, 3)
+    assert torch.equal(shallow(x), model[0](x)) and rec.calls == []
