@@ -41,7 +41,9 @@ def test_leaves_selected_by_default_in_named_modules_order() -> None:
 
 def test_dotted_paths_and_torchprof_tuples_select_the_same() -> None:
     model = alexnet()
-    by_tuple = select_targets(model, paths=[("AlexNet", "features", "0"), ("AlexNet", "classifier")])
+    by_tuple = select_targets(
+        model, paths=[("AlexNet", "features", "0"), ("AlexNet", "classifier")]
+    )
     by_dots = select_targets(model, paths=["features.0", "classifier"])
     assert selected(by_tuple) == selected(by_dots) == ["features.0", "classifier"]
     assert selected(select_targets(model, paths=[("AlexNet",)])) == [""]
