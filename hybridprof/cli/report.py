@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from hybridprof.cli.common import add_common_options, guarded
+from hybridprof.cli.terminal import emit
 from hybridprof.errors import UsageError
 from hybridprof.outputs import check_output_path
 from hybridprof.reporting import known_extensions, renderer_for, write_report
@@ -77,9 +78,9 @@ def render(args: argparse.Namespace) -> int:
     if not outputs:
         from hybridprof.reporting.text import render_text
 
-        print(render_text(session, show_events=args.show_events, max_depth=args.max_depth))
+        emit([render_text(session, show_events=args.show_events, max_depth=args.max_depth)])
         return 0
     for output in outputs:
         written = write_report(session, output, force=args.force)
-        print(f"report: {written}")
+        emit([f"report: {written}"])
     return 0

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from hybridprof.cli.common import add_common_options, guarded
 from hybridprof.cli.progress import ProgressBar, wanted
+from hybridprof.cli.terminal import emit, terminal_table
 from hybridprof.errors import UsageError
 from hybridprof.loader import DEFAULT_ENTRY, parse_shape, read_model_source
 from hybridprof.outputs import check_output_path, write_atomic
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 
 DEFAULT_OUT_DIR = "hybridprof-out"
 DEMO_FILE = Path(__file__).resolve().parent.parent / "examples" / "alexnet.py"
-TABLE_ROWS = 40  # the terminal table shows at most about this many rows (deeper levels cut)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -144,11 +144,16 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     model_file, entry = _model_and_entry(args, plan)
     read_model_source(model_file)  # missing file or syntax error: said before anything is created
     outputs = plan_outputs(args, demo=args.model is None and plan is None)
-    session = _profile(args, argv, model_file, entry, plan, outputs)
+    try:
+        session = _profile(args, argv, model_file, entry, plan, outputs)
+    except KeyboardInterrupt:
+        print(
+            "hybridprof: interrupted before a measured iteration finished; nothing saved",
+            file=sys.stderr,
+        )
+        return 130
     _save(session, outputs, args.force)
-    print(_render_table(session))
-    for line in _where_lines(session, outputs):
-        print(line)
+    emit([*terminal_table(session), *_where_lines(session, outputs)])
     if session.interrupted:
         where = f"; partial session saved to {outputs.session}" if outputs.session else ""
         print(
@@ -305,22 +310,6 @@ def _save(session: ProfileSession, outputs: Outputs, force: bool) -> None:
         write_report(session, report, force=outputs.force_for(report, force))
 
 
-def _render_table(session: ProfileSession) -> str:
-    from hybridprof.reporting.text import render_text
-
-    return render_text(session, max_depth=table_depth(session))
-
-
-def table_depth(session: ProfileSession, rows: int = TABLE_ROWS) -> int | None:
-    """The deepest tree level that keeps the terminal table within about `rows` rows (None: all)."""
-    from hybridprof.reporting.rows import tree_rows
-
-    depths = sorted(row.depth for row in tree_rows(session))
-    if len(depths) <= rows:
-        return None
-    return max(depths[rows - 1] - 1, 1)
-
-
 def _where_lines(session: ProfileSession, outputs: Outputs) -> list[str]:
     lines = [_summary_line(session)]
     if outputs.session is not None:
@@ -343,7 +332,8 @@ def _summary_line(session: ProfileSession) -> str:
 
     top = sorted(session.records, key=lambda r: r.self_cpu_us.median, reverse=True)[:3]
     tops = ", ".join(f"{r.path or '(root)'} {format_time_us(r.self_cpu_us.median)}" for r in top)
-    kind = "training steps" if session.backward else "forwards"
+    kind = "training step" if session.backward else "forward"
+    kind += "" if session.iterations == 1 else "s"
     return (
         f"{session.iterations} measured {kind} after {session.warmup} warm-up, "
         f"strategy {session.strategy}; top self CPU: {tops}"

@@ -210,3 +210,61 @@ def test_ctrl_c_saves_partial_session_and_restores(
     assert session.interrupted and session.iterations == 2
     model = fixture_module(path).BUILT[-1]  # type: ignore[attr-defined]
     assert all("forward" not in m.__dict__ for m in model.modules())
+
+
+@pytest.mark.parametrize("strategy", ["timer", "per-call"])
+def test_other_strategies_are_named_in_the_session(strategy: str, tmp_path: Path) -> None:
+    out = tmp_path / "s.json"
+    assert main(["run", str(SMALL), *QUICK, "--strategy", strategy, "-o", str(out)]) == 0
+    session = load_session(out)
+    assert session.strategy == strategy
+    fc = session.record("features.0.fc")
+    assert fc is not None and fc.calls == 2 and fc.self_cpu_us.median > 0
+
+
+def test_memory_and_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, trace = tmp_path / "s.json", tmp_path / "trace.json"
+    argv = ["run", str(SMALL), *QUICK, "--profile-memory", "--trace", str(trace), "-o", str(out)]
+    assert main(argv) == 0
+    session = load_session(out)
+    assert session.profile_memory and session.trace_file == str(trace)
+    fc = session.record("features.0.fc")
+    assert fc is not None and fc.cpu_mem > 0  # the Linear allocates its 8x32 output
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert any(e.get("name") == "features.0.fc" for e in events)
+    assert f"trace:   {trace}" in capsys.readouterr().out
+
+
+def test_big_model_table_is_depth_limited(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model_file = tmp_path / "run_deep.py"
+    model_file.write_text(
+        "import torch\nfrom torch import nn\n\n"
+        "def build_model():\n"
+        "    block = lambda: nn.Sequential(nn.Linear(4, 4), nn.ReLU())\n"
+        "    return nn.Sequential(*[nn.Sequential(block(), block()) for _ in range(12)])\n\n"
+        "def example_inputs():\n    return (torch.rand(1, 4),)\n"
+    )
+    assert main(["run", str(model_file), "--warmup", "0", "--iters", "1"]) == 0
+    out = capsys.readouterr().out
+    table, rest = out.split("\n(the ", 1)
+    assert len(table.splitlines()) <= 40 + 2  # rows, header and rule
+    kept, _, tail = rest.partition(" heaviest of ")
+    assert tail.startswith("48 profiled layers") and int(kept) >= 10
+    measured = [line for line in table.splitlines() if line.endswith("| 1")]
+    assert len(measured) == int(kept)  # each kept layer shows its figures
+
+
+def test_ctrl_c_during_warmup_saves_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = FIXTURES / "run_interrupt.py"  # interrupts on the 4th call: here a warm-up one
+    out = tmp_path / "s.json"
+    assert main(["run", str(path), "--warmup", "5", "--iters", "3", "-o", str(out)]) == 130
+    assert "interrupted before a measured iteration finished; nothing saved" in one_error_line(
+        capsys
+    )
+    assert not out.exists()
+    model = fixture_module(path).BUILT[-1]  # type: ignore[attr-defined]
+    assert all("forward" not in m.__dict__ for m in model.modules())

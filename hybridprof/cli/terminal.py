@@ -1,0 +1,60 @@
+"""What `hybridprof run` prints when done: a tree table that fits a terminal, and output lines.
+
+A big model's full table scrolls away and says little, so past `TABLE_ROWS` rows the table keeps
+the heaviest layers (by self CPU time, forward plus backward), each under its ancestors so the tree
+still reads; the reports hold every layer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import replace
+
+from hybridprof.datamodel import ModuleRecord, ProfileSession
+from hybridprof.reporting.rows import tree_rows
+
+TABLE_ROWS = 40
+
+
+def weight(record: ModuleRecord) -> float:
+    backward = record.backward_self_cpu_us.median if record.backward_self_cpu_us else 0.0
+    return record.self_cpu_us.median + backward
+
+
+def heaviest_fitting(session: ProfileSession, rows: int = TABLE_ROWS) -> tuple[ModuleRecord, ...]:
+    """The heaviest records whose tree (with their ancestors) stays within `rows` rows."""
+    chosen: list[ModuleRecord] = []
+    for record in sorted(session.records, key=weight, reverse=True):
+        if len(tree_rows(replace(session, records=(*chosen, record)))) > rows:
+            break
+        chosen.append(record)
+    return tuple(chosen)
+
+
+def terminal_table(session: ProfileSession, rows: int = TABLE_ROWS) -> list[str]:
+    """The table's lines, plus a note when layers were left out to fit."""
+    from hybridprof.reporting.text import render_text
+
+    if len(tree_rows(session)) <= rows:
+        return [render_text(session)]
+    shown = heaviest_fitting(session, rows)
+    note = (
+        f"(the {len(shown)} heaviest of {len(session.records)} profiled layers by self CPU time, "
+        "with their parents; the report lists every layer)"
+    )
+    return [render_text(replace(session, records=shown)), note]
+
+
+def emit(lines: Iterable[str]) -> None:
+    """Print to stdout; a reader that went away (`| head`) ends the printing, not the command."""
+    try:
+        for line in lines:
+            print(line)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Point stdout at /dev/null so the interpreter's final flush does not fail again.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
