@@ -27,7 +27,7 @@ from hybridprof.errors import UsageError
 from hybridprof.loader import DEFAULT_ENTRY, parse_shape, read_model_source
 from hybridprof.outputs import check_output_path, write_atomic
 from hybridprof.reporting import known_extensions, renderer_for, write_report
-from hybridprof.runtime.strategies import STRATEGIES
+from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES
 
 if TYPE_CHECKING:
     from hybridprof.datamodel import ProfilePlan, ProfileSession
@@ -282,21 +282,30 @@ def _profile(
     )
     globs = [p for p in args.paths if any(ch in p for ch in "*?[")]
     paths = [p for p in args.paths if p not in globs]
+    if plan is None:  # the static planner's plan: the report then shows its findings too
+        from hybridprof.planner.plan import plan_model
+
+        plan = plan_model(
+            loaded.module,
+            paths or None,
+            globs,
+            args.depth,
+            strategy=args.strategy or DEFAULT_STRATEGY,
+            model_file=str(model_file),
+            entry=entry,
+        )
     with ProgressBar(wanted()) as bar:
         return profile(
             loaded.module,
             loaded.inputs,
             plan=_with_model(plan, model_file, entry),
-            paths=paths or None,
-            globs=globs,
-            depth=args.depth,
             options=options,
             progress=bar,
         )
 
 
-def _with_model(plan: ProfilePlan | None, model_file: Path, entry: str) -> ProfilePlan | None:
-    if plan is None or plan.model_file:
+def _with_model(plan: ProfilePlan, model_file: Path, entry: str) -> ProfilePlan:
+    if plan.model_file:
         return plan
     from dataclasses import replace
 

@@ -24,6 +24,7 @@ from hybridprof.errors import DeviceError, HybridprofError, ModelRunError, Usage
 from hybridprof.loader import ModelInputs, as_model_inputs
 from hybridprof.planner.compat import Compat, probe
 from hybridprof.planner.module_tree import Selector, module_at, tree_plan
+from hybridprof.planner.plan import check_plan_compat
 from hybridprof.runtime.aggregate import build_session, environment
 from hybridprof.runtime.base import Strategy, StrategyConfig
 from hybridprof.runtime.measure import IterationMeasure
@@ -114,6 +115,15 @@ def checked_plan(
     plan: ProfilePlan, model: nn.Module, compat: Compat, warnings: list[str]
 ) -> ProfilePlan:
     """The plan, after checking its selected paths exist in `model`; re-probed on another torch."""
+    _check_plan_paths(plan, model)
+    warnings.extend(check_plan_compat(plan))
+    fresh = compat.choices()
+    if plan.torch_version != compat.torch_version or plan.compat != fresh:
+        plan = replace(plan, compat=fresh, torch_version=compat.torch_version)
+    return plan
+
+
+def _check_plan_paths(plan: ProfilePlan, model: nn.Module) -> None:
     selected = plan.selected_paths()
     if not selected:
         raise UsageError(
@@ -121,21 +131,16 @@ def checked_plan(
         )
     known = {path for path, _ in model.named_modules(remove_duplicate=False)}
     missing = [path for path in selected if path not in known]
-    if missing:
-        shown = ", ".join(repr(p) for p in missing[:5]) + (", ..." if len(missing) > 5 else "")
-        made_for = f", the plan was made for {plan.root_class}" if plan.root_class else ""
-        raise UsageError(
-            f"the plan's {'paths' if len(missing) > 1 else 'path'} {shown} "
-            f"{'are' if len(missing) > 1 else 'is'} not in this model ({type(model).__name__}{made_for}); "
-            "make a plan for this model with `hybridprof analyze`"
-        )
-    if plan.torch_version and plan.torch_version != compat.torch_version:
-        warnings.append(
-            f"the plan was made with torch {plan.torch_version}, this is torch "
-            f"{compat.torch_version}: compatibility choices were probed again"
-        )
-        plan = replace(plan, compat=compat.choices(), torch_version=compat.torch_version)
-    return plan
+    if not missing:
+        return
+    many = len(missing) > 1
+    shown = ", ".join(repr(p) for p in missing[:5]) + (", ..." if len(missing) > 5 else "")
+    made_for = f", the plan was made for {plan.root_class}" if plan.root_class else ""
+    raise UsageError(
+        f"the plan's {'paths' if many else 'path'} {shown} {'are' if many else 'is'} not in "
+        f"this model ({type(model).__name__}{made_for}); "
+        "make a plan for this model with `hybridprof analyze`"
+    )
 
 
 def _check_counts(opts: RunOptions) -> None:
