@@ -113,7 +113,8 @@ def decide_device_arg(profile_cls: Any) -> Decision:
 
 def decide_event_fields(event_cls: Any) -> Decision:
     if hasattr(event_cls, "self_device_time_total"):
-        return "device", "FunctionEvent has device_* fields; cuda_* names are deprecated"
+        old = "deprecated" if hasattr(event_cls, "self_cuda_time_total") else "gone"
+        return "device", f"FunctionEvent has device_* fields; cuda_* names are {old}"
     return "cuda", "FunctionEvent has only cuda_* fields (older torch)"
 
 
