@@ -45,7 +45,7 @@ def test_pdf_opens_and_holds_layers_totals_and_findings(tmp_path: Path) -> None:
 
 
 def test_pdf_metadata_and_running_header() -> None:
-    reader, text = _text(render_pdf(nested_session()))
+    reader, _ = _text(render_pdf(nested_session()))
     meta = reader.metadata
     assert meta is not None
     assert meta.title == "hybridprof report: Net (nets.py)"
