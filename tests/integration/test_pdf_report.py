@@ -93,3 +93,19 @@ def test_missing_system_libraries_give_one_line_with_the_fix(
     with pytest.raises(ReportDependencyError):
         write_report(nested_session(), tmp_path / "r.pdf")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_real_profiled_session_renders_to_html_and_pdf(tmp_path: Path) -> None:
+    import torch
+    from torch import nn
+
+    import hybridprof
+
+    model = nn.Sequential(nn.Linear(8, 8), nn.Sequential(nn.ReLU(), nn.Linear(8, 2)))
+    session = hybridprof.profile(model, torch.randn(2, 8), warmup=1, iters=2)
+    html = write_report(session, tmp_path / "r.html").read_text()
+    for path in ("0", "1", "1.0", "1.1"):
+        assert f'data-path="{path}"' in html
+    assert "aten::addmm" in html or "aten::linear" in html
+    _, text = _text(write_report(session, tmp_path / "r.pdf").read_bytes())
+    assert "Linear" in text and "ReLU" in text and "Sequential" in text
