@@ -10,8 +10,9 @@ and marks the session `interrupted`; a model that raises becomes a `ModelRunErro
 from __future__ import annotations
 
 import contextlib
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from hybridprof.datamodel import ModuleRecord, ProfilePlan, ProfileSession
+from hybridprof.datamodel import ProfilePlan, ProfileSession
 from hybridprof.errors import DeviceError, HybridprofError, ModelRunError, UsageError
 from hybridprof.loader import ModelInputs, as_model_inputs
 from hybridprof.planner.compat import Compat, probe
@@ -30,7 +31,13 @@ from hybridprof.runtime.base import Strategy, StrategyConfig
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.patching import ForwardPatcher
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, make_strategy
-from hybridprof.runtime.workload import TrainingState, forward_once, to_device, training_step
+from hybridprof.runtime.workload import (
+    ShapeRecorder,
+    TrainingState,
+    forward_once,
+    to_device,
+    training_step,
+)
 
 # phase ("warmup" or "measure"), iterations done in that phase, iterations in that phase
 ProgressFn = Callable[[str, int, int], None]
@@ -165,55 +172,6 @@ def _prepare_inputs(model: nn.Module, inputs: Any, device: torch.device | None) 
 
 
 @dataclass
-class ShapeRecorder:
-    """Sits between the patched forwards and the strategy; notes shapes of each path's first call.
-
-    Recording is outside the strategy's range and only in the first iteration (normally a warm-up
-    one), so it costs the measured iterations nothing.
-    """
-
-    strategy: Strategy
-    recording: bool = True
-    inputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    outputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
-
-    def call(self, path: str, forward: Callable[..., Any], args: Any, kwargs: Any) -> Any:
-        if not self.recording or path in self.inputs:
-            return self.strategy.call(path, forward, args, kwargs)
-        self.inputs[path] = (
-            *map(describe, args),
-            *(f"{k}={describe(v)}" for k, v in kwargs.items()),
-        )
-        result = self.strategy.call(path, forward, args, kwargs)
-        self.outputs[path] = tuple(
-            map(describe, result if isinstance(result, tuple) else (result,))
-        )
-        return result
-
-    def apply(self, record: ModuleRecord) -> ModuleRecord:
-        if record.path not in self.inputs:
-            return record
-        return replace(
-            record,
-            input_shapes=self.inputs[record.path],
-            output_shapes=self.outputs.get(record.path, ()),
-        )
-
-
-def describe(value: Any) -> str:
-    """A tensor as '1x3x224x224' (a scalar tensor as 'scalar'), containers in brackets, else the type."""
-    if isinstance(value, torch.Tensor):
-        return "x".join(str(d) for d in value.shape) or "scalar"
-    if isinstance(value, tuple | list):
-        inner = ", ".join(describe(v) for v in value[:8])
-        more = ", ..." if len(value) > 8 else ""
-        return f"({inner}{more})" if isinstance(value, tuple) else f"[{inner}{more}]"
-    if value is None:
-        return "None"
-    return type(value).__name__
-
-
-@dataclass
 class _Run:
     """One `profile()` call's state: kept together so the steps stay small functions."""
 
@@ -235,7 +193,7 @@ class _Run:
         recorder = ShapeRecorder(strategy)
         patcher = ForwardPatcher(self.model, self.plan.selected_paths(), recorder.call)
         training = TrainingState(self.model) if self.opts.backward else None
-        with _restoring(patcher, training):
+        with _restoring(patcher, training), _trace_removed_on_failure(self.opts.trace_path):
             self._iterate(strategy, recorder, patcher)
         if self.interrupted:
             warnings.append(
@@ -346,7 +304,20 @@ def _abandon_iteration(strategy: Strategy) -> None:
 
 
 @contextlib.contextmanager
-def _restoring(patcher: ForwardPatcher, training: TrainingState | None) -> Any:
+def _trace_removed_on_failure(trace_path: str | None) -> Iterator[None]:
+    """A run that fails leaves no trace file behind (the strategy writes it when it ends)."""
+    fresh = trace_path is not None and not os.path.exists(trace_path)
+    try:
+        yield
+    except BaseException:
+        if fresh and trace_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(trace_path)
+        raise
+
+
+@contextlib.contextmanager
+def _restoring(patcher: ForwardPatcher, training: TrainingState | None) -> Iterator[None]:
     """Training state outermost, patches inside: undone in reverse, whatever happens."""
     if training is not None:
         training.enter()
@@ -361,9 +332,7 @@ def _restoring(patcher: ForwardPatcher, training: TrainingState | None) -> Any:
 __all__ = [
     "BACKWARD_STRATEGIES",
     "RunOptions",
-    "ShapeRecorder",
     "checked_plan",
-    "describe",
     "profile",
     "resolve_device",
 ]

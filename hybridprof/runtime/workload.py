@@ -1,28 +1,33 @@
 """One unit of work the runner repeats: a forward, or a training step (forward, loss, backward).
 
 Forwards without `backward` run under `torch.no_grad()`, not `torch.inference_mode()`: tensors a model
-caches on itself during an inference-mode forward become inference tensors that raise later when the
-same model is trained, and `profile()` hands the model back to a user who may do just that. The
+caches on itself during an inference-mode forward become inference tensors, and training the model
+later raises "Inference tensors cannot be saved for backward" (checked on torch 2.13), and `profile()` hands the model back to a user who may do just that. The
 no_grad cost over inference_mode (version-counter bumps) is small next to the profiler's.
 
 A training step changes state that `TrainingState` saves first and puts back after: training mode of
 every module, `requires_grad` of every floating parameter (all on, so every layer has a backward),
 existing `.grad`s (the step's gradients are dropped after each step, so nothing accumulates), and
 buffers (BatchNorm running statistics move in train mode).
+
+`ShapeRecorder` sits between the patched forwards and the strategy to note each path's first input
+and output shapes for the session.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 from torch import nn
 
+from hybridprof.datamodel import ModuleRecord
 from hybridprof.errors import ModelRunError
 from hybridprof.loader import ModelInputs
+from hybridprof.runtime.base import Strategy
 
 
 def to_device(value: Any, device: torch.device) -> Any:
@@ -117,3 +122,52 @@ class TrainingState:
         with torch.no_grad():
             for buffer, saved in self.buffers:
                 buffer.copy_(saved)
+
+
+@dataclass
+class ShapeRecorder:
+    """Sits between the patched forwards and the strategy; notes shapes of each path's first call.
+
+    Recording is outside the strategy's range and only in the first iteration (normally a warm-up
+    one), so it costs the measured iterations nothing.
+    """
+
+    strategy: Strategy
+    recording: bool = True
+    inputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    outputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def call(self, path: str, forward: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        if not self.recording or path in self.inputs:
+            return self.strategy.call(path, forward, args, kwargs)
+        self.inputs[path] = (
+            *map(describe, args),
+            *(f"{k}={describe(v)}" for k, v in kwargs.items()),
+        )
+        result = self.strategy.call(path, forward, args, kwargs)
+        self.outputs[path] = tuple(
+            map(describe, result if isinstance(result, tuple) else (result,))
+        )
+        return result
+
+    def apply(self, record: ModuleRecord) -> ModuleRecord:
+        if record.path not in self.inputs:
+            return record
+        return replace(
+            record,
+            input_shapes=self.inputs[record.path],
+            output_shapes=self.outputs.get(record.path, ()),
+        )
+
+
+def describe(value: Any) -> str:
+    """A tensor as '1x3x224x224' (a scalar tensor as 'scalar'), containers in brackets, else the type."""
+    if isinstance(value, torch.Tensor):
+        return "x".join(str(d) for d in value.shape) or "scalar"
+    if isinstance(value, tuple | list):
+        inner = ", ".join(describe(v) for v in value[:8])
+        more = ", ..." if len(value) > 8 else ""
+        return f"({inner}{more})" if isinstance(value, tuple) else f"[{inner}{more}]"
+    if value is None:
+        return "None"
+    return type(value).__name__

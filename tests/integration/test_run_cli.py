@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from hybridprof.cli import main
+from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.datamodel import ProfileSession
 from hybridprof.planner.module_tree import tree_plan
 from hybridprof.sessions import load_session
@@ -161,6 +163,18 @@ def test_forward_failure_names_layer_and_writes_nothing(
         "mat1 and mat2 shapes cannot be multiplied (4x32 and 64x10)"
     )
     assert list(tmp_path.iterdir()) == []
+    for warmup in ("0", "1"):  # the failure in a measured and in a warm-up iteration
+        trace = tmp_path / "trace.json"
+        argv = [
+            "run",
+            str(FIXTURES / "run_bad_shape.py"),
+            "--warmup",
+            warmup,
+            "--trace",
+            str(trace),
+        ]
+        assert main(argv) == 3
+        assert list(tmp_path.iterdir()) == []
 
 
 def test_debug_shows_the_traceback(capsys: pytest.CaptureFixture[str]) -> None:
@@ -268,3 +282,61 @@ def test_ctrl_c_during_warmup_saves_nothing(
     assert not out.exists()
     model = fixture_module(path).BUILT[-1]  # type: ignore[attr-defined]
     assert all("forward" not in m.__dict__ for m in model.modules())
+
+
+def test_analyze_then_run_the_plan_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan_file, out = tmp_path / "plan.json", tmp_path / "s.json"
+    assert (
+        main(["analyze", str(SMALL), "--paths", "norm", "classifier.?", "-o", str(plan_file)]) == 0
+    )
+    data = json.loads(plan_file.read_text())
+    data["torch_version"] = "1.13.1"  # as if planned on another machine
+    plan_file.write_text(json.dumps(data))
+    capsys.readouterr()
+    # no model argument: the plan names its model file and entry
+    assert main(["run", "--plan", str(plan_file), *QUICK, "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "warning: the plan was made with torch 1.13.1" in printed
+    session = load_session(out)
+    assert {r.path for r in session.records} == {
+        "norm",
+        "classifier.0",
+        "classifier.1",
+        "classifier.2",
+    }
+    assert session.plan.torch_version == torch.__version__
+    assert any("torch 1.13.1" in w for w in session.warnings)
+
+
+def test_default_plan_carries_static_findings(tmp_path: Path) -> None:
+    out = tmp_path / "s.json"
+    assert main(["run", str(SMALL), *QUICK, "-o", str(out)]) == 0
+    plan = load_session(out).plan
+    assert plan.model_file == str(SMALL) and plan.entry == "build_model"
+    assert plan.classes  # libcst read SmallNet's and Block's source
+    target = plan.target("features.0.fc")
+    assert target is not None and target.source is not None
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_draws_only_on_a_terminal() -> None:
+    assert wanted(FakeTerminal()) and not wanted(io.StringIO())
+    screen = FakeTerminal()
+    with ProgressBar(True, stream=screen) as bar:
+        for done in range(3):
+            bar("warmup", done, 2)
+        for done in range(4):
+            bar("measure", done, 3)
+    drawn = screen.getvalue()
+    assert "warm-up (not measured)" in drawn and "profiling" in drawn
+    assert "3/3" in drawn and "elapsed" in drawn and "eta" in drawn
+    silent = io.StringIO()
+    with ProgressBar(False, stream=silent) as bar:
+        bar("measure", 1, 3)
+    assert silent.getvalue() == ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,7 +12,8 @@ from torch import nn
 from hybridprof.errors import DeviceError, ModelRunError, UsageError
 from hybridprof.planner.module_tree import tree_plan
 from hybridprof.runtime.patching import live_patches
-from hybridprof.runtime.runner import describe, profile
+from hybridprof.runtime.runner import profile
+from hybridprof.runtime.workload import describe
 
 
 class Pair(nn.Module):
@@ -193,3 +195,36 @@ def test_describe_values() -> None:
     assert describe(torch.tensor(1.0)) == "scalar"
     assert describe((torch.rand(1), None, [torch.rand(4, 4)])) == "(1, None, [4x4])"
     assert describe(3) == "int"
+
+
+def test_failed_run_leaves_no_trace_but_interrupted_one_does(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    model = nn.Sequential(nn.Linear(16, 32), nn.Linear(64, 10))
+    with pytest.raises(ModelRunError):
+        profile(model, torch.rand(4, 16), warmup=0, iters=2, trace_path=str(trace))
+    assert not trace.exists()
+    stopped = nn.Sequential(nn.Linear(8, 8), Explode(KeyboardInterrupt(), on_call=3))
+    session = profile(stopped, torch.rand(2, 8), warmup=0, iters=5, trace_path=str(trace))
+    assert session.interrupted and session.trace_file == str(trace)
+    assert trace.is_file()
+
+
+def test_a_model_caching_tensors_can_be_trained_after_profiling() -> None:
+    """Why forwards run under no_grad, not inference_mode: a cache made while profiling must not
+    be an inference tensor, which autograd refuses to save for backward."""
+
+    class Cached(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+            self.scale: torch.Tensor | None = None
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if self.scale is None:
+                self.scale = torch.full_like(x, 2.0)
+            return self.fc(x) * self.scale
+
+    model = Cached()
+    profile(model, torch.rand(2, 3), warmup=0, iters=1)
+    model(torch.rand(2, 3)).sum().backward()
+    assert model.fc.weight.grad is not None
