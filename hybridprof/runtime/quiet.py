@@ -5,6 +5,8 @@ Kineto writes `USDT:... profiler_start` / `profiler_stop` lines from C++ straigh
 profiler start in the process and also hides kineto's real error lines, so instead fd 2 is pointed at
 a scratch file around each profiler start/stop, and every line that is not that chatter is written
 back to the real fd 2 afterwards (nothing else is lost, only delayed until the window closes).
+A CUDA build without a GPU driver also prints a `gpuGetDeviceCount failed` line at the first start;
+it says nothing about CPU profiling and is dropped too.
 """
 
 from __future__ import annotations
@@ -18,7 +20,12 @@ import threading
 from collections.abc import Iterator
 from typing import IO
 
-_CHATTER = re.compile(rb"^USDT:.*\bprofiler_(start|stop)\b.*$")
+# Kineto's start/stop lines, and the line a CUDA build of torch (2.14.1+cu130) prints at the first
+# profiler start on a machine without a GPU driver: CPU profiling is unaffected, so it is noise too.
+_CHATTER = re.compile(
+    rb"^(USDT:.*\bprofiler_(start|stop)\b.*"
+    rb"|ERROR:.*DeviceProperties\.cpp:\d+\] gpuGetDeviceCount failed with code \d+)$"
+)
 
 _lock = threading.RLock()
 _depth = 0

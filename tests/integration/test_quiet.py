@@ -82,3 +82,9 @@ def test_other_fd2_output_inside_the_window_is_replayed() -> None:
     result = run_python(code)
     assert result.returncode == 0, result.stderr
     assert result.stderr == "before start\nafter stop\noutside\n"
+
+
+def test_filter_drops_gpu_probe_error_of_cuda_builds_without_driver() -> None:
+    line = b"ERROR:2026-11-30 11:16:25 21500:21500 DeviceProperties.cpp:56] gpuGetDeviceCount failed with code 35\n"
+    other = b"ERROR:2026-11-30 11:16:25 1:1 CuptiActivityApi.cpp:1] something else\n"
+    assert filter_chatter(line + other) == other
