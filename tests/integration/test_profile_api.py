@@ -236,3 +236,11 @@ def test_use_cuda_without_cuda_is_refused() -> None:
     with pytest.raises(hybridprof.HybridprofError, match="CUDA is not available"), prof:
         pass
     assert live_patches() == ()
+
+
+def test_to_dataframe_has_one_row_per_profiled_path() -> None:
+    model = Looped()
+    with hybridprof.Profile(model, strategy="per-call") as prof:
+        model(torch.ones(1, 4))
+    frame = prof.to_dataframe()
+    assert list(frame["path"]) == ["step", "head"] and list(frame["calls"]) == [3, 1]
