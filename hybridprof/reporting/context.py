@@ -19,7 +19,7 @@ from hybridprof.reporting.table import total_profiled_us
 Mode = Literal["html", "pdf"]
 PDF_MAX_ROWS = 300
 PDF_OP_LAYERS = 10
-PDF_MAX_OPS = 15
+PDF_MAX_OPS = 10
 FINDING_TITLES = {
     "never_called": "Children never called",
     "inline_ops": "Parents whose own inline ops take time",
