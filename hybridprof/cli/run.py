@@ -258,7 +258,7 @@ def _profile(
     from hybridprof.loader import load_model
     from hybridprof.runtime.runner import RunOptions, profile, resolve_device
 
-    device = resolve_device(args.device)
+    resolve_device(args.device)  # no CUDA: said before the model is built
     loaded = load_model(model_file, entry, args.inputs, args.input_shape)
     if loaded.inputs is None:
         raise UsageError(
@@ -266,8 +266,6 @@ def _profile(
             "(repeat per argument), --inputs NAME (a function in the file returning them), "
             "or define example_inputs() in the file"
         )
-    if device is not None:
-        loaded.module.to(device)
     options = RunOptions(
         warmup=args.warmup,
         iters=args.iters,

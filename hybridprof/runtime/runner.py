@@ -35,6 +35,7 @@ from hybridprof.runtime.workload import (
     ShapeRecorder,
     TrainingState,
     forward_once,
+    placed_on,
     to_device,
     training_step,
 )
@@ -78,12 +79,16 @@ def profile(
 
     Options go in `options` or as keywords (`warmup=3, iters=20, backward=True, ...`, see
     `RunOptions`). `plan` (from `hybridprof analyze`) fixes the selected paths; otherwise `paths`,
-    `globs` and `depth` select (leaves by default). The model is left exactly as it was.
+    `globs` and `depth` select (leaves by default). With `device`, the inputs move there, and so
+    does the model for the run if it is elsewhere (it is moved back after). The model is left
+    exactly as it was.
     """
     opts = replace(options or RunOptions(), **option_fields)
     _check_counts(opts)
     device = resolve_device(opts.device)
-    model_inputs = _prepare_inputs(model, inputs, device)
+    model_inputs = as_model_inputs(inputs, "the inputs")
+    if device is not None:
+        model_inputs = to_device(model_inputs, device)
     warnings: list[str] = []
     compat = probe()
     if plan is None:
@@ -93,11 +98,13 @@ def profile(
     strategy_name = opts.strategy or plan.strategy or DEFAULT_STRATEGY
     if opts.backward and strategy_name not in BACKWARD_STRATEGIES:
         raise UsageError(
-            f"--backward needs a strategy that attributes backward ops ({', '.join(BACKWARD_STRATEGIES)}); "
-            f"'{strategy_name}' does not: drop --strategy {strategy_name} or drop --backward"
+            "--backward needs a strategy that attributes backward ops "
+            f"({', '.join(BACKWARD_STRATEGIES)}); '{strategy_name}' does not: "
+            f"drop --strategy {strategy_name} or drop --backward"
         )
     run = _Run(model, model_inputs, plan, compat, strategy_name, opts, device, progress)
-    return run.execute(warnings)
+    with placed_on(model, device):
+        return run.execute(warnings)
 
 
 def resolve_device(name: str | None) -> torch.device | None:
@@ -115,6 +122,8 @@ def resolve_device(name: str | None) -> torch.device | None:
         )
     if device.type not in ("cpu", "cuda"):
         raise UsageError(f"device '{name}' is not supported; use cpu or cuda")
+    if device.type == "cuda" and device.index is None:  # as parameters report it: cuda:0
+        device = torch.device("cuda", torch.cuda.current_device())
     return device
 
 
@@ -155,20 +164,6 @@ def _check_counts(opts: RunOptions) -> None:
         raise UsageError(f"warm-up iterations must be 0 or more, got {opts.warmup}")
     if opts.iters < 1:
         raise UsageError(f"iterations must be 1 or more, got {opts.iters}")
-
-
-def _prepare_inputs(model: nn.Module, inputs: Any, device: torch.device | None) -> ModelInputs:
-    model_inputs = as_model_inputs(inputs, "the inputs")
-    if device is None:
-        return model_inputs
-    where = {p.device.type for p in model.parameters()}
-    if where and where != {device.type}:
-        raise UsageError(
-            f"the model is on {', '.join(sorted(where))} but device '{device}' was asked for; "
-            f"move it first with model.to('{device}')"
-        )
-    moved: ModelInputs = to_device(model_inputs, device)
-    return moved
 
 
 @dataclass

@@ -16,7 +16,9 @@ and output shapes for the session.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import itertools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -25,7 +27,7 @@ import torch
 from torch import nn
 
 from hybridprof.datamodel import ModuleRecord
-from hybridprof.errors import ModelRunError
+from hybridprof.errors import ModelRunError, UsageError
 from hybridprof.loader import ModelInputs
 from hybridprof.runtime.base import Strategy
 
@@ -41,6 +43,27 @@ def to_device(value: Any, device: torch.device) -> Any:
     if isinstance(value, dict):
         return {k: to_device(v, device) for k, v in value.items()}
     return value
+
+
+@contextlib.contextmanager
+def placed_on(model: nn.Module, device: torch.device | None) -> Iterator[None]:
+    """`model` on `device` while the block runs, then back on the device it was on."""
+    where = {t.device for t in itertools.chain(model.parameters(), model.buffers())}
+    if device is None or not where or where == {device}:
+        yield
+        return
+    if len(where) > 1:
+        shown = ", ".join(sorted(str(d) for d in where))
+        raise UsageError(
+            f"the model is spread over several devices ({shown}); profile it where it is, "
+            "without a device"
+        )
+    original = where.pop()
+    model.to(device)
+    try:
+        yield
+    finally:
+        model.to(original)
 
 
 def iter_tensors(value: Any) -> Iterator[torch.Tensor]:

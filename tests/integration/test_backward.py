@@ -56,16 +56,23 @@ def test_every_leaf_has_a_backward_time() -> None:
 
 
 def test_forward_plus_backward_self_times_cover_the_step(one_thread: None) -> None:
-    """Per iteration, the layers' forward + backward self time is the step's profiled CPU time.
+    """In one training step, the layers' forward + backward self time is the step's profiled CPU time.
 
     What is left over is the loss (a mean and its backward) and autograd's set-up: 3-4% of the step
-    on this model, measured (7-10% with a batch of 64, so the batch is 256).
+    on this model, measured (7-10% with a batch of 64, so the batch is 256). Each session has one
+    measured iteration, so every median is that same step: a sum of per-layer medians taken over
+    several iterations is lower than the median step whenever the OS preempts this process inside
+    a random layer of each step (seen on this shared machine under load). The median over three
+    sessions keeps one preemption inside the loss from failing the test.
     """
-    session = profile(mlp(), torch.rand(256, 128), warmup=3, iters=9, backward=True)
-    layers = sum(r.self_cpu_us.median + median(r.backward_self_cpu_us) for r in session.records)
-    whole = Stat.of(session.iteration_cpu_us).median
-    assert whole > 0
-    assert abs(layers - whole) / whole < 0.10, (layers, whole)
+    model, x = mlp(), torch.rand(256, 128)
+    gaps = []
+    for _ in range(3):
+        session = profile(model, x, warmup=3, iters=1, backward=True)
+        layers = sum(r.self_cpu_us.median + median(r.backward_self_cpu_us) for r in session.records)
+        (whole,) = session.iteration_cpu_us
+        gaps.append(abs(whole - layers) / whole)
+    assert sorted(gaps)[1] < 0.10, gaps
 
 
 def test_training_state_is_restored() -> None:

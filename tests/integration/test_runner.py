@@ -228,3 +228,17 @@ def test_a_model_caching_tensors_can_be_trained_after_profiling() -> None:
     profile(model, torch.rand(2, 3), warmup=0, iters=1)
     model(torch.rand(2, 3)).sum().backward()
     assert model.fc.weight.grad is not None
+
+
+def test_a_model_spread_over_devices_is_refused_with_a_device() -> None:
+    model = Net()
+    model.register_buffer("elsewhere", torch.empty(2, device="meta"))
+    with pytest.raises(UsageError, match=r"spread over several devices \(cpu, meta\)"):
+        profile(model, torch.rand(2, 12), device="cpu", warmup=0, iters=1)
+    assert_restored(model, training=True)
+
+
+def test_library_entry_point_is_the_runner() -> None:
+    import hybridprof
+
+    assert hybridprof.profile is profile
