@@ -67,6 +67,8 @@ def test_model_file_outputs_every_format(
     fc = session.record("features.0.fc")
     assert fc is not None and fc.input_shapes == ("8x32",) and fc.output_shapes == ("8x32",)
     assert fc.calls == 2 and len(session.iteration_cpu_us) == 2
+    assert session.never_called == ("spare",)
+    assert any(f.kind == "never_called" and f.path == "spare" for f in session.plan.findings)
     out = capsys.readouterr().out
     assert "fc" in out and f"session: {tmp_path / 's.json'}" in out
 
