@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from hybridprof.cli.common import add_common_options, guarded
 from hybridprof.cli.progress import ProgressBar, wanted
-from hybridprof.cli.terminal import emit, terminal_table
+from hybridprof.cli.terminal import emit, summary_line, terminal_table
 from hybridprof.errors import UsageError
 from hybridprof.loader import DEFAULT_ENTRY, parse_shape, read_model_source
 from hybridprof.outputs import check_output_path, write_atomic
@@ -318,7 +318,7 @@ def _save(session: ProfileSession, outputs: Outputs, force: bool) -> None:
 
 
 def _where_lines(session: ProfileSession, outputs: Outputs) -> list[str]:
-    lines = [_summary_line(session)]
+    lines = [summary_line(session)]
     if outputs.session is not None:
         lines.append(
             f"session: {outputs.session}  (re-render: hybridprof report {outputs.session} -o FILE)"
@@ -332,16 +332,3 @@ def _where_lines(session: ProfileSession, outputs: Outputs) -> list[str]:
         lines.append("nothing saved: add -o session.json and/or --report report.html")
     lines += [f"warning: {w}" for w in session.warnings]
     return lines
-
-
-def _summary_line(session: ProfileSession) -> str:
-    from hybridprof.reporting.format import format_time_us
-
-    top = sorted(session.records, key=lambda r: r.self_cpu_us.median, reverse=True)[:3]
-    tops = ", ".join(f"{r.path or '(root)'} {format_time_us(r.self_cpu_us.median)}" for r in top)
-    kind = "training step" if session.backward else "forward"
-    kind += "" if session.iterations == 1 else "s"
-    return (
-        f"{session.iterations} measured {kind} after {session.warmup} warm-up, "
-        f"strategy {session.strategy}; top self CPU: {tops}"
-    )

@@ -48,6 +48,23 @@ def terminal_table(session: ProfileSession, rows: int = TABLE_ROWS) -> list[str]
     return [render_text(replace(session, records=shown)), note]
 
 
+def summary_line(session: ProfileSession) -> str:
+    """One line under the table: what was run, how long a step took, and the heaviest layers."""
+    from hybridprof.datamodel import Stat
+    from hybridprof.reporting.format import format_time_us
+
+    top = sorted(session.records, key=weight, reverse=True)[:3]
+    tops = ", ".join(f"{r.path or '(root)'} {format_time_us(weight(r))}" for r in top)
+    kind = "training step" if session.backward else "forward"
+    kind += "" if session.iterations == 1 else "s"
+    step = format_time_us(Stat.of(session.iteration_cpu_us).median)
+    return (
+        f"{session.iterations} measured {kind} (median {step} profiled CPU each) after "
+        f"{session.warmup} warm-up, {session.duration_s:.1f} s in all, strategy {session.strategy}; "
+        f"heaviest: {tops}"
+    )
+
+
 def emit(lines: Iterable[str]) -> None:
     """Print to stdout; a reader that went away (`| head`) ends the printing, not the command."""
     try:
