@@ -222,6 +222,10 @@ def plan_outputs(args: argparse.Namespace, demo: bool) -> Outputs:
     _check_distinct([p for p in (session, *reports, trace) if p is not None])
     for report in reports:
         renderer_for(report)  # a known format, and its renderer importable, before any work
+    if any(r.suffix.lower() == ".pdf" for r in reports):
+        from hybridprof.reporting.pdf import load_weasyprint
+
+        load_weasyprint()  # missing system libraries are said before a long run, not after
     for path in (session, *reports, trace):
         if path is not None:
             check_output_path(path, args.force or path in own)

@@ -201,6 +201,16 @@ def test_output_checked_before_any_model_work(
     assert "given as two outputs" in one_error_line(capsys)
 
 
+def test_pdf_without_weasyprint_fails_before_the_model_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "weasyprint", None)  # as if not installed: import fails
+    bad = str(FIXTURES / "run_bad_shape.py")  # would fail with exit 3 if it ran
+    assert main(["run", bad, "--report", str(tmp_path / "r.pdf")]) == 4
+    assert "PDF reports need the weasyprint package" in one_error_line(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_force_overwrites(tmp_path: Path) -> None:
     out = tmp_path / "s.json"
     out.write_text("old")
