@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from hybridprof.cli.common import add_common_options, guarded
 from hybridprof.cli.progress import ProgressBar, wanted
@@ -31,6 +31,7 @@ from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES
 
 if TYPE_CHECKING:
     from hybridprof.datamodel import ProfilePlan, ProfileSession
+    from hybridprof.runtime.runner import RunOptions
 
 DEFAULT_OUT_DIR = "hybridprof-out"
 DEMO_FILE = Path(__file__).resolve().parent.parent / "examples" / "alexnet.py"
@@ -258,9 +259,9 @@ def _profile(
     plan: ProfilePlan | None,
     outputs: Outputs,
 ) -> ProfileSession:
-    """The torch part: load the model, move it, profile it with a progress bar."""
+    """The torch part: load the model, plan unless given a plan, profile with a progress bar."""
     from hybridprof.loader import load_model
-    from hybridprof.runtime.runner import RunOptions, profile, resolve_device
+    from hybridprof.runtime.runner import profile, resolve_device
 
     resolve_device(args.device)  # no CUDA: said before the model is built
     loaded = load_model(model_file, entry, args.inputs, args.input_shape)
@@ -270,7 +271,44 @@ def _profile(
             "(repeat per argument), --inputs NAME (a function in the file returning them), "
             "or define example_inputs() in the file"
         )
-    options = RunOptions(
+    if plan is None:
+        plan = _static_plan(args, loaded.module, model_file, entry)
+    options = _run_options(args, argv, model_file, loaded.sha256, outputs)
+    with ProgressBar(wanted()) as bar:
+        return profile(
+            loaded.module,
+            loaded.inputs,
+            plan=_with_model(plan, model_file, entry),
+            options=options,
+            progress=bar,
+        )
+
+
+def _static_plan(
+    args: argparse.Namespace, module: Any, model_file: Path, entry: str
+) -> ProfilePlan:
+    """The static planner's plan for the selection given, so the report shows its findings too."""
+    from hybridprof.planner.plan import plan_model
+
+    globs = [p for p in args.paths if any(ch in p for ch in "*?[")]
+    paths = [p for p in args.paths if p not in globs]
+    return plan_model(
+        module,
+        paths or None,
+        globs,
+        args.depth,
+        strategy=args.strategy or DEFAULT_STRATEGY,
+        model_file=str(model_file),
+        entry=entry,
+    )
+
+
+def _run_options(
+    args: argparse.Namespace, argv: list[str], model_file: Path, sha256: str, outputs: Outputs
+) -> RunOptions:
+    from hybridprof.runtime.runner import RunOptions
+
+    return RunOptions(
         warmup=args.warmup,
         iters=args.iters,
         strategy=args.strategy,
@@ -280,30 +318,8 @@ def _profile(
         trace_path=str(outputs.trace) if outputs.trace else None,
         command=("hybridprof", "run", *argv),
         model_file=str(model_file.resolve()),
-        model_hash=loaded.sha256,
+        model_hash=sha256,
     )
-    globs = [p for p in args.paths if any(ch in p for ch in "*?[")]
-    paths = [p for p in args.paths if p not in globs]
-    if plan is None:  # the static planner's plan: the report then shows its findings too
-        from hybridprof.planner.plan import plan_model
-
-        plan = plan_model(
-            loaded.module,
-            paths or None,
-            globs,
-            args.depth,
-            strategy=args.strategy or DEFAULT_STRATEGY,
-            model_file=str(model_file),
-            entry=entry,
-        )
-    with ProgressBar(wanted()) as bar:
-        return profile(
-            loaded.module,
-            loaded.inputs,
-            plan=_with_model(plan, model_file, entry),
-            options=options,
-            progress=bar,
-        )
 
 
 def _with_model(plan: ProfilePlan, model_file: Path, entry: str) -> ProfilePlan:
