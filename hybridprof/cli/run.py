@@ -87,7 +87,9 @@ def _add_selection_options(parser: argparse.ArgumentParser) -> None:
 def _add_measure_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=3, help="unmeasured iterations first (3)")
     parser.add_argument("--iters", type=int, default=20, help="measured iterations (20)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument(
+        "--device", help="cpu or cuda (default: where the entry put the model, usually cpu)"
+    )
     parser.add_argument("--profile-memory", action="store_true", help="measure memory per layer")
     parser.add_argument(
         "--strategy", choices=tuple(STRATEGIES), help="how to measure (default session)"
@@ -176,7 +178,7 @@ def _check_values(args: argparse.Namespace) -> None:
         raise UsageError(f"--depth must be 0 or more, got {args.depth}")
     for spec in args.input_shape:
         parse_shape(spec)
-    if args.device.split(":")[0] not in ("cpu", "cuda"):
+    if args.device and args.device.split(":")[0] not in ("cpu", "cuda"):
         raise UsageError(f"--device {args.device!r} is not supported; use cpu or cuda")
     if args.plan and (args.paths or args.depth is not None):
         raise UsageError("--plan fixes the selection; drop --paths/--depth or edit the plan")

@@ -10,6 +10,7 @@ and marks the session `interrupted`; a model that raises becomes a `ModelRunErro
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -79,13 +80,14 @@ def profile(
 
     Options go in `options` or as keywords (`warmup=3, iters=20, backward=True, ...`, see
     `RunOptions`). `plan` (from `hybridprof analyze`) fixes the selected paths; otherwise `paths`,
-    `globs` and `depth` select (leaves by default). With `device`, the inputs move there, and so
-    does the model for the run if it is elsewhere (it is moved back after). The model is left
+    `globs` and `depth` select (leaves by default). The inputs move to `device`, and so does the
+    model for the run if it is elsewhere (it is moved back after); without `device`, to the
+    model's own device. The model is left
     exactly as it was.
     """
     opts = replace(options or RunOptions(), **option_fields)
     _check_counts(opts)
-    device = resolve_device(opts.device)
+    device = resolve_device(opts.device) or model_device(model)
     model_inputs = as_model_inputs(inputs, "the inputs")
     if device is not None:
         model_inputs = to_device(model_inputs, device)
@@ -125,6 +127,12 @@ def resolve_device(name: str | None) -> torch.device | None:
     if device.type == "cuda" and device.index is None:  # as parameters report it: cuda:0
         device = torch.device("cuda", torch.cuda.current_device())
     return device
+
+
+def model_device(model: nn.Module) -> torch.device | None:
+    """The one device holding the model's parameters and buffers (None: none, or several)."""
+    where = {t.device for t in itertools.chain(model.parameters(), model.buffers())}
+    return where.pop() if len(where) == 1 else None
 
 
 def checked_plan(
@@ -328,6 +336,7 @@ __all__ = [
     "BACKWARD_STRATEGIES",
     "RunOptions",
     "checked_plan",
+    "model_device",
     "profile",
     "resolve_device",
 ]
