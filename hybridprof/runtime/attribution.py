@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 from hybridprof.runtime.kineto import Event
 from hybridprof.runtime.measure import IterationMeasure, OpMeasure, PathMeasure
@@ -34,9 +36,15 @@ def range_name(path: str) -> str:
     return path or ROOT_RANGE
 
 
-@dataclass(frozen=True, slots=True)
-class RawEvent:
-    """One op seen inside one call of a layer (Profile.raw()); times in us from the trace start."""
+Frame = list[Any]  # see the frame index constants below
+
+
+class RawEvent(NamedTuple):
+    """One op seen inside one call of a layer (Profile.raw()); times in us from the trace start.
+
+    A NamedTuple (immutable, like a frozen dataclass) because `Profile` keeps one per op event and
+    tuples are several times cheaper to build.
+    """
 
     name: str
     start_us: float
@@ -46,43 +54,30 @@ class RawEvent:
 
 @dataclass(frozen=True, slots=True)
 class Attribution:
-    """What one iteration's events say: the measure, and per path the raw events of each call."""
+    """What one iteration's events say: the measure, and per path the op frames of each call.
+
+    The raw events are kept as the walk's own frames and turned into `RawEvent`s only when asked
+    (`raw_events`): building one record per op costs ~10% of the walk, and most callers never look.
+    """
 
     measure: IterationMeasure
-    raw: dict[str, list[tuple[RawEvent, ...]]]
+    raw_calls: dict[str, list[list[Frame]]]
+
+    def raw_events(self) -> dict[str, list[list[RawEvent]]]:
+        return {path: raw_events_of(calls) for path, calls in self.raw_calls.items()}
 
 
-class _Frame:
-    """An open or closed CPU event while walking one thread's tree (mutable, built per event)."""
+def raw_events_of(calls: list[list[Frame]]) -> list[list[RawEvent]]:
+    """Per call, its op frames as RawEvents in start order."""
+    return [sorted(map(_raw_event, frames), key=_RAW_START) for frames in calls]
 
-    __slots__ = (
-        "bwd",
-        "chain",
-        "child_dmem",
-        "child_mem",
-        "child_ns",
-        "dmem",
-        "event",
-        "is_bwd_root",
-        "is_range",
-        "mem",
-        "nested_dmem",
-        "nested_mem",
-        "nested_ns",
-        "range",
-        "raw",
-    )
 
-    def __init__(self, event: Event) -> None:
-        self.event = event
-        self.chain: tuple[str, ...] = ()  # enclosing layer paths, innermost last (forward)
-        self.bwd: tuple[int, int] | None = None  # (forward thread, seq) of the backward node
-        self.range: _Frame | None = None  # innermost enclosing layer range (itself for a range)
-        self.is_range = False
-        self.is_bwd_root = False
-        self.child_ns = self.mem = self.child_mem = self.dmem = self.child_dmem = 0
-        self.nested_ns = self.nested_mem = self.nested_dmem = 0  # of directly nested ranges
-        self.raw: list[RawEvent] = []
+# A frame is an open or closed CPU event while walking one thread's tree. Thousands are made per
+# iteration, so a frame is a plain list indexed by these constants (a list literal is ~5x cheaper
+# to build than an object whose __init__ sets the same fields).
+EVENT, CHAIN, BWD, RANGE, KIND, CHILD_NS, MEM, CHILD_MEM, DMEM, CHILD_DMEM = range(10)
+NESTED_NS, NESTED_MEM, NESTED_DMEM, RAW, MEASURE = range(10, 15)
+OP, LAYER, BWD_ROOT = 0, 1, 2  # KIND values
 
 
 @dataclass(slots=True)
@@ -91,10 +86,12 @@ class _Walk:
 
     names: Mapping[str, str]
     backward: bool
-    closed: list[_Frame]
+    keep_raw: bool
+    measure: IterationMeasure
+    deferred: list[Frame]  # backward frames: their layer is known once every thread is walked
     seq_chains: dict[tuple[int, int], tuple[str, ...]]
-    by_correlation: dict[int, _Frame]
-    top_level_ns: int = 0
+    by_correlation: dict[int, Frame]
+    raw: dict[str, list[list[Frame]]]
 
 
 def attribute(
@@ -112,170 +109,189 @@ def attribute(
     device: list[Event] = []
     for event in events:
         (device if event.kind == "device" else threads[event.thread]).append(event)
-    walk = _Walk(names, backward, [], {}, {})
+    walk = _Walk(names, backward, keep_raw, IterationMeasure(), [], {}, {}, defaultdict(list))
+    top_level_ns = 0
     for thread_events in threads.values():
-        thread_events.sort(key=_tree_order)
-        _walk_thread(thread_events, walk)
-    measure = IterationMeasure(total_cpu_us=walk.top_level_ns / 1000)
-    raw = _fold_frames(walk, measure, keep_raw)
-    _fold_device(device, walk, measure)
-    return Attribution(measure, raw)
+        top_level_ns += _walk_thread(thread_events, walk)
+    walk.measure.total_cpu_us = top_level_ns / 1000
+    for frame in walk.deferred:
+        _fold_backward(frame, walk)
+    _fold_device(device, walk)
+    return Attribution(walk.measure, dict(walk.raw))
 
 
-def _tree_order(event: Event) -> tuple[int, int]:
-    # Parents before children: earlier start first, and on equal starts the longer event first.
-    return (event.start_ns, -event.end_ns)
+def _walk_thread(events: list[Event], walk: _Walk) -> int:
+    """Walk one thread's events in tree order; returns the time covered by its top-level events.
 
-
-def _walk_thread(events: list[Event], walk: _Walk) -> None:
-    stack: list[_Frame] = []
+    This loop runs once per event (thousands per forward), so the common case, an op, is inlined
+    here instead of going through small helpers: each Python call would cost ~10% of the budget.
+    """
+    # A stable sort on start time: events starting in the same nanosecond keep the profiler's
+    # order, which records a parent before the children it calls.
+    events.sort(key=_START)
+    stack: list[Frame] = []
     last_bwd: tuple[int, int] | None = None
+    top_level_ns = 0
+    names, backward, pop = walk.names, walk.backward, stack.pop
     for event in events:
-        while stack and event.start_ns >= stack[-1].event.end_ns:
-            _close(stack, walk)
-        if event.kind == "mem":
+        start = event[_START_I]
+        while stack and start >= stack[-1][EVENT][_END_I]:
+            top_level_ns += _close(pop(), stack, walk)
+        if event[0] == "mem":
             if stack:
-                _add_memory(stack[-1], event)
+                stack[-1][DMEM if event.on_device else MEM] += event.nbytes
             continue
-        frame = _open(event, stack[-1] if stack else None, walk, last_bwd)
-        if frame.is_bwd_root:
-            last_bwd = frame.bwd
+        if stack:
+            parent = stack[-1]
+            frame = [
+                event,
+                parent[CHAIN],
+                parent[BWD],
+                parent[RANGE],
+                OP,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                None,
+                None,
+            ]
+        else:
+            frame = [event, (), None, None, OP, 0, 0, 0, 0, 0, 0, 0, 0, None, None]
+        path = names.get(event[1])
+        if path is not None and frame[BWD] is None:
+            _open_layer(frame, path, walk)
+        elif backward:
+            _link_backward(event, frame, walk, last_bwd)
+            if frame[KIND] == BWD_ROOT:
+                last_bwd = frame[BWD]
+        if event.correlation_id:
+            walk.by_correlation[event.correlation_id] = frame
         stack.append(frame)
     while stack:
-        _close(stack, walk)
+        top_level_ns += _close(pop(), stack, walk)
+    return top_level_ns
 
 
-def _open(
-    event: Event, parent: _Frame | None, walk: _Walk, last_bwd: tuple[int, int] | None
-) -> _Frame:
-    frame = _Frame(event)
-    if parent is not None:
-        frame.chain, frame.bwd, frame.range = parent.chain, parent.bwd, parent.range
-    path = walk.names.get(event.name)
-    if path is not None and frame.bwd is None:
-        frame.chain = (*frame.chain, path)
-        frame.range = frame
-        frame.is_range = True
-    elif (
-        walk.backward
-        and not frame.chain
-        and frame.bwd is None
-        and event.name.startswith(BACKWARD_PREFIX)
-    ):
-        frame.is_bwd_root = True
-        frame.bwd = (event.fwd_thread, event.seq) if event.seq >= 0 else last_bwd
-    elif walk.backward and frame.chain and event.seq >= 0:
+_START_I, _END_I = Event._fields.index("start_ns"), Event._fields.index("end_ns")
+_START = itemgetter(_START_I)
+
+
+def _open_layer(frame: Frame, path: str, walk: _Walk) -> None:
+    frame[CHAIN] = (*frame[CHAIN], path)
+    frame[RANGE], frame[KIND], frame[RAW] = frame, LAYER, []
+    frame[MEASURE] = walk.measure.path(path)
+
+
+def _link_backward(
+    event: Event, frame: Frame, walk: _Walk, last_bwd: tuple[int, int] | None
+) -> None:
+    if not frame[CHAIN] and frame[BWD] is None and event.name.startswith(BACKWARD_PREFIX):
+        frame[KIND] = BWD_ROOT
+        frame[BWD] = (event.fwd_thread, event.seq) if event.seq >= 0 else last_bwd
+    elif frame[CHAIN] and event.seq >= 0:
         # Later ops overwrite earlier ones: the last op to see a sequence number made its node.
-        walk.seq_chains[(event.thread, event.seq)] = frame.chain
-    if event.correlation_id:
-        walk.by_correlation[event.correlation_id] = frame
-    return frame
+        walk.seq_chains[(event.thread, event.seq)] = frame[CHAIN]
 
 
-def _add_memory(frame: _Frame, event: Event) -> None:
-    if event.on_device:
-        frame.dmem += event.nbytes
-    else:
-        frame.mem += event.nbytes
-
-
-def _close(stack: list[_Frame], walk: _Walk) -> None:
-    frame = stack.pop()
-    event = frame.event
+def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
+    """Pass a popped frame's totals to its parent and fold it; returns its duration if top-level."""
+    event = frame[EVENT]
     duration = event.end_ns - event.start_ns
-    total_mem, total_dmem = frame.mem + frame.child_mem, frame.dmem + frame.child_dmem
+    total_mem, total_dmem = frame[MEM] + frame[CHILD_MEM], frame[DMEM] + frame[CHILD_DMEM]
     if stack:
         parent = stack[-1]
-        parent.child_ns += duration
-        parent.child_mem += total_mem
-        parent.child_dmem += total_dmem
-        enclosing = parent.range
-        if frame.is_range and enclosing is not None:
-            enclosing.nested_ns += duration
-            enclosing.nested_mem += total_mem
-            enclosing.nested_dmem += total_dmem
-    else:
-        walk.top_level_ns += duration
-    walk.closed.append(frame)
+        parent[CHILD_NS] += duration
+        if total_mem or total_dmem:
+            parent[CHILD_MEM] += total_mem
+            parent[CHILD_DMEM] += total_dmem
+        enclosing = parent[RANGE]
+        if frame[KIND] == LAYER and enclosing is not None:
+            enclosing[NESTED_NS] += duration
+            enclosing[NESTED_MEM] += total_mem
+            enclosing[NESTED_DMEM] += total_dmem
+    if frame[KIND] == LAYER:
+        _fold_range(frame, duration, total_mem, total_dmem, walk)
+    elif frame[BWD] is not None:
+        walk.deferred.append(frame)
+    elif frame[CHAIN]:
+        _fold_op(frame, frame[RANGE][MEASURE].ops, event.name, backward=False)
+        if walk.keep_raw:
+            frame[RANGE][RAW].append(frame)
+    return 0 if stack else duration
 
 
-def _fold_frames(
-    walk: _Walk, measure: IterationMeasure, keep_raw: bool
-) -> dict[str, list[tuple[RawEvent, ...]]]:
-    raw: dict[str, list[tuple[RawEvent, ...]]] = defaultdict(list)
-    for frame in walk.closed:  # post-order: a range's ops close before the range does
-        if frame.is_range:
-            _fold_range(frame, measure.path(frame.chain[-1]))
-            if keep_raw:
-                raw[frame.chain[-1]].append(tuple(sorted(frame.raw, key=lambda r: r.start_us)))
-        elif frame.bwd is not None:
-            _fold_backward(frame, walk, measure)
-        elif frame.chain:
-            _fold_op(frame, measure.path(frame.chain[-1]).ops, frame.event.name, backward=False)
-            if keep_raw and frame.range is not None:
-                frame.range.raw.append(_raw_event(frame))
-    return dict(raw)
-
-
-def _fold_range(frame: _Frame, measure: PathMeasure) -> None:
-    duration = frame.event.end_ns - frame.event.start_ns
-    total_mem, total_dmem = frame.mem + frame.child_mem, frame.dmem + frame.child_dmem
+def _fold_range(frame: Frame, duration: int, total_mem: int, total_dmem: int, walk: _Walk) -> None:
+    measure: PathMeasure = frame[MEASURE]
     measure.calls += 1
     measure.total_cpu_us += duration / 1000
-    measure.self_cpu_us += (duration - frame.nested_ns) / 1000
+    measure.self_cpu_us += (duration - frame[NESTED_NS]) / 1000
     measure.cpu_mem += total_mem
-    measure.self_cpu_mem += total_mem - frame.nested_mem
+    measure.self_cpu_mem += total_mem - frame[NESTED_MEM]
     measure.device_mem += total_dmem
-    measure.self_device_mem += total_dmem - frame.nested_dmem
+    measure.self_device_mem += total_dmem - frame[NESTED_DMEM]
+    if walk.keep_raw:
+        walk.raw[measure.path].append(frame[RAW])
 
 
-def _fold_op(frame: _Frame, ops: dict[str, OpMeasure], name: str, *, backward: bool) -> OpMeasure:
+def _fold_op(frame: Frame, ops: dict[str, OpMeasure], name: str, *, backward: bool) -> None:
+    event = frame[EVENT]
     op = ops.get(name)
     if op is None:
-        op = ops[name] = OpMeasure(frame.event.name, backward=backward)
-    duration = frame.event.end_ns - frame.event.start_ns
+        op = ops[name] = OpMeasure(event.name, backward=backward)
+    duration = event.end_ns - event.start_ns
     op.calls += 1
     op.total_cpu_us += duration / 1000
-    op.self_cpu_us += (duration - frame.child_ns) / 1000
-    op.self_cpu_mem += frame.mem
-    op.cpu_mem += frame.mem + frame.child_mem
-    op.self_device_mem += frame.dmem
-    op.device_mem += frame.dmem + frame.child_dmem
-    return op
+    op.self_cpu_us += (duration - frame[CHILD_NS]) / 1000
+    if (
+        frame[MEM] or frame[CHILD_MEM] or frame[DMEM] or frame[CHILD_DMEM]
+    ):  # only with profile_memory
+        op.self_cpu_mem += frame[MEM]
+        op.cpu_mem += frame[MEM] + frame[CHILD_MEM]
+        op.self_device_mem += frame[DMEM]
+        op.device_mem += frame[DMEM] + frame[CHILD_DMEM]
 
 
-def _fold_backward(frame: _Frame, walk: _Walk, measure: IterationMeasure) -> None:
-    chain = walk.seq_chains.get(frame.bwd) if frame.bwd is not None else None
+def _fold_backward(frame: Frame, walk: _Walk) -> None:
+    chain = walk.seq_chains.get(frame[BWD])
     if not chain:
         return  # a node whose forward ran outside every selected layer (e.g. the loss)
-    _fold_op(frame, measure.path(chain[-1]).ops, frame.event.name + BACKWARD_SUFFIX, backward=True)
-    if frame.is_bwd_root:
-        duration_us = (frame.event.end_ns - frame.event.start_ns) / 1000
+    measure = walk.measure
+    event = frame[EVENT]
+    _fold_op(frame, measure.path(chain[-1]).ops, event.name + BACKWARD_SUFFIX, backward=True)
+    if frame[KIND] == BWD_ROOT:
+        duration_us = (event.end_ns - event.start_ns) / 1000
         for path in dict.fromkeys(chain):
             measure.path(path).backward_total_cpu_us += duration_us
         measure.path(chain[-1]).backward_self_cpu_us += duration_us
 
 
-def _fold_device(device: list[Event], walk: _Walk, measure: IterationMeasure) -> None:
+def _fold_device(device: list[Event], walk: _Walk) -> None:
+    measure = walk.measure
     for event in device:
         launcher = walk.by_correlation.get(event.linked_id)
         if launcher is None or event.name in walk.names:
             continue  # unlinked activity, or the device-side copy of a layer range
         duration_us = (event.end_ns - event.start_ns) / 1000
-        if launcher.bwd is not None:
-            chain = walk.seq_chains.get(launcher.bwd, ())
+        if launcher[BWD] is not None:
+            chain = walk.seq_chains.get(launcher[BWD], ())
             if chain:
                 _add_device(
-                    measure.path(chain[-1]), launcher.event.name + BACKWARD_SUFFIX, duration_us
+                    measure.path(chain[-1]), launcher[EVENT].name + BACKWARD_SUFFIX, duration_us
                 )
                 measure.path(chain[-1]).backward_self_device_us += duration_us
             continue
-        if not launcher.chain:
+        chain = launcher[CHAIN]
+        if not chain:
             continue
-        for path in dict.fromkeys(launcher.chain):
+        for path in dict.fromkeys(chain):
             measure.path(path).total_device_us += duration_us
-        _add_device(measure.path(launcher.chain[-1]), launcher.event.name, duration_us)
-        measure.path(launcher.chain[-1]).self_device_us += duration_us
+        _add_device(measure.path(chain[-1]), launcher[EVENT].name, duration_us)
+        measure.path(chain[-1]).self_device_us += duration_us
 
 
 def _add_device(measure: PathMeasure, op_name: str, duration_us: float) -> None:
@@ -285,9 +301,10 @@ def _add_device(measure: PathMeasure, op_name: str, duration_us: float) -> None:
         op.total_device_us += duration_us
 
 
-def _raw_event(frame: _Frame) -> RawEvent:
-    event = frame.event
-    duration = event.end_ns - event.start_ns
-    return RawEvent(
-        event.name, event.start_ns / 1000, event.end_ns / 1000, (duration - frame.child_ns) / 1000
-    )
+def _raw_event(frame: Frame) -> RawEvent:
+    event = frame[EVENT]
+    start, end = event.start_ns, event.end_ns
+    return RawEvent(event.name, start / 1000, end / 1000, (end - start - frame[CHILD_NS]) / 1000)
+
+
+_RAW_START = itemgetter(1)  # RawEvent.start_us

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from hybridprof.runtime.attribution import RawEvent, attribute, range_name
+from hybridprof.runtime.attribution import Frame, attribute, range_name, raw_events_of
 from hybridprof.runtime.base import StrategyConfig
 from hybridprof.runtime.kineto import TraceParts, read_events
 from hybridprof.runtime.measure import IterationMeasure
@@ -46,7 +46,7 @@ class SessionStrategy:
         self._make_range = _range_factory(config.compat.fast_ranges)
         self._profiler: Any = None
         self._iteration = 0
-        self._raw: dict[str, list[list[RawEvent]]] = {path: [] for path in config.paths}
+        self._raw: dict[str, list[list[Frame]]] = {}  # per path, per call: op frames
         self._trace = TraceParts(config.trace_path) if config.trace_path else None
 
     # -- the Strategy protocol
@@ -85,7 +85,8 @@ class SessionStrategy:
             self._trace.write()
 
     def raw_events(self) -> dict[str, list[Any]]:
-        return {path: calls for path, calls in self._raw.items() if calls}
+        """Built on first use from the kept frames (most runs never ask for them)."""
+        return {path: raw_events_of(calls) for path, calls in self._raw.items()}
 
     # -- the profiler
 
@@ -122,8 +123,8 @@ class SessionStrategy:
         result = attribute(
             events, self._paths_by_range, backward=config.backward, keep_raw=config.keep_raw_events
         )
-        for path, calls in result.raw.items():
-            self._raw.setdefault(path, []).extend(list(call) for call in calls)
+        for path, calls in result.raw_calls.items():
+            self._raw.setdefault(path, []).extend(calls)
         return result.measure
 
 

@@ -158,8 +158,8 @@ def test_raw_events_are_kept_per_call_only_when_asked() -> None:
         cpu("act", 20, 26),
         cpu("aten::relu", 21, 25),
     ]
-    assert attribute(events, NAMES).raw == {}
-    raw = attribute(events, NAMES, keep_raw=True).raw["act"]
+    assert attribute(events, NAMES).raw_events() == {}
+    raw = attribute(events, NAMES, keep_raw=True).raw_events()["act"]
     assert [[e.name for e in call] for call in raw] == [
         ["aten::relu", "aten::clamp_min"],
         ["aten::relu"],
