@@ -67,7 +67,8 @@ def _from_kineto(raw: Any, *, links: bool, device: bool) -> list[Event]:
     from torch.autograd import DeviceType
 
     cpu = DeviceType.CPU
-    new, out = tuple.__new__, []
+    new = tuple.__new__
+    out: list[Event] = []
     append = out.append
     for e in raw:
         name = e.name()

@@ -17,8 +17,9 @@ but also imports torch._inductor (~2 s) on first use.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+import gc
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import torch
@@ -86,7 +87,8 @@ class SessionStrategy:
 
     def raw_events(self) -> dict[str, list[Any]]:
         """Built on first use from the kept frames (most runs never ask for them)."""
-        return {path: raw_events_of(calls) for path, calls in self._raw.items()}
+        with _no_gc():
+            return {path: raw_events_of(calls) for path, calls in self._raw.items()}
 
     # -- the profiler
 
@@ -117,15 +119,33 @@ class SessionStrategy:
         if self._iteration <= self.config.warmup_iterations:
             return IterationMeasure()
         config = self.config
-        events = read_events(
-            profiler, config.compat.raw_events, links=config.backward, device=config.use_device
-        )
-        result = attribute(
-            events, self._paths_by_range, backward=config.backward, keep_raw=config.keep_raw_events
-        )
+        with _no_gc():
+            events = read_events(
+                profiler, config.compat.raw_events, links=config.backward, device=config.use_device
+            )
+            result = attribute(
+                events,
+                self._paths_by_range,
+                backward=config.backward,
+                keep_raw=config.keep_raw_events,
+            )
         for path, calls in result.raw_calls.items():
             self._raw.setdefault(path, []).extend(calls)
         return result.measure
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """Pause the cyclic GC while tens of thousands of short-lived tuples and lists are built: they
+    hold no cycles, but their allocations trigger repeated full collections (measured: folding 23
+    MLP forwards took 0.2-0.55 s with the GC on, depending on when collections fell)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _range_factory(fast_ranges: str) -> Callable[[str], AbstractContextManager[Any]]:
