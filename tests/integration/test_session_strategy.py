@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +154,23 @@ def test_through_the_runner_leaves_get_forward_and_backward_times() -> None:
         record = session.record(path)
         assert record is not None and record.calls == 2
         assert record.backward_self_cpu_us is not None and record.backward_self_cpu_us.median > 0
+
+
+def test_public_fallbacks_see_the_same_structure() -> None:
+    """Without the private fast ranges and raw kineto events, the public APIs give the same tree."""
+    fast, _ = measure_net(backward=True)
+    compat = replace(probe(), fast_ranges="record_function", raw_events="function_events")
+    torch.manual_seed(0)
+    net, x = Net(), torch.randn(4, 8)
+    strategy = SessionStrategy(StrategyConfig(paths=PATHS, compat=compat, backward=True))
+    strategy.begin()
+    try:
+        slow = [run_iteration(strategy, net, x, backward=True) for _ in range(2)][-1]
+    finally:
+        strategy.end()
+    assert {p: m.calls for p, m in slow.paths.items()} == {
+        p: m.calls for p, m in fast[-1].paths.items()
+    }
+    for path in PATHS:
+        assert set(slow.paths[path].ops) == set(fast[-1].paths[path].ops), path
+    assert slow.paths["head"].backward_self_cpu_us > 0
