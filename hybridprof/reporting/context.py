@@ -287,6 +287,19 @@ def _js_data(session: ProfileSession) -> dict[str, Any]:
     return {"ops": ops, "device": session.use_device, "memory": session.profile_memory}
 
 
+def _pdf_limits(
+    rows: list[RowView], max_rows: int, op_layers: int
+) -> tuple[list[RowView], list[str]]:
+    """The rows the PDF shows and the notes that say what it left out (it has no JS to expand)."""
+    kept, note = _pdf_rows(rows, max_rows)
+    with_ops = sum(1 for r in rows if r.op_count)
+    ops_note = (
+        f"Op breakdowns are shown for the top {min(with_ops, op_layers)} of {with_ops} layers by self "
+        f"CPU time (at most {PDF_MAX_OPS} ops each); the HTML report has all of them."
+    )
+    return kept, [n for n in (note, ops_note) if n]
+
+
 def build_context(
     session: ProfileSession,
     mode: Mode = "html",
@@ -297,15 +310,9 @@ def build_context(
     total = total_profiled_us(session)
     peak = max((r.self_cpu_us.median for r in session.records), default=0.0)
     all_rows = [_row_view(r, session, total, peak) for r in tree_rows(session)]
-    rows, notes = all_rows, []
-    if mode == "pdf":
-        rows, note = _pdf_rows(all_rows, pdf_max_rows)
-        notes = [note] if note else []
-        profiled = sum(1 for r in all_rows if r.op_count)
-        shown = min(profiled, pdf_op_layers)
-        notes.append(
-            f"Op breakdowns are shown for the top {shown} of {profiled} layers by self CPU time (at most {PDF_MAX_OPS} ops each); the HTML report has all of them."
-        )
+    rows, notes = (
+        _pdf_limits(all_rows, pdf_max_rows, pdf_op_layers) if mode == "pdf" else (all_rows, [])
+    )
     plan = session.plan
     model_name = Path(session.model_file or plan.model_file or plan.root_class).name
     return ReportContext(

@@ -15,6 +15,7 @@ import jinja2
 from markupsafe import Markup
 
 from hybridprof.datamodel import ProfileSession
+from hybridprof.errors import ReportDependencyError
 from hybridprof.reporting.context import ReportContext, build_context
 
 TEMPLATE_PACKAGE = "hybridprof._templates"
@@ -22,7 +23,14 @@ REPORT_TEMPLATE = "report.html.j2"
 
 
 def _read_template(name: str) -> str:
-    return resources.files(TEMPLATE_PACKAGE).joinpath(name).read_text(encoding="utf-8")
+    try:
+        return resources.files(TEMPLATE_PACKAGE).joinpath(name).read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
+        # Running from a bare checkout (not installed) or a wheel built without package data.
+        raise ReportDependencyError(
+            f"report template '{name}' not found in package {TEMPLATE_PACKAGE}; "
+            "install hybridprof (pip install -e .) so its templates are found"
+        ) from exc
 
 
 @functools.cache

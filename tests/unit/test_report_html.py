@@ -154,3 +154,13 @@ def test_big_session_stays_under_five_megabytes_with_all_ops() -> None:
     assert len(page.rows) == 2000 + 2 * 200 + 2  # leaves, blocks.i(.layers), root, "blocks"
     data = json.loads(next(body for attrs, body in page.scripts if attrs.get("id") == "hp-data"))
     assert len(data["ops"]) == 2000
+
+
+def test_a_missing_template_is_a_one_line_error() -> None:
+    from hybridprof.errors import ReportDependencyError
+    from hybridprof.reporting.html import _read_template
+
+    with pytest.raises(
+        ReportDependencyError, match=r"'nope\.j2' not found in package hybridprof\._templates"
+    ):
+        _read_template("nope.j2")
