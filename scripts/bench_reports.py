@@ -1,6 +1,6 @@
 """Render time and size of the HTML and PDF reports for a 100-leaf and a 2,000-leaf model.
 
-    .venv/bin/python scripts/bench_reports.py [--leaves 100 2000] [--repeats 3] [--iters 3]
+    .venv/bin/python scripts/bench_reports.py [--leaves 100 2000] [--repeats 3] [--iters 3] [--browser]
 
 Each model (blocks of Linear+ReLU, all leaves profiled) is profiled for real by `hybridprof.profile`;
 the baseline, measured in the same run and interleaved with ours, is what torch itself needs to
@@ -70,6 +70,27 @@ def render_times(session: ProfileSession, out: Path, tag: str) -> dict[str, floa
     }
 
 
+def browser_times(html: Path) -> tuple[float, float]:
+    """Seconds to load `html` in headless Chromium, and to filter it down to one path."""
+    import shutil
+
+    from playwright.sync_api import expect, sync_playwright
+
+    args = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=args)
+        page = browser.new_page()
+        load = timed(lambda: page.goto(html.as_uri()))
+        last = page.eval_on_selector_all("#layers tr.row", "rs => rs[rs.length - 1].dataset.path")
+        shown = page.locator("#shown")
+        start = time.perf_counter()
+        page.fill("#filter", last)
+        expect(shown).not_to_have_text(shown.text_content() or "", timeout=60_000)
+        filtered = time.perf_counter() - start
+        browser.close()
+    return load, filtered
+
+
 def bench(leaves: int, repeats: int, iters: int, out: Path) -> dict[str, float]:
     model, x = make_model(leaves), torch.randn(4, WIDTH)
     session = hybridprof.profile(model, x, warmup=1, iters=iters)
@@ -89,6 +110,9 @@ def main() -> int:
     parser.add_argument("--leaves", type=int, nargs="+", default=[100, 2000])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--iters", type=int, default=3)
+    parser.add_argument(
+        "--browser", action="store_true", help="also time load and filter in Chromium"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(
@@ -106,6 +130,9 @@ def main() -> int:
                 f"{r['pdf_s']:>7.2f} {r['pdf_bytes'] / 1024:>7.0f} {r['baseline_s']:>13.3f} "
                 f"{r['html_s'] / r['baseline_s']:>10.2f} {r['pdf_s'] / r['baseline_s']:>9.2f}"
             )
+            if args.browser:
+                load, filtered = browser_times(Path(tmp) / f"r{leaves}.html")
+                print(f"{'':>6} chromium: load {load:.2f} s, filter to one path {filtered:.2f} s")
     return 0
 
 
