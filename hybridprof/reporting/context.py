@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from hybridprof.datamodel import ModuleRecord, OpStat, ProfileSession, Stat
+from hybridprof.datamodel import ModuleRecord, ModuleTarget, OpStat, ProfileSession, Stat
 from hybridprof.reporting.charts import Chart, session_charts
 from hybridprof.reporting.format import format_bytes, format_percent, format_time_us
 from hybridprof.reporting.rows import TreeRow, parent_of, tree_rows
@@ -130,8 +130,8 @@ def _heat(self_us: float, peak: float) -> int:
     return 0 if peak <= 0 else min(5, int(6 * self_us / peak))
 
 
-def _row_view(row: TreeRow, session: ProfileSession, total: float, peak: float) -> RowView:
-    rec, target = row.record, session.plan.target(row.path)
+def _row_view(row: TreeRow, target: ModuleTarget | None, total: float, peak: float) -> RowView:
+    rec = row.record
     self_us = rec.self_cpu_us.median if rec else 0.0
     total_us = rec.total_cpu_us.median if rec else 0.0
     spread = (
@@ -309,7 +309,8 @@ def build_context(
     """Everything the report shows. In "pdf" mode the table and op breakdowns are limited (see notes)."""
     total = total_profiled_us(session)
     peak = max((r.self_cpu_us.median for r in session.records), default=0.0)
-    all_rows = [_row_view(r, session, total, peak) for r in tree_rows(session)]
+    targets = {t.path: t for t in session.plan.targets}  # plan.target() is a linear scan
+    all_rows = [_row_view(r, targets.get(r.path), total, peak) for r in tree_rows(session)]
     rows, notes = (
         _pdf_limits(all_rows, pdf_max_rows, pdf_op_layers) if mode == "pdf" else (all_rows, [])
     )
