@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import os
 import sys
 import types
 from collections.abc import Iterator, Sequence
@@ -73,7 +74,9 @@ def read_model_source(path: str | Path) -> str:
     try:
         source = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ModelLoadError(f"cannot read model file '{file}': {exc}") from exc
+        raise ModelLoadError(
+            f"cannot read model file '{file}': {exc}; give a UTF-8 Python source file"
+        ) from exc
     try:
         compile(source, str(file), "exec")
     except SyntaxError as exc:
@@ -97,7 +100,7 @@ def import_model_file(path: str | Path) -> types.ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        with _folder_on_sys_path(file.parent):
+        with _folder_on_sys_path(file.parent), keeping_cwd():
             spec.loader.exec_module(module)
     except ImportError as exc:
         del sys.modules[name]
@@ -130,10 +133,7 @@ def load_model(
     if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.nn.Module):
         result, example = result
     if not isinstance(result, torch.nn.Module):
-        raise ModelLoadError(
-            f"{entry}() returned {type(result).__name__}, not a torch.nn.Module; "
-            "return the model (or (model, example_inputs))"
-        )
+        raise ModelLoadError(_not_a_module(entry, result))
     inputs = resolve_inputs(module, path, inputs_name, input_shapes, example)
     return LoadedModel(result, inputs, str(Path(path)), entry, file_sha256(path))
 
@@ -208,6 +208,20 @@ def random_tensor(spec: str) -> Any:
     return torch.randint(0, 2, dims, dtype=dtype)
 
 
+def _not_a_module(entry: str, result: Any) -> str:
+    import torch
+
+    if isinstance(result, type) and issubclass(result, torch.nn.Module):
+        return (
+            f"{entry}() returned the class {result.__name__}, not an instance; "
+            f"return {result.__name__}(...)"
+        )
+    return (
+        f"{entry}() returned {type(result).__name__}, not a torch.nn.Module; "
+        "return the model (or (model, example_inputs))"
+    )
+
+
 def _find_callable(module: types.ModuleType, name: str, path: str | Path, what: str) -> Any:
     value = getattr(module, name, None)
     if callable(value):
@@ -228,11 +242,27 @@ def _find_callable(module: types.ModuleType, name: str, path: str | Path, what: 
 
 def _call_user(function: Any, what: str) -> Any:
     try:
-        return function()
+        with keeping_cwd():
+            return function()
     except KeyboardInterrupt:
         raise
     except BaseException as exc:
-        raise ModelLoadError(f"{what} raised {type(exc).__name__}: {exc}") from exc
+        name = what.removesuffix("()")
+        raise ModelLoadError(
+            f"{what} raised {type(exc).__name__}: {exc}; fix {name} in the model file"
+        ) from exc
+
+
+@contextlib.contextmanager
+def keeping_cwd() -> Iterator[None]:
+    """User code that changes the working directory (os.chdir) gets it changed back afterwards:
+    relative paths the user gave (the model file, -o, --report, --trace) must keep their meaning."""
+    before = os.getcwd()
+    try:
+        yield
+    finally:
+        if os.getcwd() != before:
+            os.chdir(before)
 
 
 @contextlib.contextmanager

@@ -55,6 +55,7 @@ def summary_line(session: ProfileSession) -> str:
 
     top = sorted(session.records, key=weight, reverse=True)[:3]
     tops = ", ".join(f"{r.path or '(root)'} {format_time_us(weight(r))}" for r in top)
+    tops = tops or "none (no selected layer ran; see the warning)"
     kind = "training step" if session.backward else "forward"
     kind += "" if session.iterations == 1 else "s"
     step = format_time_us(Stat.of(session.iteration_cpu_us).median)

@@ -214,7 +214,8 @@ def _root_class(
 
     if not infos:
         raise ModelLoadError(
-            f"no nn.Module subclass found in {file}; --static-only needs one defined there"
+            f"no nn.Module subclass found in {file}; --static-only needs one defined there: "
+            "drop --static-only to build the model (e.g. one made by torchvision or timm)"
         )
     by_name = {i.qualname: ln for ln, i in infos.items()}
     built = _entry_builds(index.module, entry)

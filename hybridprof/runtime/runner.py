@@ -23,7 +23,7 @@ from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession
 from hybridprof.errors import DeviceError, HybridprofError, ModelRunError, UsageError
-from hybridprof.loader import ModelInputs, as_model_inputs
+from hybridprof.loader import ModelInputs, as_model_inputs, keeping_cwd
 from hybridprof.planner.compat import Compat, probe
 from hybridprof.planner.module_tree import Selector, module_at, tree_plan
 from hybridprof.planner.plan import check_plan_compat
@@ -208,7 +208,12 @@ class _Run:
             self.strategy_name,
             **self._session_fields(started_at, time.perf_counter() - start, warnings),
         )
-        return replace(session, records=tuple(recorder.apply(r) for r in session.records))
+        nothing = nothing_ran_warning(session)
+        return replace(
+            session,
+            records=tuple(recorder.apply(r) for r in session.records),
+            warnings=session.warnings + ((nothing,) if nothing else ()),
+        )
 
     def _config(self) -> StrategyConfig:
         return StrategyConfig(
@@ -247,7 +252,8 @@ class _Run:
         step = training_step if self.opts.backward else forward_once
         strategy.begin_iteration()
         try:
-            step(self.model, self.inputs)
+            with keeping_cwd():
+                step(self.model, self.inputs)
         except HybridprofError:
             _abandon_iteration(strategy)
             raise
@@ -272,7 +278,10 @@ class _Run:
             )
         target = self.plan.target(path)
         cls = target.class_name if target else type(module_at(self.model, path)).__name__
-        return f"forward failed in {path or '(root)'} ({cls}): {text}"
+        return (
+            f"forward failed in {path or '(root)'} ({cls}): {text}; check that the inputs fit "
+            "the model"
+        )
 
     def _report(self, phase: str, done: int, total: int) -> None:
         if self.progress is not None and total > 0:
@@ -298,6 +307,33 @@ class _Run:
             "duration_s": round(seconds, 3),
             "trace_file": self.opts.trace_path,
         }
+
+
+def nothing_ran_warning(session: ProfileSession) -> str | None:
+    """Why the table is empty when every selected layer got 0 calls, and what to select instead.
+
+    The model took a path around its submodules: nn.TransformerEncoder in eval mode runs one fused
+    op per layer and never calls the layer's Linear/LayerNorm children, so a leaves-only selection
+    measures nothing. Their nearest parents are what did the work.
+    """
+    if session.records or not session.never_called:
+        return None
+    parents = _outermost({path.rpartition(".")[0] for path in session.never_called})
+    instead = "--depth 0" if parents == [""] else "--paths " + " ".join(parents[:4])
+    more = " ..." if len(parents) > 4 else ""
+    count = len(session.never_called)
+    return (
+        f"none of the {count} selected layer{'s' if count > 1 else ''} ran (the model skipped "
+        "them, e.g. a fused fast path such as nn.TransformerEncoder's in eval mode); profile "
+        f"the modules that run them instead: {instead}{more}"
+    )
+
+
+def _outermost(paths: set[str]) -> list[str]:
+    """Paths that are not inside another of them ("" is the root, inside nothing)."""
+    if "" in paths:
+        return [""]
+    return sorted(p for p in paths if not any(p.startswith(q + ".") for q in paths if q != p))
 
 
 def _abandon_iteration(strategy: Strategy) -> None:
@@ -337,6 +373,7 @@ __all__ = [
     "RunOptions",
     "checked_plan",
     "model_device",
+    "nothing_ran_warning",
     "profile",
     "resolve_device",
 ]

@@ -162,7 +162,8 @@ def test_forward_failure_names_layer_and_writes_nothing(
     assert main(argv) == 3
     assert one_error_line(capsys) == (
         "hybridprof: error: forward failed in classifier.0 (Linear): "
-        "mat1 and mat2 shapes cannot be multiplied (4x32 and 64x10)"
+        "mat1 and mat2 shapes cannot be multiplied (4x32 and 64x10); "
+        "check that the inputs fit the model"
     )
     assert list(tmp_path.iterdir()) == []
     for warmup in ("0", "1"):  # the failure in a measured and in a warm-up iteration

@@ -102,7 +102,8 @@ def test_forward_failure_names_the_layer_and_restores() -> None:
         profile(model, torch.rand(4, 16), warmup=1, iters=2)
     assert str(info.value) == (
         "forward failed in classifier.0 (Linear): "
-        "mat1 and mat2 shapes cannot be multiplied (4x32 and 64x10)"
+        "mat1 and mat2 shapes cannot be multiplied (4x32 and 64x10); "
+        "check that the inputs fit the model"
     )
     assert_restored(model, training=True)
 

@@ -1,0 +1,162 @@
+"""Regressions found by QA on third-party model code and hostile inputs, each as a small model file.
+
+torchvision/timm/transformers are not in the test venv: each bug is reproduced with plain torch.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hybridprof.cli import main
+from hybridprof.sessions import load_session
+
+QUICK = ["--warmup", "1", "--iters", "2"]
+
+
+def write_model(folder: Path, body: str, name: str = "model.py") -> Path:
+    path = folder / name
+    path.write_text("import torch\nfrom torch import nn\n" + textwrap.dedent(body))
+    return path
+
+
+def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1, err
+    assert err[0].startswith("hybridprof: error: ")
+    return err[0]
+
+
+CHDIR_MODEL = """
+    import os
+    os.chdir({elsewhere!r})
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(4, 4)
+
+        def forward(self, x):
+            os.chdir({elsewhere!r})
+            return self.a(x)
+
+    def build_model():
+        os.chdir({elsewhere!r})
+        return Net()
+
+    def example_inputs():
+        os.chdir({elsewhere!r})
+        return torch.rand(2, 4)
+"""
+
+
+def test_model_that_changes_cwd_keeps_relative_outputs_where_the_user_meant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A model file doing os.chdir at import, in its entry and in forward made the relative model
+    # path unreadable afterwards (internal FileNotFoundError) and would scatter the outputs.
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    write_model(work, CHDIR_MODEL.format(elsewhere=str(elsewhere)))
+    monkeypatch.chdir(work)
+    argv = ["run", "model.py", *QUICK, "-o", "s.json", "--report", "r.txt", "--trace", "t.json"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert Path(os.getcwd()) == work
+    assert sorted(p.name for p in work.iterdir()) == ["model.py", "r.txt", "s.json", "t.json"]
+    assert list(elsewhere.iterdir()) == []
+    assert load_session(work / "s.json").record("a") is not None
+
+
+def test_analyze_of_a_model_that_changes_cwd_writes_the_plan_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    write_model(work, CHDIR_MODEL.format(elsewhere=str(elsewhere)))
+    monkeypatch.chdir(work)
+    assert main(["analyze", "model.py", "-o", "p.json"]) == 0, capsys.readouterr().err
+    assert (work / "p.json").is_file()
+    assert Path(os.getcwd()) == work
+
+
+FAST_PATH_MODEL = """
+    def build_model():
+        layer = nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, batch_first=True)
+        return nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
+
+    def example_inputs():
+        return torch.rand(2, 5, 8)
+"""
+
+
+def test_fused_fast_path_that_skips_every_leaf_says_what_to_select(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # nn.TransformerEncoder in eval runs one fused op per layer: the default leaves never run and
+    # the table was empty with "heaviest: " and no word of why.
+    model = write_model(tmp_path, FAST_PATH_MODEL)
+    session_file = tmp_path / "s.json"
+    assert main(["run", str(model), *QUICK, "-o", str(session_file)]) == 0
+    out = capsys.readouterr().out
+    assert "heaviest: none (no selected layer ran" in out
+    warning = next(line for line in out.splitlines() if line.startswith("warning: none of the"))
+    assert warning.endswith("--paths layers.0 layers.1")
+    assert warning in "warning: " + " ".join(load_session(session_file).warnings)
+    assert main(["run", str(model), *QUICK, "--paths", "layers.0", "layers.1"]) == 0
+    out = capsys.readouterr().out
+    assert "heaviest: layers." in out and "warning: none of the" not in out
+
+
+ENTRIES = """
+    def klass():
+        return nn.Linear
+
+    def exits():
+        raise SystemExit(3)
+
+    def build_model():
+        return nn.Linear(8, 4)
+
+    def example_inputs():
+        return torch.rand(2, 8)
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--entry", "klass"], "klass() returned the class Linear, not an instance; return Linear"),
+        (["--entry", "exits"], "exits() raised SystemExit: 3; fix exits in the model file"),
+        (["--input-shape", "2,5"], "(2x5 and 8x4); check that the inputs fit the model"),
+    ],
+)
+def test_entry_and_input_mistakes_name_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], expected: str
+) -> None:
+    model = write_model(tmp_path, ENTRIES)
+    assert main(["run", str(model), *QUICK, *extra]) in (2, 3)
+    assert expected in one_error_line(capsys)
+
+
+def test_binary_model_file_names_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = tmp_path / "model.py"
+    model.write_bytes(b"\x7fELF\x02\x01\x01\x00\xd0\xff\xfe")
+    assert main(["run", str(model)]) == 2
+    assert "give a UTF-8 Python source file" in one_error_line(capsys)
+
+
+def test_static_only_on_a_file_that_defines_no_module_says_to_drop_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # e.g. `return torchvision.models.resnet18(weights=None)`: no class in the file to read
+    model = write_model(tmp_path, "def build_model():\n    return nn.Sequential(nn.Linear(2, 2))\n")
+    assert main(["analyze", str(model), "--static-only", "-o", str(tmp_path / "p.json")]) == 2
+    assert "drop --static-only to build the model" in one_error_line(capsys)
+    assert not (tmp_path / "p.json").exists()
