@@ -247,20 +247,38 @@ def _sources(session: ProfileSession, paths: set[str]) -> tuple[SourceView, ...]
 
 
 def _pdf_rows(rows: list[RowView], limit: int) -> tuple[list[RowView], str]:
-    """The deepest cut of the tree that fits `limit` rows; else the first `limit` rows."""
+    """All rows if they fit; else the heaviest profiled rows (by total CPU) with their ancestors.
+
+    A depth cut would keep mostly unprofiled containers (the selection is usually the leaves), so
+    the PDF keeps what costs time instead, in tree order so it still reads as a tree.
+    """
     if len(rows) <= limit:
         return rows, ""
-    deepest = max(r.depth for r in rows)
-    for depth in range(deepest - 1, 0, -1):
-        kept = [r for r in rows if r.depth <= depth]
-        if len(kept) <= limit:
-            return (
-                kept,
-                f"The table shows depth ≤ {depth}: {len(kept)} of {len(rows)} rows; the HTML report has all of them.",
-            )
-    return rows[
-        :limit
-    ], f"The table shows the first {limit} of {len(rows)} rows; the HTML report has all of them."
+    by_path = {r.path: r for r in rows}
+    kept: set[str] = set()
+    shown = 0
+    for row in sorted((r for r in rows if r.profiled), key=lambda r: -r.total_us):
+        chain = _with_ancestors(row, by_path, kept)
+        if len(kept) + len(chain) > limit:
+            break
+        kept.update(chain)
+        shown += 1
+    profiled = sum(1 for r in rows if r.profiled)
+    note = (
+        f"The table shows the {shown} heaviest of {profiled} profiled layers by total CPU time, "
+        f"with their parents ({len(kept)} of {len(rows)} rows); the HTML report has all of them."
+    )
+    return [r for r in rows if r.path in kept], note
+
+
+def _with_ancestors(row: RowView, by_path: dict[str, RowView], kept: set[str]) -> list[str]:
+    """`row`'s path and those of its ancestors not yet kept."""
+    chain: list[str] = []
+    current: RowView | None = row
+    while current is not None and current.path not in kept:
+        chain.append(current.path)
+        current = by_path.get(current.parent) if current.parent is not None else None
+    return chain
 
 
 def _top_op_tables(

@@ -64,9 +64,11 @@ def test_hostile_name_is_printed_as_text() -> None:
 def test_big_session_pdf_is_limited_and_says_so() -> None:
     data = render_pdf(big_session(leaves=200), max_rows=60, op_layers=3)
     _, text = _text(data)
-    assert "The table shows depth ≤ 3: 42 of 242 rows" in text
-    assert "top 3 of 200 layers" in text
-    assert "blocks.0.layers.0" not in text.replace("\n", "")  # leaves are cut
+    flat = text.replace("\n", " ")
+    assert "The table shows the 46 heaviest of 200 profiled layers by total CPU time" in flat
+    assert "top 3 of 200 layers" in flat
+    assert "blocks.9.layers.6" in flat  # the heaviest leaf (101 us)
+    assert "blocks.0.layers.0" not in flat  # the lightest (5 us) is cut
 
 
 class _NoPango(importlib.abc.MetaPathFinder):

@@ -106,12 +106,19 @@ def test_pdf_context_limits_rows_and_op_tables_and_says_so() -> None:
     session = big_session(leaves=500)
     ctx = build_context(session, "pdf", pdf_max_rows=200, pdf_op_layers=5)
     assert len(ctx.rows) <= 200
-    assert max(r.depth for r in ctx.rows) == 3  # the leaves (depth 4) do not fit
     assert ctx.total_rows == 2 + 50 * 2 + 500  # root, "blocks", blocks.i, blocks.i.layers, leaves
+    kept = {r.path for r in ctx.rows}
+    assert all(r.parent in kept for r in ctx.rows if r.parent is not None)  # still a tree
+    leaves = [r for r in build_context(session, "html").rows if r.op_count]
+    kept_leaves = [r.total_us for r in leaves if r.path in kept]
+    dropped = [r.total_us for r in leaves if r.path not in kept]
+    assert min(kept_leaves) >= max(dropped)  # the heaviest layers are the ones kept
     assert len(ctx.op_tables) == 5
     heaviest = [r.self_us for r, _ in ctx.op_tables]
     assert heaviest == sorted(heaviest, reverse=True)
-    assert any("depth ≤ 3: 102 of 602 rows" in n for n in ctx.notes)
+    shown = len(kept_leaves)
+    assert f"the {shown} heaviest of 500 profiled layers" in ctx.notes[0]
+    assert f"({len(kept)} of 602 rows)" in ctx.notes[0]
     assert any("top 5 of 500 layers" in n for n in ctx.notes)
     assert ctx.data == {}
 
