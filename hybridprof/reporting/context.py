@@ -17,7 +17,7 @@ from hybridprof.reporting.rows import TreeRow, parent_of, tree_rows
 from hybridprof.reporting.table import total_profiled_us
 
 Mode = Literal["html", "pdf"]
-PDF_MAX_ROWS = 300
+PDF_MAX_ROWS = 200
 PDF_OP_LAYERS = 10
 PDF_MAX_OPS = 10
 FINDING_TITLES = {
