@@ -7,23 +7,38 @@ does its work in `_forward_impl`), each once.
 
 Child names may end in `.*` when the entries are not known statically (a ModuleList built in a
 comprehension, `add_module(f"layer{i}", ...)` becomes `layer*`): the planner matches them as globs.
+
+The `__init__` part is in `static_init.py`, the syntax helpers in `static_syntax.py`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Protocol
 
 import libcst as cst
 from libcst.metadata import PositionProvider, QualifiedNameProvider, QualifiedNameSource
 
 from hybridprof.datamodel import ChildCall, ChildDef, InlineOp, ModuleClassInfo, SourceSpan
+from hybridprof.planner.static_init import init_statement
+from hybridprof.planner.static_syntax import (
+    CONTAINER_KINDS,
+    OPERATORS,
+    Flow,
+    Resolver,
+    absolute,
+    assign_targets,
+    augmented,
+    constant_key,
+    container_kind,
+    dotted,
+    is_self,
+    iterated_container,
+    methods_of,
+    name_pattern,
+    python_arithmetic,
+    self_attr,
+)
 
-CONTAINER_KINDS = {
-    "Sequential": "sequential",
-    "ModuleList": "modulelist",
-    "ModuleDict": "moduledict",
-}
 # Resolved names that are bookkeeping, not tensor work.
 _NOT_OPS = (
     "builtins.", "torch.jit.", "torch._", "torch.overrides.", "torch.is_", "torch.fx.",
@@ -35,34 +50,6 @@ _NOT_OP_METHODS = {
     "join", "pop", "update", "insert", "stride", "is_contiguous", "get_device", "startswith",
     "endswith", "split_with_sizes_", "named_children", "children", "modules", "parameters",
 }  # fmt: skip
-_NOT_CHILD_CALLS = ("builtins.", "torch.nn.Parameter", "torch.nn.parameter.", "torch.Tensor")
-_OPERATORS = {
-    cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.Divide: "/", cst.FloorDivide: "//",
-    cst.Modulo: "%", cst.Power: "**", cst.MatrixMultiply: "@", cst.BitAnd: "&", cst.BitOr: "|",
-    cst.BitXor: "^", cst.LeftShift: "<<", cst.RightShift: ">>",
-}  # fmt: skip
-
-
-class Resolver(Protocol):
-    def get_metadata(self, key: type, node: cst.CSTNode, default: object = ...) -> object: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Flow:
-    """Where a statement sits: inside a loop (runs many times) or a branch (may not run)."""
-
-    loops: int = 0  # enclosing loops (for, while, comprehensions)
-    in_branch: bool = False
-
-    @property
-    def in_loop(self) -> bool:
-        return self.loops > 0
-
-    def loop(self) -> Flow:
-        return replace(self, loops=self.loops + 1)
-
-    def branch(self) -> Flow:
-        return replace(self, in_branch=True)
 
 
 class ClassWalker:
@@ -74,7 +61,7 @@ class ClassWalker:
         self.shift = shift
         self.path = path
         self.package = package
-        self.methods = _methods(node)
+        self.methods = methods_of(node)
         self.children: list[ChildDef] = []
         self.calls: list[ChildCall] = []
         self.ops: list[InlineOp] = []
@@ -86,10 +73,10 @@ class ClassWalker:
     def info(self, qualname: str) -> ModuleClassInfo:
         init, forward = self.methods.get("__init__"), self.methods.get("forward")
         if init is not None:
-            self._follow("__init__", Flow(), ClassWalker._init_statement)
+            self.follow("__init__", Flow(), init_statement)
         if forward is not None:
             self.followed.discard("__init__")
-            self._follow("forward", Flow(), ClassWalker._forward_statement)
+            self.follow("forward", Flow(), ClassWalker._forward_statement)
         return ModuleClassInfo(
             qualname=qualname,
             span=self.span(self.node.name),
@@ -118,7 +105,7 @@ class ClassWalker:
     def qualified(self, node: cst.CSTNode) -> str | None:
         """The resolved dotted name of a Name/Attribute, else its text, else None."""
         imported = self.imported(node)
-        return imported if imported is not None else _dotted(node)
+        return imported if imported is not None else dotted(node)
 
     def imported(self, node: cst.CSTNode) -> str | None:
         """The name through the file's imports or builtins (`torch.nn.functional.relu`)."""
@@ -126,9 +113,9 @@ class ClassWalker:
         if not isinstance(names, set):
             return None
         found = sorted(n.name for n in names if n.source is not QualifiedNameSource.LOCAL)
-        return _absolute(found[0], self.package) if found else None
+        return absolute(found[0], self.package) if found else None
 
-    def _follow(self, method: str, flow: Flow, handler: StatementHandler) -> None:
+    def follow(self, method: str, flow: Flow, handler: StatementHandler) -> None:
         if method in self.followed or method not in self.methods:
             return
         self.followed.add(method)
@@ -181,105 +168,6 @@ class ClassWalker:
         else:
             self._block(part.body, flow, handler)  # type: ignore[attr-defined]
 
-    # ------------------------------------------------------------------ __init__
-
-    def _init_statement(self, node: cst.CSTNode, flow: Flow) -> None:
-        if isinstance(node, cst.Assign):
-            for target in node.targets:
-                self._init_assign(target.target, node.value, flow)
-        elif isinstance(node, cst.AnnAssign) and node.value is not None:
-            self._init_assign(node.target, node.value, flow)
-        elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
-            self._init_call(node.value, flow)
-
-    def _init_assign(
-        self, target: cst.BaseExpression, value: cst.BaseExpression, flow: Flow
-    ) -> None:
-        attr = _self_attr(target)
-        if attr is not None:
-            self.children += self._child_defs(attr, value, _kind(flow, "attr"), target)
-        elif isinstance(target, cst.Subscript) and _self_attr(target.value) is not None:
-            key = _constant_key(target)
-            name = f"{_self_attr(target.value)}.{key or '*'}"
-            self.children += self._child_defs(name, value, _kind(flow, "moduledict"), target)
-        elif isinstance(target, cst.Name):
-            self.locals[target.value] = value
-        if isinstance(value, cst.Call):
-            self._init_call(value, flow)
-
-    def _init_call(self, call: cst.Call, flow: Flow) -> None:
-        func, args = call.func, [a.value for a in call.args]
-        method = _self_attr(func)
-        if method is not None:
-            if method in ("add_module", "register_module") and len(args) == 2:
-                name = _name_pattern(args[0])
-                self.children += self._child_defs(name, args[1], _kind(flow, "add_module"), call)
-            self._follow(method, flow, ClassWalker._init_statement)
-        elif self.qualified(func) == "builtins.setattr" and len(args) == 3 and _is_self(args[0]):
-            name = _name_pattern(args[1])
-            self.children += self._child_defs(name, args[2], _kind(flow, "setattr"), call)
-        elif isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend"):
-            owner = _self_attr(func.value)
-            if owner is not None and args:
-                self.children += self._child_defs(f"{owner}.*", args[0], "loop", call)
-
-    def _child_defs(
-        self, name: str, value: cst.BaseExpression, kind: str, where: cst.CSTNode, depth: int = 0
-    ) -> list[ChildDef]:
-        if isinstance(value, cst.Name) and value.value in self.locals and depth < 4:
-            return self._child_defs(name, self.locals[value.value], kind, where, depth + 1)
-        if not isinstance(value, cst.Call):
-            return []
-        callee = None if _self_attr(value.func) else self.qualified(value.func)
-        if callee is not None and callee.startswith(_NOT_CHILD_CALLS):
-            return []
-        if callee is not None and _is_torch_function(callee):
-            return []
-        own = ChildDef(name, kind, self.span(where), callee)
-        container = container_kind(callee)
-        if container is None:
-            return [own]
-        return [own, *self._entries(name, container, value)]
-
-    def _entries(self, name: str, container: str, call: cst.Call) -> list[ChildDef]:
-        args = [a for a in call.args if a.keyword is None]
-        if not args:
-            return []
-        entries: list[ChildDef] = []
-        if container == "sequential" and not _is_ordered_dict(args[0].value, self):
-            for i, arg in enumerate(args):
-                star = arg.star != ""
-                entry = f"{name}.{'*' if star else i}"
-                entries += self._child_defs(entry, arg.value, "loop" if star else container, arg)
-                if star:
-                    break
-            return entries
-        return self._collection_entries(name, container, args[0].value)
-
-    def _collection_entries(
-        self, name: str, container: str, value: cst.BaseExpression
-    ) -> list[ChildDef]:
-        if isinstance(value, cst.Call) and value.args:  # OrderedDict([...]) / dict(...)
-            value = value.args[0].value
-        if isinstance(value, cst.List | cst.Tuple):
-            out: list[ChildDef] = []
-            for i, element in enumerate(value.elements):
-                key, item = _pair(element.value, str(i))
-                out += self._child_defs(f"{name}.{key}", item, container, element)
-            return out
-        if isinstance(value, cst.Dict):
-            out = []
-            for entry in value.elements:
-                if isinstance(entry, cst.DictElement):
-                    key = _string(entry.key) or "*"
-                    out += self._child_defs(f"{name}.{key}", entry.value, container, entry)
-            return out
-        if isinstance(value, cst.ListComp | cst.GeneratorExp):
-            return self._child_defs(f"{name}.*", value.elt, "loop", value)
-        if isinstance(value, cst.DictComp):
-            return self._child_defs(f"{name}.*", value.value, "loop", value)
-        return []
-
     # ------------------------------------------------------------------ forward
 
     def _forward_statement(self, node: cst.CSTNode, flow: Flow) -> None:
@@ -290,10 +178,10 @@ class ClassWalker:
             self._bind_loop(node.target, node.iter)
             return
         if isinstance(node, cst.Assign | cst.AnnAssign) and node.value is not None:
-            for target in _assign_targets(node):
+            for target in assign_targets(node):
                 self._bind_alias(target, node.value)
         if isinstance(node, cst.AugAssign):
-            self._op(_augmented(node.operator), node, flow)
+            self._op(augmented(node.operator), node, flow)
         for child in node.children:
             self._expression(child, flow)
 
@@ -308,7 +196,7 @@ class ClassWalker:
 
     def _bind_loop(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
         """`for m in self.layers`, `enumerate(self.layers)`, `self.d.items()/values()`."""
-        owner = _iterated_container(iterable)
+        owner = iterated_container(iterable)
         if owner is None:
             return
         if isinstance(target, cst.Tuple) and target.elements:
@@ -318,15 +206,15 @@ class ClassWalker:
 
     def _child_reference(self, node: cst.BaseExpression) -> tuple[str, str, int] | None:
         """(child name, via) for `self.x`, `self.x[0]`, `getattr(self, "x")`, a bound local."""
-        attr = _self_attr(node)
+        attr = self_attr(node)
         if attr is not None:
             return (attr, "attr", 0) if attr not in self.methods else None
-        if isinstance(node, cst.Subscript) and _self_attr(node.value) is not None:
-            return f"{_self_attr(node.value)}.{_constant_key(node) or '*'}", "index", 0
+        if isinstance(node, cst.Subscript) and self_attr(node.value) is not None:
+            return f"{self_attr(node.value)}.{constant_key(node) or '*'}", "index", 0
         if isinstance(node, cst.Call) and self.qualified(node.func) == "builtins.getattr":
             args = [a.value for a in node.args]
-            if len(args) >= 2 and _is_self(args[0]):
-                return _name_pattern(args[1]), "getattr", 0
+            if len(args) >= 2 and is_self(args[0]):
+                return name_pattern(args[1]), "getattr", 0
         if isinstance(node, cst.Name) and node.value in self.bound:
             return self.bound[node.value]
         return None
@@ -335,8 +223,8 @@ class ClassWalker:
         if isinstance(node, cst.Call):
             self._call(node, flow)
         elif isinstance(node, cst.BinaryOperation):
-            if not _python_arithmetic(node):
-                self._op(_OPERATORS.get(type(node.operator), "op"), node, flow)
+            if not python_arithmetic(node):
+                self._op(OPERATORS.get(type(node.operator), "op"), node, flow)
             self._expression(node.left, flow)
             self._expression(node.right, flow)
         elif isinstance(node, cst.BaseComp):
@@ -368,10 +256,10 @@ class ClassWalker:
 
     def _call(self, node: cst.Call, flow: Flow) -> None:
         func = node.func
-        method = _self_attr(func)
+        method = self_attr(func)
         reference = self._child_reference(func)
         if method is not None and method in self.methods:
-            self._follow(method, flow, ClassWalker._forward_statement)
+            self.follow(method, flow, ClassWalker._forward_statement)
         elif reference is not None:
             name, via, depth = reference
             in_loop = flow.loops > depth  # a container's loop variable: its own loop is no repeat
@@ -379,7 +267,7 @@ class ClassWalker:
         else:
             self._callee_op(func, node, flow)
         for arg in node.args:
-            passed = _self_attr(arg.value)
+            passed = self_attr(arg.value)
             if passed is not None and passed not in self.methods:
                 self.calls.append(ChildCall(passed, self.line(arg), "arg", flow.in_loop, True))
             self._expression(arg.value, flow)
@@ -389,8 +277,8 @@ class ClassWalker:
     def _callee_op(self, func: cst.BaseExpression, node: cst.Call, flow: Flow) -> None:
         if (
             isinstance(func, cst.Attribute)
-            and _self_attr(func.value) is None
-            and not _is_self(func.value)
+            and self_attr(func.value) is None
+            and not is_self(func.value)
         ):
             resolved = self.imported(func)
             if resolved is not None:
@@ -401,7 +289,7 @@ class ClassWalker:
         if isinstance(
             func, cst.Attribute
         ):  # self.child.method(...): the child's forward is not run
-            self._op(_dotted(func) or f".{func.attr.value}", node, flow)
+            self._op(dotted(func) or f".{func.attr.value}", node, flow)
             return
         resolved = self.qualified(func)
         if resolved is not None:
@@ -417,144 +305,6 @@ class ClassWalker:
 
 class StatementHandler(Protocol):
     def __call__(self, walker: ClassWalker, node: cst.CSTNode, flow: Flow, /) -> None: ...
-
-
-# --------------------------------------------------------------------------- syntax helpers
-
-
-def _augmented(operator: cst.BaseAugOp) -> str:
-    """`+=` is the same tensor work as `+`."""
-    name = type(operator).__name__.removesuffix("Assign")
-    symbol = next((v for k, v in _OPERATORS.items() if k.__name__ == name), "op")
-    return f"{symbol}="
-
-
-def container_kind(qualified: str | None) -> str | None:
-    """ "sequential"/"modulelist"/"moduledict" for torch's containers, however imported."""
-    if qualified is None:
-        return None
-    head, _, last = qualified.rpartition(".")
-    if last not in CONTAINER_KINDS:
-        return None
-    if head in ("torch.nn", "torch.nn.modules", "torch.nn.modules.container", ".container"):
-        return CONTAINER_KINDS[last]
-    return None
-
-
-def _is_torch_function(qualified: str) -> bool:
-    """torch.zeros(...), torch.nn.init.x(...): a tensor or None, never a child module."""
-    last = qualified.rpartition(".")[2]
-    return qualified.startswith("torch.") and not last[:1].isupper()
-
-
-def _methods(node: cst.ClassDef) -> dict[str, cst.FunctionDef]:
-    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
-    return {s.name.value: s for s in body if isinstance(s, cst.FunctionDef)}
-
-
-def _self_attr(node: cst.CSTNode) -> str | None:
-    if isinstance(node, cst.Attribute) and _is_self(node.value):
-        return node.attr.value
-    return None
-
-
-def _is_self(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Name) and node.value == "self"
-
-
-def _kind(flow: Flow, kind: str) -> str:
-    return "loop" if flow.in_loop else kind
-
-
-def _string(node: cst.CSTNode | None) -> str | None:
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    return None
-
-
-def _name_pattern(node: cst.BaseExpression) -> str:
-    """ "x" for a constant, "layer*" for f"layer{i}", "*" for anything else."""
-    text = _string(node)
-    if text is not None:
-        return text
-    if isinstance(node, cst.FormattedString):
-        return "".join(
-            p.value if isinstance(p, cst.FormattedStringText) else "*" for p in node.parts
-        )
-    return "*"
-
-
-def _constant_key(node: cst.Subscript) -> str | None:
-    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
-        return None
-    value = node.slice[0].slice.value
-    if isinstance(value, cst.Integer):
-        return value.value
-    return _string(value)
-
-
-def _pair(node: cst.BaseExpression, index: str) -> tuple[str, cst.BaseExpression]:
-    """("name", module) tuples of an OrderedDict list; otherwise (index, node)."""
-    if isinstance(node, cst.Tuple) and len(node.elements) == 2:
-        key = _string(node.elements[0].value)
-        if key is not None:
-            return key, node.elements[1].value
-    return index, node
-
-
-def _is_ordered_dict(node: cst.BaseExpression, walker: ClassWalker) -> bool:
-    if not isinstance(node, cst.Call):
-        return False
-    return walker.qualified(node.func) in ("collections.OrderedDict", "builtins.dict", "dict")
-
-
-def _iterated_container(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.Call):
-        func = node.func
-        if isinstance(func, cst.Name) and func.value in ("enumerate", "reversed") and node.args:
-            return _iterated_container(node.args[0].value)
-        if isinstance(func, cst.Attribute) and func.attr.value in ("values", "items"):
-            return _self_attr(func.value)
-        return None
-    if isinstance(node, cst.Subscript):  # self.layers[1:]
-        return _self_attr(node.value)
-    return _self_attr(node)
-
-
-def _assign_targets(node: cst.Assign | cst.AnnAssign) -> list[cst.BaseExpression]:
-    if isinstance(node, cst.AnnAssign):
-        return [node.target]
-    return [t.target for t in node.targets]
-
-
-def _is_constant(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Integer | cst.Float | cst.BaseString)
-
-
-def _python_arithmetic(node: cst.BinaryOperation) -> bool:
-    """`1 + 2` or `"%d" % n`: Python work, not a tensor op."""
-    strings = isinstance(node.left, cst.BaseString) or isinstance(node.right, cst.BaseString)
-    return strings or (_is_constant(node.left) and _is_constant(node.right))
-
-
-def _dotted(node: cst.CSTNode) -> str | None:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        head = _dotted(node.value)
-        return f"{head}.{node.attr.value}" if head is not None else None
-    return None
-
-
-def _absolute(name: str, package: str) -> str:
-    """`.linear.Linear` inside package torch.nn.modules -> torch.nn.modules.linear.Linear."""
-    if not name.startswith(".") or not package:
-        return name
-    dots = len(name) - len(name.lstrip("."))
-    parts = package.split(".")
-    base = parts[: len(parts) - (dots - 1)] if dots > 1 else parts
-    return ".".join([*base, name.lstrip(".")])
 
 
 __all__ = ["CONTAINER_KINDS", "ClassWalker", "Flow", "container_kind"]
