@@ -33,6 +33,7 @@ from hybridprof.planner.static_syntax import (
     dotted,
     is_self,
     iterated_container,
+    iterates_children,
     methods_of,
     name_pattern,
     python_arithmetic,
@@ -45,6 +46,11 @@ _NOT_OPS = (
     "torch.compiler.", "torch.cuda.is_available", "torch.no_grad", "torch.enable_grad",
     "torch.autocast", "torch.Size", "warnings.", "math.", "typing.", "logging.", "super",
 )  # fmt: skip
+# nn.Module's own iterators: `self.children()` is neither a child call nor an op.
+_MODULE_ITERATORS = {
+    "children", "named_children", "modules", "named_modules", "parameters", "named_parameters",
+    "buffers", "named_buffers",
+}  # fmt: skip
 _NOT_OP_METHODS = {
     "size", "dim", "numel", "items", "keys", "values", "get", "append", "extend", "format",
     "join", "pop", "update", "insert", "stride", "is_contiguous", "get_device", "startswith",
@@ -195,14 +201,20 @@ class ClassWalker:
             self.bound.pop(target.value, None)
 
     def _bind_loop(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
-        """`for m in self.layers`, `enumerate(self.layers)`, `self.d.items()/values()`."""
+        """`for m in self.layers`, `enumerate(self.layers)`, `self.d.items()/values()`,
+        `self.children()`: calling the loop variable calls a child, it is no inline op."""
         owner = iterated_container(iterable)
-        if owner is None:
+        if owner is not None:
+            bound = (f"{owner}.*", "loop", 1)  # its own loop is no repeat
+        elif iterates_children(iterable):
+            # any direct child, which one unknown: via "children" keeps its count uncertain
+            bound = ("*", "children", 1)
+        else:
             return
         if isinstance(target, cst.Tuple) and target.elements:
             target = target.elements[-1].value
         if isinstance(target, cst.Name):
-            self.bound[target.value] = (f"{owner}.*", "loop", 1)  # its own loop is no repeat
+            self.bound[target.value] = bound
 
     def _child_reference(self, node: cst.BaseExpression) -> tuple[str, str, int] | None:
         """(child name, via) for `self.x`, `self.x[0]`, `getattr(self, "x")`, a bound local."""
@@ -260,6 +272,8 @@ class ClassWalker:
         reference = self._child_reference(func)
         if method is not None and method in self.methods:
             self.follow(method, flow, ClassWalker._forward_statement)
+        elif method in _MODULE_ITERATORS:
+            pass  # self.children() & co. walk the tree; they run no child and no tensor op
         elif reference is not None:
             name, via, depth = reference
             in_loop = flow.loops > depth  # a container's loop variable: its own loop is no repeat

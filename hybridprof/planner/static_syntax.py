@@ -120,6 +120,20 @@ def iterated_container(node: cst.BaseExpression) -> str | None:
     return self_attr(node)
 
 
+def iterates_children(node: cst.BaseExpression) -> bool:
+    """`self.children()`, `self.named_children()` (also under enumerate/reversed/list)."""
+    if not isinstance(node, cst.Call):
+        return False
+    func = node.func
+    if isinstance(func, cst.Name) and func.value in ("enumerate", "reversed", "list"):
+        return bool(node.args) and iterates_children(node.args[0].value)
+    return (
+        isinstance(func, cst.Attribute)
+        and func.attr.value in ("children", "named_children")
+        and is_self(func.value)
+    )
+
+
 def assign_targets(node: cst.Assign | cst.AnnAssign) -> list[cst.BaseExpression]:
     if isinstance(node, cst.AnnAssign):
         return [node.target]
@@ -169,6 +183,7 @@ __all__ = [
     "is_constant",
     "is_self",
     "iterated_container",
+    "iterates_children",
     "methods_of",
     "name_pattern",
     "python_arithmetic",
