@@ -9,6 +9,7 @@ handful of fields, so when `Compat.raw_events == "kineto"` we read them straight
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 MEMORY_EVENT = "[memory]"
@@ -59,6 +60,22 @@ def read_events(prof: Any, method: str, *, links: bool, device: bool) -> list[Ev
     if method == "kineto":
         return _from_kineto(prof.kineto_results.events(), links=links, device=device)
     return _from_function_events(prof.function_events)
+
+
+def read_ranges(prof: Any, names: Mapping[str, str]) -> list[tuple[int, int, int, str]]:
+    """(start_ns, end_ns, thread, path) of every layer range of a stopped session, in the
+    profiler's order; names: range name -> path. Only the "kineto" method can do this cheaply.
+
+    One accessor per event (its name) and one small tuple per range: on the 400-leaf MLP this reads
+    23 forwards in ~0.05 s, where `read_events` builds an Event for every op (~0.2 s).
+    """
+    out: list[tuple[int, int, int, str]] = []
+    append = out.append
+    for e in prof.kineto_results.events():
+        path = names.get(e.name())
+        if path is not None:
+            append((e.start_ns(), e.end_ns(), e.start_thread_id(), path))
+    return out
 
 
 def _from_kineto(raw: Any, *, links: bool, device: bool) -> list[Event]:

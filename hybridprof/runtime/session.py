@@ -24,9 +24,16 @@ from typing import Any
 
 import torch
 
-from hybridprof.runtime.attribution import Frame, attribute, range_name, raw_events_of
+from hybridprof.runtime.attribution import (
+    Attribution,
+    Frame,
+    attribute,
+    attribute_layers,
+    range_name,
+    raw_events_of,
+)
 from hybridprof.runtime.base import StrategyConfig
-from hybridprof.runtime.kineto import TraceParts, read_events
+from hybridprof.runtime.kineto import TraceParts, read_events, read_ranges
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
 
@@ -71,14 +78,27 @@ class SessionStrategy:
             return forward(*args, **kwargs)
 
     def end_iteration(self) -> IterationMeasure:
+        stopped = self.stop_iteration()
+        if stopped is None or self._iteration <= self.config.warmup_iterations:
+            return IterationMeasure()  # warm-up iterations are not worth the work
+        if self._trace is not None:
+            self._trace.add(stopped.profiler)
+        result = stopped.attribution()
+        for path, calls in result.raw_calls.items():
+            self._raw.setdefault(path, []).extend(calls)
+        return result.measure
+
+    def stop_iteration(self) -> StoppedIteration | None:
+        """Stop this iteration's profiler and leave its events unread (None if none was running).
+
+        For callers that may never need the ops (the library `Profile`): the caller decides when,
+        and how much, to work out. The trace and the kept raw events are `end_iteration`'s job.
+        """
         profiler = self._stop()
         self._iteration += 1
         if profiler is None:
-            return IterationMeasure()
-        measure = self._fold(profiler)
-        if self._trace is not None and self._iteration > self.config.warmup_iterations:
-            self._trace.add(profiler)
-        return measure
+            return None
+        return StoppedIteration(profiler, self.config, self._paths_by_range)
 
     def end(self) -> None:
         self._stop()
@@ -87,7 +107,7 @@ class SessionStrategy:
 
     def raw_events(self) -> dict[str, list[Any]]:
         """Built on first use from the kept frames (most runs never ask for them)."""
-        with _no_gc():
+        with no_gc():
             return {path: raw_events_of(calls) for path, calls in self._raw.items()}
 
     # -- the profiler
@@ -114,28 +134,68 @@ class SessionStrategy:
                 profiler.__exit__(None, None, None)
         return profiler
 
-    def _fold(self, profiler: Any) -> IterationMeasure:
-        """Attribute a stopped session's events; warm-up iterations are not worth the work."""
-        if self._iteration <= self.config.warmup_iterations:
-            return IterationMeasure()
+
+class StoppedIteration:
+    """One iteration's stopped profiler session, worked out only as far as a reader needs.
+
+    Why lazy: on the 400-leaf MLP, reading every op event and attributing it costs about as much as
+    the 23 forwards it measured, yet the commonest reader, `str(prof)`, shows only each layer's
+    calls and self/total CPU time, and those come from the layer ranges alone (`layer_measure`,
+    ~10x cheaper). The full pass (`attribution`: ops, memory, backward, device time) runs the
+    first time something needs ops; the stopped profiler, which owns the events, is kept until
+    then and released right after.
+    """
+
+    def __init__(self, profiler: Any, config: StrategyConfig, names: Mapping[str, str]) -> None:
+        self.profiler = profiler
+        self.config = config
+        self._names = names
+        self._result: Attribution | None = None
+        self._layers: IterationMeasure | None = None
+
+    @property
+    def layers_suffice(self) -> bool:
+        """True when layer ranges alone give every per-layer number this session measures: no
+        memory, device or backward time, and raw kineto events to read them from."""
         config = self.config
-        with _no_gc():
-            events = read_events(
-                profiler, config.compat.raw_events, links=config.backward, device=config.use_device
-            )
-            result = attribute(
-                events,
-                self._paths_by_range,
-                backward=config.backward,
-                keep_raw=config.keep_raw_events,
-            )
-        for path, calls in result.raw_calls.items():
-            self._raw.setdefault(path, []).extend(calls)
-        return result.measure
+        plain = not (config.profile_memory or config.use_device or config.backward)
+        return plain and config.compat.raw_events == "kineto"
+
+    def layer_measure(self) -> IterationMeasure:
+        """Per-layer calls and self/total CPU time; no ops, and `total_cpu_us` is 0 unless the
+        full pass already ran (or had to: `layers_suffice` is False)."""
+        if self._result is not None:
+            return self._result.measure
+        if not self.layers_suffice:
+            return self.attribution().measure
+        if self._layers is None:
+            with no_gc():
+                self._layers = attribute_layers(read_ranges(self.profiler, self._names))
+        return self._layers
+
+    def attribution(self) -> Attribution:
+        """Every event attributed (the first call reads them all, then drops the profiler)."""
+        if self._result is None:
+            config = self.config
+            with no_gc():
+                events = read_events(
+                    self.profiler,
+                    config.compat.raw_events,
+                    links=config.backward,
+                    device=config.use_device,
+                )
+                self._result = attribute(
+                    events,
+                    self._names,
+                    backward=config.backward,
+                    keep_raw=config.keep_raw_events,
+                )
+            self.profiler = None
+        return self._result
 
 
 @contextmanager
-def _no_gc() -> Iterator[None]:
+def no_gc() -> Iterator[None]:
     """Pause the cyclic GC while tens of thousands of short-lived tuples and lists are built: they
     hold no cycles, but their allocations trigger repeated full collections (measured: folding 23
     MLP forwards took 0.2-0.55 s with the GC on, depending on when collections fell)."""

@@ -40,6 +40,13 @@ PATHS = ("", "block", "block.fc", "block.act", "shared", "head")
 def run_iteration(
     strategy: SessionStrategy, net: Net, x: torch.Tensor, *, backward: bool = False
 ) -> IterationMeasure:
+    run_forward(strategy, net, x, backward=backward)
+    return strategy.end_iteration()
+
+
+def run_forward(
+    strategy: SessionStrategy, net: Net, x: torch.Tensor, *, backward: bool = False
+) -> None:
     """A hand-written forward calling each layer through the strategy, as the patcher would."""
     call = strategy.call
 
@@ -57,7 +64,6 @@ def run_iteration(
     out = call("", root_forward, (x,), {})
     if backward:
         out.sum().backward()
-    return strategy.end_iteration()
 
 
 def measure_net(
@@ -174,3 +180,41 @@ def test_public_fallbacks_see_the_same_structure() -> None:
     for path in PATHS:
         assert set(slow.paths[path].ops) == set(fast[-1].paths[path].ops), path
     assert slow.paths["head"].backward_self_cpu_us > 0
+
+
+def layer_numbers(measure: IterationMeasure) -> dict[str, tuple[int, float, float]]:
+    return {p: (m.calls, m.self_cpu_us, m.total_cpu_us) for p, m in measure.paths.items()}
+
+
+def test_layer_ranges_alone_give_the_same_layer_numbers_as_the_full_pass() -> None:
+    """The lazy first pass (ranges only) and the full pass agree exactly on calls, self and total,
+    with nesting, a module called twice and an op in the root; the full pass runs only when asked."""
+    torch.manual_seed(0)
+    net, x = Net(), torch.randn(4, 8)
+    strategy = SessionStrategy(StrategyConfig(paths=PATHS, compat=probe()))
+    strategy.begin()
+    for _ in range(3):
+        run_forward(strategy, net, x)
+        stopped = strategy.stop_iteration()
+        assert stopped is not None and stopped.layers_suffice
+        layers = stopped.layer_measure()
+        assert stopped.profiler is not None  # no op was read yet
+        assert all(not m.ops for m in layers.paths.values())
+        full = stopped.attribution().measure
+        assert stopped.profiler is None  # the events are released once attributed
+        assert layer_numbers(layers) == layer_numbers(full)
+        assert layers.paths["shared"].calls == 2 and "aten::mul" in full.paths[""].ops
+    strategy.end()
+
+
+def test_memory_needs_the_full_pass_even_for_layer_numbers() -> None:
+    torch.manual_seed(0)
+    net, x = Net(), torch.randn(4, 8)
+    strategy = SessionStrategy(StrategyConfig(paths=PATHS, compat=probe(), profile_memory=True))
+    strategy.begin()
+    run_forward(strategy, net, x)
+    stopped = strategy.stop_iteration()
+    strategy.end()
+    assert stopped is not None and not stopped.layers_suffice
+    assert stopped.layer_measure().paths["head"].cpu_mem > 0
+    assert stopped.profiler is None
