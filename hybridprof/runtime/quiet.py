@@ -11,6 +11,7 @@ it says nothing about CPU profiling and is dropped too.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
@@ -82,6 +83,7 @@ def _scratch_file() -> IO[bytes]:
     global _scratch
     if _scratch is None or _scratch.closed:
         _scratch = tempfile.TemporaryFile()  # noqa: SIM115 (kept open for the process)
+        atexit.register(_scratch.close)  # closed at exit, so no ResourceWarning is left behind
     _scratch.seek(0)
     _scratch.truncate()
     return _scratch
