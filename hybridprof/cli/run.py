@@ -9,6 +9,7 @@ examples:
   hybridprof run net.py --entry build_model --input-shape 8,3,32,32 --report net.html
   hybridprof run net.py --plan plan.json --iters 50 -o session.json --report net.pdf
   hybridprof run net.py --backward --paths 'blocks.*' --report train.html
+  hybridprof run net.py --with-parents   # attention and fused blocks that skip their children
 """
 
 from __future__ import annotations
@@ -82,6 +83,12 @@ def _add_selection_options(parser: argparse.ArgumentParser) -> None:
         help="dotted paths or globs ('features.*')",
     )
     parser.add_argument("--depth", type=int, help="select every module at this depth")
+    parser.add_argument(
+        "--with-parents",
+        action="store_true",
+        help="also select parents whose forward runs ops directly (attention that uses its "
+        "out_proj's weights, fused fast paths)",
+    )
 
 
 def _add_measure_options(parser: argparse.ArgumentParser) -> None:
@@ -180,8 +187,10 @@ def _check_values(args: argparse.Namespace) -> None:
         parse_shape(spec)
     if args.device and args.device.split(":")[0] not in ("cpu", "cuda"):
         raise UsageError(f"--device {args.device!r} is not supported; use cpu or cuda")
-    if args.plan and (args.paths or args.depth is not None):
-        raise UsageError("--plan fixes the selection; drop --paths/--depth or edit the plan")
+    if args.plan and (args.paths or args.depth is not None or args.with_parents):
+        raise UsageError(
+            "--plan fixes the selection; drop --paths/--depth/--with-parents or edit the plan"
+        )
     if args.backward and args.strategy not in (None, "session"):
         raise UsageError(
             f"--backward needs --strategy session (it attributes backward ops to layers); "
@@ -299,6 +308,7 @@ def _static_plan(
         paths or None,
         globs,
         args.depth,
+        with_parents=args.with_parents,
         strategy=args.strategy or DEFAULT_STRATEGY,
         model_file=str(model_file),
         entry=entry,

@@ -310,22 +310,48 @@ class _Run:
 
 
 def nothing_ran_warning(session: ProfileSession) -> str | None:
-    """Why the table is empty when every selected layer got 0 calls, and what to select instead.
+    """Why selected layers got 0 calls when their parents did the work, and what to select.
 
-    The model took a path around its submodules: nn.TransformerEncoder in eval mode runs one fused
-    op per layer and never calls the layer's Linear/LayerNorm children, so a leaves-only selection
-    measures nothing. Their nearest parents are what did the work.
+    nn.TransformerEncoder in eval mode runs one fused op per layer and never calls the layer's
+    Linear/LayerNorm children; nn.MultiheadAttention uses its out_proj's weights without calling
+    it. Leaves-only selections then miss that time: the nearest parents are what did the work.
     """
-    if session.records or not session.never_called:
+    if not session.never_called:
         return None
-    parents = _outermost({path.rpartition(".")[0] for path in session.never_called})
-    instead = "--depth 0" if parents == [""] else "--paths " + " ".join(parents[:4])
-    more = " ..." if len(parents) > 4 else ""
-    count = len(session.never_called)
+    if not session.records:
+        parents = _outermost({path.rpartition(".")[0] for path in session.never_called})
+        instead = "--depth 0" if parents == [""] else "--paths " + " ".join(parents[:4])
+        more = " ..." if len(parents) > 4 else ""
+        count = len(session.never_called)
+        return (
+            f"none of the {count} selected layer{'s' if count > 1 else ''} ran (the model skipped "
+            "them, e.g. a fused fast path such as nn.TransformerEncoder's in eval mode); profile "
+            f"the modules that run them instead: {instead}{more} (or --with-parents)"
+        )
+    return _skipped_by_parents(session)
+
+
+def _skipped_by_parents(session: ProfileSession) -> str | None:
+    """Some layers never ran because an unselected parent with inline ops does their work."""
+    doers = {f.path for f in session.plan.findings if f.kind == "inline_ops"}
+    selected = set(session.plan.selected_paths())
+    skipped = [
+        p
+        for p in session.never_called
+        if (parent := p.rpartition(".")[0]) in doers and parent not in selected and parent
+    ]
+    if not skipped:
+        return None
+    more = f" and {len(skipped) - 1} more" if len(skipped) > 1 else ""
     return (
-        f"none of the {count} selected layer{'s' if count > 1 else ''} ran (the model skipped "
-        "them, e.g. a fused fast path such as nn.TransformerEncoder's in eval mode); profile "
-        f"the modules that run them instead: {instead}{more}"
+        f"{skipped[0]}{more} never ran: "
+        + (
+            "the modules around them do the work themselves"
+            if more
+            else "the module around it does the work itself"
+        )
+        + " (e.g. nn.MultiheadAttention uses out_proj's weights), so no row shows that time; "
+        "add such parents with --with-parents"
     )
 
 

@@ -105,7 +105,7 @@ def test_fused_fast_path_that_skips_every_leaf_says_what_to_select(
     out = capsys.readouterr().out
     assert "heaviest: none (no selected layer ran" in out
     warning = next(line for line in out.splitlines() if line.startswith("warning: none of the"))
-    assert warning.endswith("--paths layers.0 layers.1")
+    assert warning.endswith("--paths layers.0 layers.1 (or --with-parents)")
     assert warning in "warning: " + " ".join(load_session(session_file).warnings)
     assert main(["run", str(model), *QUICK, "--paths", "layers.0", "layers.1"]) == 0
     out = capsys.readouterr().out
@@ -160,3 +160,61 @@ def test_static_only_on_a_file_that_defines_no_module_says_to_drop_it(
     assert main(["analyze", str(model), "--static-only", "-o", str(tmp_path / "p.json")]) == 2
     assert "drop --static-only to build the model" in one_error_line(capsys)
     assert not (tmp_path / "p.json").exists()
+
+
+def test_with_parents_profiles_the_fused_layers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = write_model(tmp_path, FAST_PATH_MODEL)
+    session_file = tmp_path / "s.json"
+    assert main(["run", str(model), *QUICK, "--with-parents", "-o", str(session_file)]) == 0
+    session = load_session(session_file)
+    assert {"layers.0", "layers.1"} <= {r.path for r in session.records}
+    assert session.warnings == ()
+    assert "warning:" not in capsys.readouterr().out
+
+
+ATTENTION_MODEL = """
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, x):
+            y, _ = self.attn(x, x, x, need_weights=False)
+            return self.head(y)
+
+    def build_model():
+        return Net()
+
+    def example_inputs():
+        return torch.rand(2, 5, 8)
+"""
+
+
+def test_attention_whose_out_proj_never_runs_is_named_and_with_parents_shows_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # torchvision's ViT: MultiheadAttention uses out_proj's weights, never calls it; with leaves
+    # selected, attention time was in no row and nothing said so.
+    model = write_model(tmp_path, ATTENTION_MODEL)
+    assert main(["run", str(model), *QUICK]) == 0
+    out = capsys.readouterr().out
+    assert "warning: attn.out_proj never ran: the module around it does the work itself" in out
+    assert out.rstrip().endswith("add such parents with --with-parents")
+    session_file = tmp_path / "s.json"
+    assert main(["run", str(model), *QUICK, "--with-parents", "-o", str(session_file)]) == 0
+    record = load_session(session_file).record("attn")
+    assert record is not None and record.calls == 2 and record.self_cpu_us.median > 0
+
+
+def test_with_parents_and_a_plan_conflict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = write_model(tmp_path, ATTENTION_MODEL)
+    plan = tmp_path / "p.json"
+    assert main(["analyze", str(model), "-o", str(plan)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(model), "--plan", str(plan), "--with-parents"]) == 2
+    assert "drop --paths/--depth/--with-parents" in one_error_line(capsys)
