@@ -239,6 +239,10 @@ class ModuleRecord:
     aliases: tuple[str, ...] = ()
     is_leaf: bool = True
 
+    def calls_per_iteration(self, iterations: int) -> float:
+        """Calls in one iteration (times and OpStat calls are per iteration too)."""
+        return self.calls / max(iterations, 1)
+
 
 @dataclass(frozen=True, slots=True)
 class Environment:
@@ -276,6 +280,10 @@ class ProfileSession:
     duration_s: float = 0.0
     trace_file: str | None = None
     schema_version: int = SCHEMA_VERSION
+
+    def calls_title(self) -> str:
+        """torchprof's column title for one with-block; per iteration once there are several."""
+        return "Number of Calls" if self.iterations <= 1 else "Calls per iteration"
 
     def record(self, path: str) -> ModuleRecord | None:
         return next((r for r in self.records if r.path == path), None)

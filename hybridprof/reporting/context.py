@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from hybridprof.datamodel import ModuleRecord, ModuleTarget, OpStat, ProfileSession, Stat
 from hybridprof.reporting.charts import Chart, session_charts
-from hybridprof.reporting.format import format_bytes, format_percent, format_time_us
+from hybridprof.reporting.format import format_bytes, format_calls, format_percent, format_time_us
 from hybridprof.reporting.rows import TreeRow, parent_of, tree_rows
 from hybridprof.reporting.table import total_profiled_us
 
@@ -60,7 +60,8 @@ class RowView:
     class_name: str
     profiled: bool
     has_children: bool
-    calls: int
+    calls: float  # per iteration (as the times are)
+    calls_text: str
     self_us: float
     total_us: float
     pct: float
@@ -109,6 +110,7 @@ class ReportContext:
     rows: tuple[RowView, ...]
     total_rows: int
     max_depth: int
+    calls_title: str
     has_device: bool
     has_memory: bool
     has_backward: bool
@@ -130,7 +132,9 @@ def _heat(self_us: float, peak: float) -> int:
     return 0 if peak <= 0 else min(5, int(6 * self_us / peak))
 
 
-def _row_view(row: TreeRow, target: ModuleTarget | None, total: float, peak: float) -> RowView:
+def _row_view(
+    row: TreeRow, target: ModuleTarget | None, total: float, peak: float, iterations: int
+) -> RowView:
     rec = row.record
     self_us = rec.self_cpu_us.median if rec else 0.0
     total_us = rec.total_cpu_us.median if rec else 0.0
@@ -148,7 +152,8 @@ def _row_view(row: TreeRow, target: ModuleTarget | None, total: float, peak: flo
         class_name=rec.class_name if rec else (target.class_name if target else ""),
         profiled=rec is not None,
         has_children=row.has_children,
-        calls=rec.calls if rec else 0,
+        calls=rec.calls_per_iteration(iterations) if rec else 0.0,
+        calls_text=format_calls(rec.calls_per_iteration(iterations)) if rec else "",
         self_us=self_us,
         total_us=total_us,
         pct=100.0 * total_us / total if total > 0 else 0.0,
@@ -328,7 +333,10 @@ def build_context(
     total = total_profiled_us(session)
     peak = max((r.self_cpu_us.median for r in session.records), default=0.0)
     targets = {t.path: t for t in session.plan.targets}  # plan.target() is a linear scan
-    all_rows = [_row_view(r, targets.get(r.path), total, peak) for r in tree_rows(session)]
+    all_rows = [
+        _row_view(r, targets.get(r.path), total, peak, session.iterations)
+        for r in tree_rows(session)
+    ]
     rows, notes = (
         _pdf_limits(all_rows, pdf_max_rows, pdf_op_layers) if mode == "pdf" else (all_rows, [])
     )
@@ -340,6 +348,7 @@ def build_context(
         model_name=f"{plan.root_class} ({model_name})",
         created=session.started_at or plan.created_at,
         generator=f"hybridprof {session.environment.hybridprof_version}",
+        calls_title=session.calls_title(),
         header=_header(session, total),
         charts=session_charts(session),
         rows=tuple(rows),

@@ -25,3 +25,8 @@ def format_bytes(n: int | float) -> str:
 
 def format_percent(part: float, whole: float) -> str:
     return f"{100.0 * part / whole:.1f}%" if whole > 0 else "-"
+
+
+def format_calls(calls: float) -> str:
+    """3, or 2.5 when calls differ between iterations (a branch taken sometimes)."""
+    return str(int(calls)) if float(calls).is_integer() else f"{calls:.1f}"

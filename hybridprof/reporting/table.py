@@ -12,7 +12,7 @@ import math
 import pandas as pd
 
 from hybridprof.datamodel import ModuleRecord, ProfileSession, Stat
-from hybridprof.reporting.rows import depth_of, tree_rows
+from hybridprof.reporting.rows import ancestors, depth_of, tree_rows
 
 FLOAT_COLUMNS = (
     "self_cpu_us",
@@ -26,6 +26,7 @@ FLOAT_COLUMNS = (
     "backward_self_cpu_us",
     "backward_total_cpu_us",
     "pct_total",
+    "calls_per_iter",
 )
 INT_COLUMNS = (
     "depth",
@@ -46,6 +47,7 @@ COLUMNS = (
     "depth",
     "is_leaf",
     "calls",
+    "calls_per_iter",
     *FLOAT_COLUMNS[:10],
     "self_cpu_mem",
     "cpu_mem",
@@ -73,23 +75,25 @@ OP_COLUMNS = (
 
 
 def total_profiled_us(session: ProfileSession) -> float:
-    """Median whole-iteration time; else the root's total; else the sum of the top-most records."""
+    """Median whole-iteration time; else the sum of the outermost records (no profiled ancestor).
+
+    Summing only outermost records never counts a nested layer twice, whatever their depths.
+    """
     if session.iteration_cpu_us:
         return Stat.of(session.iteration_cpu_us).median
-    root = session.record("")
-    if root is not None:
-        return root.total_cpu_us.median
-    if not session.records:
-        return 0.0
-    top = min(depth_of(r.path) for r in session.records)
-    return sum(r.total_cpu_us.median for r in session.records if depth_of(r.path) == top)
+    profiled = {r.path for r in session.records}
+    return sum(
+        r.total_cpu_us.median
+        for r in session.records
+        if not any(a in profiled for a in ancestors(r.path))
+    )
 
 
 def _median(stat: Stat | None) -> float:
     return math.nan if stat is None else stat.median
 
 
-def _record_row(rec: ModuleRecord, total_us: float) -> dict[str, object]:
+def _record_row(rec: ModuleRecord, total_us: float, iterations: int) -> dict[str, object]:
     return {
         "path": rec.path,
         "name": rec.path.rsplit(".", 1)[-1],
@@ -97,6 +101,7 @@ def _record_row(rec: ModuleRecord, total_us: float) -> dict[str, object]:
         "depth": depth_of(rec.path),
         "is_leaf": rec.is_leaf,
         "calls": rec.calls,
+        "calls_per_iter": rec.calls_per_iteration(iterations),
         "self_cpu_us": rec.self_cpu_us.median,
         "self_cpu_us_min": rec.self_cpu_us.min,
         "self_cpu_us_max": rec.self_cpu_us.max,
@@ -133,7 +138,9 @@ def session_frame(session: ProfileSession) -> pd.DataFrame:
     """One row per profiled path, in module-tree order; columns as `COLUMNS` (times us, memory bytes)."""
     total = total_profiled_us(session)
     order = [row.record for row in tree_rows(session) if row.record is not None]
-    frame = pd.DataFrame([_record_row(r, total) for r in order], columns=list(COLUMNS))
+    frame = pd.DataFrame(
+        [_record_row(r, total, session.iterations) for r in order], columns=list(COLUMNS)
+    )
     return _typed(frame, FLOAT_COLUMNS, INT_COLUMNS)
 
 

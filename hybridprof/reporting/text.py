@@ -2,8 +2,10 @@
 
 Columns: Self CPU total, CPU total; Self CUDA total, CUDA total only when device time was measured;
 Self CPU Mem, CPU Mem (and Self CUDA Mem, CUDA Mem with a device) only when memory was profiled;
-Number of Calls. Times are per-iteration medians, formatted as torchprof did (us/ms/s, B/KB/MB).
-`show_events` adds one row per op under each layer.
+Number of Calls (per iteration when the session has several). With backward, the backward self and
+total time follow the forward ones. Times are per-iteration medians, formatted as torchprof did
+(us/ms/s, B/KB/MB). `show_events` adds one row per op under each layer (backward ops carry their own
+forward-looking columns: an op's self/total is its time, in whichever pass it ran).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hybridprof.datamodel import ModuleRecord, OpStat, ProfileSession
-from hybridprof.reporting.format import format_bytes, format_time_us
+from hybridprof.reporting.format import format_bytes, format_calls, format_time_us
 from hybridprof.reporting.rows import TreeRow, tree_rows
 
 
@@ -37,6 +39,19 @@ def columns(session: ProfileSession) -> list[Column]:
             lambda o: format_time_us(o.total_cpu_us),
         ),
     ]
+    if session.backward:
+        cols += [
+            Column(
+                "Self CPU (backward)",
+                lambda r: _time(r.backward_self_cpu_us),
+                lambda o: "",
+            ),
+            Column(
+                "CPU total (backward)",
+                lambda r: _time(r.backward_total_cpu_us),
+                lambda o: "",
+            ),
+        ]
     if session.use_device:
         cols += [
             Column(
@@ -72,7 +87,14 @@ def columns(session: ProfileSession) -> list[Column]:
                     lambda o: format_bytes(o.device_mem),
                 ),
             ]
-    cols.append(Column("Number of Calls", lambda r: str(r.calls), lambda o: str(o.calls)))
+    iterations = session.iterations
+    cols.append(
+        Column(
+            session.calls_title(),
+            lambda r: format_calls(r.calls_per_iteration(iterations)),
+            lambda o: str(o.calls),
+        )
+    )
     return cols
 
 

@@ -77,7 +77,8 @@ def test_every_path_is_a_row_with_formatted_numbers() -> None:
         "blocks.1.act",
     }
     conv = page.cells["blocks.0.conv"]
-    assert conv[:5] == ["conv", "Conv2d", "3", "340.000us", "340.000us"]
+    # 3 calls over 3 iterations: the table shows calls per iteration, like its times
+    assert conv[:5] == ["conv", "Conv2d", "1", "340.000us", "340.000us"]
     assert "34.0%" in conv
     assert "306.000us–374.000us" in conv
     assert page.rows["blocks.0.conv"]["data-parent"] == "blocks.0"
