@@ -87,7 +87,23 @@ CASES = {
     "text_memory_events": lambda: render_text(session(profile_memory=True), show_events=True),
     "text_device_memory": lambda: render_text(with_device(session(profile_memory=True))),
     "text_depth1": lambda: render_text(session(), max_depth=1),
+    "text_backward_iterations": lambda: render_text(backward_iterations()),
 }
+
+
+def backward_iterations() -> ProfileSession:
+    """A `run --backward --iters 4` session: calls per iteration, backward columns."""
+    s = session()
+    records = tuple(
+        replace(
+            r,
+            calls=4 * r.calls,
+            backward_self_cpu_us=Stat.of([2 * r.self_cpu_us.median]),
+            backward_total_cpu_us=Stat.of([2 * r.total_cpu_us.median]),
+        )
+        for r in s.records
+    )
+    return replace(s, records=records, iterations=4, requested_iterations=4, backward=True)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
