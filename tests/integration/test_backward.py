@@ -15,15 +15,15 @@ from hybridprof.runtime.runner import profile
 from hybridprof.runtime.workload import scalar_loss
 
 
-def mlp() -> nn.Sequential:
+def mlp(width: int = 256) -> nn.Sequential:
     torch.manual_seed(0)
     return nn.Sequential(
-        nn.Linear(128, 256),
+        nn.Linear(128, width),
         nn.ReLU(),
-        nn.LayerNorm(256),
-        nn.Linear(256, 256),
+        nn.LayerNorm(width),
+        nn.Linear(width, width),
         nn.Tanh(),
-        nn.Linear(256, 10),
+        nn.Linear(width, 10),
     )
 
 
@@ -58,21 +58,24 @@ def test_every_leaf_has_a_backward_time() -> None:
 def test_forward_plus_backward_self_times_cover_the_step(one_thread: None) -> None:
     """In one training step, the layers' forward + backward self time is the step's profiled CPU time.
 
-    What is left over is the loss (a mean and its backward) and autograd's set-up: 3-4% of the step
-    on this model, measured (7-10% with a batch of 64, so the batch is 256). Each session has one
-    measured iteration, so every median is that same step: a sum of per-layer medians taken over
-    several iterations is lower than the median step whenever the OS preempts this process inside
-    a random layer of each step (seen on this shared machine under load). The median over three
-    sessions keeps one preemption inside the loss from failing the test.
+    What no layer owns is the loss (`aten::mean` and its `MeanBackward0`, ~70 us whatever the
+    model): 3.6% of a step of the 256-wide MLP, and over 10% on this shared machine under load.
+    At width 512 the step is ~7 ms and the loss 1.5-1.9% of it (0.4-1.1% with two busy processes
+    beside it, measured), so the 10% bound keeps a 5x margin while still catching a lost layer or
+    backward node; and since self times are disjoint parts of the step's top-level events, they
+    can never add up to more than the step (a double count fails). Each session has one measured
+    iteration, so every median is that same step; the median over five sessions keeps a
+    preemption inside the loss in one or two of them from failing the test.
     """
-    model, x = mlp(), torch.rand(256, 128)
+    model, x = mlp(width=512), torch.rand(256, 128)
     gaps = []
-    for _ in range(3):
+    for _ in range(5):
         session = profile(model, x, warmup=3, iters=1, backward=True)
         layers = sum(r.self_cpu_us.median + median(r.backward_self_cpu_us) for r in session.records)
         (whole,) = session.iteration_cpu_us
-        gaps.append(abs(whole - layers) / whole)
-    assert sorted(gaps)[1] < 0.10, gaps
+        assert layers <= whole * (1 + 1e-9), (layers, whole)
+        gaps.append((whole - layers) / whole)
+    assert sorted(gaps)[2] < 0.10, gaps
 
 
 def test_training_state_is_restored() -> None:
