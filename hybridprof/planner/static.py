@@ -55,6 +55,8 @@ _NOT_OP_METHODS = {
     "size", "dim", "numel", "items", "keys", "values", "get", "append", "extend", "format",
     "join", "pop", "update", "insert", "stride", "is_contiguous", "get_device", "startswith",
     "endswith", "split_with_sizes_", "named_children", "children", "modules", "parameters",
+    # a logger's methods (transformers: `logger.warning_once(...)` in forward)
+    "debug", "info", "warning", "warning_once", "warn", "error", "exception", "critical",
 }  # fmt: skip
 
 

@@ -68,3 +68,25 @@ def test_plan_of_a_children_loop_has_no_inline_op_finding_and_unknown_counts() -
     assert [f for f in plan.findings if f.kind == "inline_ops"] == []
     counts = {t.path: t.expected_calls for t in plan.targets if t.path}
     assert counts == {"<img src=x onerror=alert(1)>": None, "b": None}  # which one: unknown
+
+
+def test_logger_calls_in_forward_are_no_inline_ops() -> None:
+    # transformers' BertSdpaSelfAttention calls `logger.warning_once(...)`: it was listed as an op
+    info = analyze(
+        """
+        import logging
+        import torch
+        from torch import nn
+
+        logger = logging.getLogger(__name__)
+
+        class Net(nn.Module):
+            def forward(self, x):
+                if x.dim() > 3:
+                    logger.warning_once("odd input")
+                    logger.warning("odd input")
+                return torch.relu(x)
+        """,
+        "Net",
+    )
+    assert [op.name for op in info.inline_ops] == ["torch.relu"]
