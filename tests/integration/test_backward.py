@@ -82,7 +82,7 @@ def test_training_state_is_restored() -> None:
     model = nn.Sequential(nn.Linear(6, 6), nn.BatchNorm1d(6), nn.Dropout(0.5), nn.Linear(6, 2))
     model.eval()
     model[0].weight.requires_grad_(False)  # a frozen layer: backward turns it on, then off again
-    existing = torch.ones_like(model[3].weight)
+    existing = torch.ones_like(model[3].weight)  # type: ignore[arg-type]
     model[3].weight.grad = existing
     buffers = [b.clone() for b in model.buffers()]
     profile(model, torch.rand(4, 6), warmup=1, iters=2, backward=True)
