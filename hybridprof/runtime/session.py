@@ -13,6 +13,10 @@ its events are folded into that iteration's per-path `IterationMeasure`, and the
 profiler costs ~1.5 ms (measured on the 400-leaf MLP: start 1.5-1.7 ms, stop ~3-4 us per event),
 cheaper than torch.profiler's schedule, which stops and restarts kineto per cycle in the same way
 but also imports torch._inductor (~2 s) on first use.
+
+`end_iteration` works an iteration out at once (the runner's way). `stop_iteration` only stops the
+profiler and hands back a `StoppedIteration` that works out as much as its reader asks for, when
+asked: the library `Profile` uses it so that `str(prof)` reads only the layer ranges.
 """
 
 from __future__ import annotations
