@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from hybridprof.cli.common import add_common_options, guarded
+from hybridprof.cli.common import add_common_options, guarded, model_prints_to_stderr
 from hybridprof.datamodel import ProfilePlan
 from hybridprof.errors import UsageError
 from hybridprof.loader import DEFAULT_ENTRY, read_model_source
@@ -67,7 +67,8 @@ def _analyze(argv: list[str]) -> int:
     model = Path(args.model)
     read_model_source(model)  # missing file, syntax error: before anything else
     output = check_output_path(args.output or _default_output(model), args.force)
-    plan = _make_plan(args, model)
+    with model_prints_to_stderr():
+        plan = _make_plan(args, model)
     text = plan.to_json() if args.format == "json" else _text(plan, model)
     write_atomic(output, plan.to_json() + "\n", force=args.force)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")

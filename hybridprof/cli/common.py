@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from hybridprof.errors import HybridprofError
 
@@ -36,6 +37,14 @@ def guarded(action: Callable[[], int], debug: bool) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+@contextlib.contextmanager
+def model_prints_to_stderr() -> Iterator[None]:
+    """The model file's own print()s (at import, in its entry, in forward) go to stderr, so stdout
+    holds only hybridprof's results: `analyze --format json | jq` and the run table stay clean."""
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
 
 
 def one_line(message: str) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from hybridprof.cli.common import add_common_options, guarded
+from hybridprof.cli.common import add_common_options, guarded, model_prints_to_stderr
 from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.cli.terminal import emit, summary_line, terminal_table
 from hybridprof.errors import UsageError
@@ -155,7 +155,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     read_model_source(model_file)  # missing file or syntax error: said before anything is created
     outputs = plan_outputs(args, demo=args.model is None and plan is None)
     try:
-        session = _profile(args, argv, model_file, entry, plan, outputs)
+        with model_prints_to_stderr():
+            session = _profile(args, argv, model_file, entry, plan, outputs)
     except KeyboardInterrupt:
         print(
             "hybridprof: interrupted before a measured iteration finished; nothing saved",

@@ -45,7 +45,8 @@ def test_failure_is_one_line_with_exit_code(tmp_path: Path) -> None:
     assert done.returncode == 3
     assert done.stderr.strip().splitlines() == [
         "hybridprof: error: forward failed in classifier.0 (Linear): "
-        "mat1 and mat2 shapes cannot be multiplied (4x32 and 64x10)"
+        "mat1 and mat2 shapes cannot be multiplied (4x32 and 64x10); "
+        "check that the inputs fit the model"
     ]
 
 

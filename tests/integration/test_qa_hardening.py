@@ -5,6 +5,7 @@ torchvision/timm/transformers are not in the test venv: each bug is reproduced w
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 from pathlib import Path
@@ -218,3 +219,40 @@ def test_with_parents_and_a_plan_conflict(
     capsys.readouterr()
     assert main(["run", str(model), "--plan", str(plan), "--with-parents"]) == 2
     assert "drop --paths/--depth/--with-parents" in one_error_line(capsys)
+
+
+NOISY_MODEL = """
+    print("noise at import")
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(4, 4)
+
+        def forward(self, x):
+            print("noise in forward")
+            return self.a(x)
+
+    def build_model():
+        print("noise in build_model")
+        return Net()
+
+    def example_inputs():
+        return torch.rand(2, 4)
+"""
+
+
+def test_model_prints_go_to_stderr_so_json_on_stdout_stays_parseable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = write_model(tmp_path, NOISY_MODEL)
+    plan_file = tmp_path / "p.json"
+    assert main(["analyze", str(model), "--format", "json", "-o", str(plan_file)]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["kind"] == "hybridprof-plan"
+    assert "noise at import" in captured.err and "noise in build_model" in captured.err
+    assert main(["run", str(model), *QUICK]) == 0
+    captured = capsys.readouterr()
+    assert "noise" not in captured.out
+    assert "noise in forward" in captured.err
+    assert captured.out.startswith("Module")
