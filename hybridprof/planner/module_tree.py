@@ -100,8 +100,19 @@ def select_targets(
     `depth=N` selects the modules N levels below the root plus any shallower leaf. The union of all
     selectors is selected. A selector that matches nothing raises `SelectionError`.
     """
-    targets = module_targets(model)
-    root = root_name or type(model).__name__
+    return select_among(
+        module_targets(model), paths, globs, depth, root_name or type(model).__name__
+    )
+
+
+def select_among(
+    targets: tuple[ModuleTarget, ...],
+    paths: Sequence[Selector] | None,
+    globs: Sequence[str],
+    depth: int | None,
+    root: str,
+) -> tuple[ModuleTarget, ...]:
+    """Mark `targets` selected or not, with the reason (also used by the static-only planner)."""
     if not paths and not globs and depth is None:
         return tuple(
             replace(t, selected=t.is_leaf, reason="leaf" if t.is_leaf else "not a leaf")

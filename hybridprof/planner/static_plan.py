@@ -10,7 +10,6 @@ built in a comprehension) appear as one target with a `*` path and unknown calls
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -163,7 +162,9 @@ def static_plan(
     root, how = _root_class(index, infos, entry, Path(model_file).name)
     tree = _StaticTree(index, {ln: infos[ln] for ln in infos})
     tree.build(root, "", 1, None)
-    targets = _select(tuple(tree.targets), paths, globs, depth, infos[root].qualname)
+    from hybridprof.planner.module_tree import select_among  # imports torch: only once needed
+
+    targets = select_among(tuple(tree.targets), paths, globs, depth, infos[root].qualname)
     note = Finding(
         "static_only", "", f"plan made from the source alone (nothing executed); root {how}"
     )
@@ -254,27 +255,6 @@ def _called_name(node: cst.BaseExpression) -> str | None:
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
         return node.func.value
     return None
-
-
-def _select(
-    targets: tuple[ModuleTarget, ...],
-    paths: Sequence[Any] | None,
-    globs: Sequence[str],
-    depth: int | None,
-    root: str,
-) -> tuple[ModuleTarget, ...]:
-    from hybridprof.planner.module_tree import _selection_reasons
-
-    if not paths and not globs and depth is None:
-        return tuple(
-            replace(t, selected=t.is_leaf, reason="leaf" if t.is_leaf else "not a leaf")
-            for t in targets
-        )
-    reasons = _selection_reasons(targets, paths or (), globs, depth, root)
-    return tuple(
-        replace(t, selected=t.path in reasons, reason=reasons.get(t.path, "not selected"))
-        for t in targets
-    )
 
 
 def _selectors(
