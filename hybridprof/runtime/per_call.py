@@ -14,7 +14,6 @@ start/stop per call and inflates small layers (FACTS.md); "session" is the defau
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
@@ -31,6 +30,7 @@ from hybridprof.runtime.events import (
 )
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
+from hybridprof.runtime.ranges import range_factory
 
 
 class PerCallStrategy:
@@ -43,7 +43,7 @@ class PerCallStrategy:
         self._fields = EventFields.for_compat(config.compat.event_fields)
         self._labels = {path: range_label(path) for path in config.paths}
         self._paths_by_label = {label: path for path, label in self._labels.items()}
-        self._make_range = _range_factory(config.compat.fast_ranges)
+        self._make_range = range_factory(config.compat.fast_ranges)
         self._depth = 0  # > 0 while an outermost call's profiler runs
         self._pending: list[tuple[str, Any]] = []  # (path, stopped profiler) of this iteration
         self._iteration = 0
@@ -139,13 +139,6 @@ class PerCallStrategy:
             arg = self.config.compat.profiler_device_arg
             kwargs[arg] = "cuda" if arg == "use_device" else True
         return EventList(events, **kwargs)
-
-
-def _range_factory(fast_ranges: str) -> Callable[[str], AbstractContextManager[Any]]:
-    if fast_ranges == "record_function_fast":
-        fast: Callable[[str], AbstractContextManager[Any]] = torch._C._profiler._RecordFunctionFast
-        return fast
-    return torch.autograd.profiler.record_function
 
 
 __all__ = ["PerCallStrategy"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -40,6 +40,7 @@ from hybridprof.runtime.base import StrategyConfig
 from hybridprof.runtime.kineto import TraceParts, read_events, read_ranges
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
+from hybridprof.runtime.ranges import range_factory
 
 
 class SessionStrategy:
@@ -55,7 +56,7 @@ class SessionStrategy:
         )
         self._range_names = {path: range_name(path) for path in config.paths}
         self._paths_by_range = {name: path for path, name in self._range_names.items()}
-        self._make_range = _range_factory(config.compat.fast_ranges)
+        self._make_range = range_factory(config.compat.fast_ranges)
         self._profiler: Any = None
         self._iteration = 0
         self._raw: dict[str, list[list[Frame]]] = {}  # per path, per call: op frames
@@ -210,10 +211,3 @@ def no_gc() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-def _range_factory(fast_ranges: str) -> Callable[[str], AbstractContextManager[Any]]:
-    if fast_ranges == "record_function_fast":
-        fast: Callable[[str], AbstractContextManager[Any]] = torch._C._profiler._RecordFunctionFast
-        return fast
-    return torch.autograd.profiler.record_function
