@@ -15,12 +15,12 @@ examples:
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
 from hybridprof.cli.common import add_common_options, guarded, model_prints_to_stderr
+from hybridprof.cli.terminal import emit
 from hybridprof.datamodel import ProfilePlan
 from hybridprof.errors import UsageError
 from hybridprof.loader import DEFAULT_ENTRY, read_model_source
@@ -71,9 +71,8 @@ def _analyze(argv: list[str]) -> int:
         plan = _make_plan(args, model)
     text = plan.to_json() if args.format == "json" else _text(plan, model)
     write_atomic(output, plan.to_json() + "\n", force=args.force)
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    if args.format == "text":
-        print(f"plan saved to {output}")
+    lines = text.rstrip("\n").splitlines()
+    emit([*lines, f"plan saved to {output}"] if args.format == "text" else lines)
     return 0
 
 

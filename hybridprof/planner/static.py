@@ -312,11 +312,18 @@ class ClassWalker:
             self._named_op(resolved, node, flow)
 
     def _named_op(self, name: str, node: cst.CSTNode, flow: Flow) -> None:
-        if not name.startswith(_NOT_OPS) and name not in self.bound:
+        if not name.startswith(_NOT_OPS) and name not in self.bound and not _builds_object(name):
             self._op(name, node, flow)
 
     def _op(self, name: str, node: cst.CSTNode, flow: Flow) -> None:
         self.ops.append(InlineOp(name, self.line(node), flow.in_loop))
+
+
+def _builds_object(name: str) -> bool:
+    """`Output(...)`, `DynamicCache(...)`: a class from outside torch made in forward (a
+    dataclass result, a cache) is bookkeeping, not tensor work. torch's own classes stay ops:
+    `nn.ReLU()(x)` does run work inline."""
+    return name.rpartition(".")[2][:1].isupper() and not name.startswith("torch.")
 
 
 class StatementHandler(Protocol):

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -256,3 +259,22 @@ def test_model_prints_go_to_stderr_so_json_on_stdout_stays_parseable(
     assert "noise" not in captured.out
     assert "noise in forward" in captured.err
     assert captured.out.startswith("Module")
+
+
+def test_analyze_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
+    # `hybridprof analyze net.py --format json | head -1` said "internal error: BrokenPipeError"
+    model = write_model(
+        tmp_path,
+        "def build_model():\n    return nn.Sequential(*[nn.Linear(1, 1) for _ in range(300)])\n",
+    )
+    command = (
+        f"{shlex.quote(sys.executable)} -m hybridprof analyze {shlex.quote(str(model))} "
+        f"--format json -o {shlex.quote(str(tmp_path / 'p.json'))} | head -c 10"
+    )
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.startswith("{")
+    assert done.stderr == ""
+    assert done.returncode == 0
+    assert (tmp_path / "p.json").is_file()

@@ -90,3 +90,28 @@ def test_logger_calls_in_forward_are_no_inline_ops() -> None:
         "Net",
     )
     assert [op.name for op in info.inline_ops] == ["torch.relu"]
+
+
+def test_building_a_result_object_in_forward_is_no_inline_op() -> None:
+    # a model returning a dataclass (`return Out(logits, hidden)`) or making a transformers cache
+    # was told its forward "runs 1 op(s) directly (Out)"; torch's classes still count
+    info = analyze(
+        """
+        import dataclasses
+        import torch
+        from torch import nn
+        from transformers.cache_utils import DynamicCache
+
+        @dataclasses.dataclass
+        class Out:
+            logits: torch.Tensor
+
+        class Net(nn.Module):
+            def forward(self, x):
+                cache = DynamicCache()
+                y = nn.ReLU()(x)
+                return Out(y)
+        """,
+        "Net",
+    )
+    assert [op.name for op in info.inline_ops] == ["torch.nn.ReLU"]
