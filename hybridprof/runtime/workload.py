@@ -82,15 +82,18 @@ def iter_tensors(value: Any) -> Iterator[torch.Tensor]:
 
 
 def scalar_loss(output: Any) -> torch.Tensor:
-    """A scalar to call backward on: the mean of the first floating tensor that carries a gradient.
+    """A scalar to call backward on: the sum of the means of every floating output with a gradient.
 
-    The mean (in float32, so half-precision sums cannot overflow) keeps the loss's size independent
-    of the batch; the profile only needs backward to run through every layer, not a real loss.
+    Every output, not the first: BERT returns (last_hidden_state, pooler_output) and a loss on the
+    first alone leaves the pooler without a backward. The mean (in float32, so half-precision sums
+    cannot overflow) keeps the loss's size independent of the batch; the profile only needs
+    backward to run through every layer, not a real loss.
     """
     floating = [t for t in iter_tensors(output) if t.is_floating_point()]
     with_grad = [t for t in floating if t.requires_grad]
     if with_grad:
-        return with_grad[0].float().mean()
+        first = with_grad[0].float().mean()
+        return sum((t.float().mean().to(first.device) for t in with_grad[1:]), first)
     if floating:
         raise ModelRunError(
             "--backward: the model's output does not depend on any trainable tensor, so there is "

@@ -278,3 +278,34 @@ def test_analyze_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
     assert done.stderr == ""
     assert done.returncode == 0
     assert (tmp_path / "p.json").is_file()
+
+
+TWO_HEADS_MODEL = """
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Linear(4, 4)
+            self.pooler = nn.Linear(4, 4)
+
+        def forward(self, x):
+            hidden = self.body(x)
+            return {"last_hidden_state": hidden, "pooler_output": self.pooler(hidden[:, 0])}
+
+    def build_model():
+        return Net()
+
+    def example_inputs():
+        return torch.rand(2, 3, 4)
+"""
+
+
+def test_backward_runs_through_every_output_not_only_the_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # BERT returns (last_hidden_state, pooler_output): the pooler had 0 backward time
+    model = write_model(tmp_path, TWO_HEADS_MODEL)
+    session_file = tmp_path / "s.json"
+    assert main(["run", str(model), *QUICK, "--backward", "-o", str(session_file)]) == 0
+    pooler = load_session(session_file).record("pooler")
+    assert pooler is not None and pooler.backward_self_cpu_us is not None
+    assert pooler.backward_self_cpu_us.median > 0
