@@ -208,7 +208,7 @@ class _Run:
             self.strategy_name,
             **self._session_fields(started_at, time.perf_counter() - start, warnings),
         )
-        nothing = nothing_ran_warning(session)
+        nothing = never_ran_warning(session)
         return replace(
             session,
             records=tuple(recorder.apply(r) for r in session.records),
@@ -309,7 +309,7 @@ class _Run:
         }
 
 
-def nothing_ran_warning(session: ProfileSession) -> str | None:
+def never_ran_warning(session: ProfileSession) -> str | None:
     """Why selected layers got 0 calls when their parents did the work, and what to select.
 
     nn.TransformerEncoder in eval mode runs one fused op per layer and never calls the layer's
@@ -399,7 +399,7 @@ __all__ = [
     "RunOptions",
     "checked_plan",
     "model_device",
-    "nothing_ran_warning",
+    "never_ran_warning",
     "profile",
     "resolve_device",
 ]
