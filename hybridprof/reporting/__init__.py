@@ -25,14 +25,14 @@ class Renderer(Protocol):
 
 
 class TextRenderer:
-    """torchprof-style text table, by `reporting.text.render_text`."""
+    """torchprof-style text table with op rows, warnings and never-called paths."""
 
     extensions = (".txt",)
     binary = False
 
     def render(self, session: ProfileSession) -> str:
         text = importlib.import_module("hybridprof.reporting.text")
-        result: str = text.render_text(session)
+        result: str = text.render_text_report(session)
         return result
 
 

@@ -215,13 +215,14 @@ def _header(session: ProfileSession, total: float) -> tuple[HeaderItem, ...]:
 
 
 def _param_count(session: ProfileSession) -> int:
-    root = session.plan.target("")
-    if root is not None and root.param_count:
-        return root.param_count
-    record = session.record("")
-    if record is not None and record.param_count:
-        return record.param_count
-    return sum(r.param_count for r in session.records if r.is_leaf)
+    """The whole model's parameters: each module's own, summed over the tree (one row per object).
+
+    A module's `param_count` counts only its own parameters (recurse=False), so summing every
+    target counts each parameter once, profiled or not; without a plan, the records' sum.
+    """
+    if session.plan.targets:
+        return sum(t.param_count for t in session.plan.targets)
+    return sum(r.param_count for r in session.records)
 
 
 def _findings(session: ProfileSession) -> tuple[FindingView, ...]:

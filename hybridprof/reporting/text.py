@@ -117,6 +117,30 @@ def render_text(
     return _table(["Module", *(c.title for c in cols)], body)
 
 
+def render_text_report(session: ProfileSession) -> str:
+    """The .txt report: a line on the run, the table with each layer's ops, then what to know.
+
+    Unlike `render_text` (torchprof's `str(prof)`), a report file must stand alone, so it also says
+    what ran and carries the warnings and never-called paths the HTML report shows.
+    """
+    plan, env = session.plan, session.environment
+    runs = f"{session.warmup} warm-up + {session.iterations} measured iteration(s)"
+    if session.interrupted:
+        runs += f" (interrupted; {session.requested_iterations} requested)"
+    lines = [
+        f"hybridprof {env.hybridprof_version}: {plan.root_class} "
+        f"({session.model_file or plan.model_file or 'library'}), strategy {session.strategy}, "
+        f"{runs}, torch {env.torch_version}, {env.device}, {env.threads} thread(s)",
+        "",
+        render_text(session, show_events=True),
+    ]
+    if session.never_called:
+        lines += ["", "selected but never called: " + ", ".join(session.never_called)]
+    if session.warnings:
+        lines += ["", "warnings:", *(f"- {w}" for w in session.warnings)]
+    return "\n".join(lines) + "\n"
+
+
 def _record_cells(record: ModuleRecord | None, cols: list[Column]) -> list[str]:
     return ["" if record is None else c.of_record(record) for c in cols]
 
@@ -171,4 +195,4 @@ def _line(cells: list[str], widths: list[int]) -> str:
     return " | ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
 
 
-__all__ = ["Column", "columns", "render_text"]
+__all__ = ["Column", "columns", "render_text", "render_text_report"]

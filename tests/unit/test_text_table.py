@@ -153,3 +153,18 @@ def test_events_follow_their_layer() -> None:
         "aten::empty",
     ]
     assert "-2.00 KB" in lines[-1]
+
+
+def test_text_report_file_carries_run_line_ops_and_warnings() -> None:
+    from hybridprof.reporting.text import render_text_report
+
+    s = replace(
+        session(),
+        warnings=("TransformerEncoder's fast path skipped every selected layer",),
+        never_called=("classifier.9",),
+    )
+    text = render_text_report(s)
+    assert text.splitlines()[0].startswith("hybridprof 0.1.0: Net (")
+    assert render_text(s, show_events=True) in text
+    assert "selected but never called: classifier.9" in text
+    assert "- TransformerEncoder's fast path skipped every selected layer" in text
