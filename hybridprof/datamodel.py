@@ -363,7 +363,12 @@ def _load(kind: str, cls: type[T], text: str) -> T:
     if not isinstance(data, dict) or data.get("kind") != kind:
         raise SessionFileError(f'not a {kind} file (no "kind": "{kind}" field)')
     version = data.get("schema_version")
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise SessionFileError(
+            f"corrupt {kind} file: schema_version {version!r} is not a positive integer; "
+            "write it again with hybridprof"
+        )
+    if version > SCHEMA_VERSION:
         raise SessionFileError(
             f"{kind} schema version {version!r} is newer than this hybridprof reads "
             f"({SCHEMA_VERSION}); upgrade hybridprof to read it"
@@ -372,7 +377,9 @@ def _load(kind: str, cls: type[T], text: str) -> T:
     try:
         return typing.cast(T, from_plain(cls, data))
     except (ValueError, TypeError, KeyError, IndexError) as exc:
-        raise SessionFileError(f"corrupt {kind} file: {exc}") from exc
+        raise SessionFileError(
+            f"corrupt {kind} file: {exc}; write it again with hybridprof"
+        ) from exc
 
 
 __all__ = [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession
@@ -10,6 +12,8 @@ from hybridprof.errors import SessionFileError
 
 def _read(path: str | Path, what: str) -> str:
     file = Path(path)
+    if file.is_dir():
+        raise SessionFileError(f"{what} file '{file}' is a folder; give the {what} .json file")
     if not file.is_file():
         raise SessionFileError(f"{what} file '{file}' not found; check the path")
     try:
@@ -20,9 +24,22 @@ def _read(path: str | Path, what: str) -> str:
 
 def load_session(path: str | Path) -> ProfileSession:
     """A session saved by `hybridprof run -o` (or `ProfileSession.to_json`)."""
-    return ProfileSession.from_json(_read(path, "session"))
+    text = _read(path, "session")
+    with _naming(path):
+        return ProfileSession.from_json(text)
 
 
 def load_plan(path: str | Path) -> ProfilePlan:
     """A plan saved by `hybridprof analyze -o`."""
-    return ProfilePlan.from_json(_read(path, "plan"))
+    text = _read(path, "plan")
+    with _naming(path):
+        return ProfilePlan.from_json(text)
+
+
+@contextlib.contextmanager
+def _naming(path: str | Path) -> Iterator[None]:
+    """Prefix a parse error with the file it came from: the user may have passed several."""
+    try:
+        yield
+    except SessionFileError as exc:
+        raise SessionFileError(f"{path}: {exc}") from exc

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +111,25 @@ def test_wrong_field_type_is_corrupt() -> None:
     data["records"][0]["calls"] = "three"
     with pytest.raises(SessionFileError, match="corrupt"):
         ProfileSession.from_json(json.dumps(data))
+
+
+@pytest.mark.parametrize("version", ["1", 0, True, None])
+def test_schema_version_must_be_a_positive_integer(version: object) -> None:
+    data = json.loads(make_session().to_json())
+    data["schema_version"] = version
+    with pytest.raises(SessionFileError, match="is not a positive integer"):
+        ProfileSession.from_json(json.dumps(data))
+
+
+def test_loading_names_the_file_and_refuses_folders(tmp_path: Path) -> None:
+    from hybridprof.sessions import load_session
+
+    bad = tmp_path / "s.json"
+    bad.write_text("{")
+    with pytest.raises(SessionFileError, match=r"s\.json: not a JSON file"):
+        load_session(bad)
+    with pytest.raises(SessionFileError, match="is a folder"):
+        load_session(tmp_path)
+    good = tmp_path / "ok.json"
+    good.write_text(make_session().to_json())
+    assert load_session(good) == make_session()
