@@ -36,7 +36,7 @@ from hybridprof.planner.module_tree import Selector, tree_plan, walk
 from hybridprof.runtime.aggregate import build_session, environment
 from hybridprof.runtime.base import Strategy, StrategyConfig
 from hybridprof.runtime.measure import IterationMeasure
-from hybridprof.runtime.patching import ForwardPatcher
+from hybridprof.runtime.patching import ForwardPatcher, live_patches
 from hybridprof.runtime.quiet import quiet_fd2
 from hybridprof.runtime.session import SessionStrategy, StoppedIteration, no_gc
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, make_strategy
@@ -92,6 +92,12 @@ class Profile:
                 "so create a new Profile for the next one"
             )
         self.entered = True
+        if live_patches():
+            # torch's profiler cannot nest sessions: the inner one would end the outer one's.
+            raise RuntimeError(
+                "another hybridprof profile is active in this process (patched: "
+                f"{', '.join(live_patches()[:3])}); exit it before entering this one"
+            )
         if self.use_cuda and not probe().cuda_available:
             raise DeviceError("use_cuda=True but CUDA is not available; use use_cuda=False")
         self._strategy = make_strategy(self.strategy_name, self._config())

@@ -141,6 +141,19 @@ def test_reentry_raises(strategy: str) -> None:
         pass
 
 
+def test_a_second_profile_cannot_start_inside_another(strategy: str) -> None:
+    model = Looped()
+    x = torch.rand(2, 4)
+    with hybridprof.Profile(model, strategy=strategy) as outer:
+        inner = hybridprof.Profile(model, strategy=strategy)
+        with pytest.raises(RuntimeError, match="another hybridprof profile is active"), inner:
+            pass
+        model(x)
+    # the outer profile was not disturbed by the refused inner one
+    assert outer.session().records and all(r.calls > 0 for r in outer.session().records)
+    assert all("forward" not in m.__dict__ for m in model.modules())
+
+
 def test_enabled_false_patches_nothing() -> None:
     model = Looped()
     with hybridprof.Profile(model, enabled=False) as prof:
