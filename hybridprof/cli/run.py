@@ -95,6 +95,12 @@ def _add_measure_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=3, help="unmeasured iterations first (3)")
     parser.add_argument("--iters", type=int, default=20, help="measured iterations (20)")
     parser.add_argument(
+        "--threads",
+        type=int,
+        help="torch threads during the run (default: torch's); 1 gives the steadiest "
+        "per-layer times on a busy machine",
+    )
+    parser.add_argument(
         "--device", help="cpu or cuda (default: where the entry put the model, usually cpu)"
     )
     parser.add_argument("--profile-memory", action="store_true", help="measure memory per layer")
@@ -328,6 +334,7 @@ def _run_options(
         device=args.device,
         profile_memory=args.profile_memory,
         backward=args.backward,
+        threads=args.threads,
         trace_path=str(outputs.trace) if outputs.trace else None,
         command=("hybridprof", "run", *argv),
         model_file=str(model_file.resolve()),

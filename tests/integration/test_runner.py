@@ -243,3 +243,16 @@ def test_library_entry_point_is_the_runner() -> None:
     import hybridprof
 
     assert hybridprof.profile is profile
+
+
+def test_threads_option_applies_during_the_run_and_is_restored() -> None:
+    import hybridprof
+    from hybridprof.errors import UsageError
+
+    before = torch.get_num_threads()
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    session = hybridprof.profile(model, torch.rand(2, 4), warmup=0, iters=1, threads=1)
+    assert session.environment.threads == 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(UsageError, match="--threads must be 1 or more"):
+        hybridprof.profile(model, torch.rand(2, 4), iters=1, threads=0)
