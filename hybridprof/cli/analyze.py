@@ -17,29 +17,21 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
-from hybridprof.cli.common import add_common_options, guarded, model_prints_to_stderr
+from hybridprof.cli.common import (
+    add_common_options,
+    command_parser,
+    guarded,
+    model_prints_to_stderr,
+)
 from hybridprof.cli.terminal import emit
 from hybridprof.datamodel import ProfilePlan
-from hybridprof.errors import UsageError
 from hybridprof.loader import DEFAULT_ENTRY, read_model_source
 from hybridprof.outputs import check_output_path, write_atomic
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a bad option is a UsageError (one line, exit 2) like every other error."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message}; see 'hybridprof analyze --help'")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="hybridprof analyze",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("analyze", __doc__)
     parser.add_argument("model", help="model file (.py) defining the entry function")
     parser.add_argument("--entry", default=DEFAULT_ENTRY, help="function returning the nn.Module")
     parser.add_argument("--inputs", metavar="NAME", help="function in the file returning inputs")

@@ -7,8 +7,25 @@ import contextlib
 import sys
 import traceback
 from collections.abc import Callable, Iterator
+from typing import NoReturn
 
-from hybridprof.errors import HybridprofError
+from hybridprof.errors import HybridprofError, UsageError
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse, but a bad option is a UsageError (one line, exit 2) like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message}; see '{self.prog} --help'")
+
+
+def command_parser(command: str, doc: str | None) -> CommandParser:
+    """The parser of `hybridprof <command>`: its module docstring is its help."""
+    return CommandParser(
+        prog=f"hybridprof {command}",
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:

@@ -13,26 +13,16 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
-from hybridprof.cli.common import add_common_options, guarded
+from hybridprof.cli.common import add_common_options, command_parser, guarded
 from hybridprof.cli.terminal import emit
 from hybridprof.errors import UsageError
 from hybridprof.outputs import check_output_path
 from hybridprof.reporting import known_extensions, renderer_for, write_report
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message}; see 'hybridprof report --help'")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="hybridprof report",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("report", __doc__)
     parser.add_argument("session", help="a session file saved by hybridprof run")
     parser.add_argument(
         "-o",

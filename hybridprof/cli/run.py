@@ -19,9 +19,14 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-from hybridprof.cli.common import add_common_options, guarded, model_prints_to_stderr
+from hybridprof.cli.common import (
+    add_common_options,
+    command_parser,
+    guarded,
+    model_prints_to_stderr,
+)
 from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.cli.terminal import emit, summary_line, terminal_table
 from hybridprof.errors import UsageError
@@ -38,19 +43,8 @@ DEFAULT_OUT_DIR = "hybridprof-out"
 DEMO_FILE = Path(__file__).resolve().parent.parent / "examples" / "alexnet.py"
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a bad option is a UsageError (one line, exit 2) like every other error."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message}; see 'hybridprof run --help'")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="hybridprof run",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("run", __doc__)
     parser.add_argument("model", nargs="?", help="model file (default: the bundled AlexNet demo)")
     parser.add_argument(
         "--entry", help=f"function returning the nn.Module (default {DEFAULT_ENTRY})"
