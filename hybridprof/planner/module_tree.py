@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
+import torch
 from torch import nn
 
 from hybridprof.datamodel import ModuleTarget, ProfilePlan
-from hybridprof.errors import SelectionError
+from hybridprof.errors import SelectionError, UsageError
 
 Selector = str | Sequence[str]
 
@@ -38,13 +39,52 @@ def walk(model: nn.Module) -> list[TreeNode]:
     first: dict[int, str] = {}
     modules: dict[int, nn.Module] = {}
     others: dict[int, list[str]] = {}
-    for path, module in model.named_modules(remove_duplicate=False):
+    for path, module in named_modules(model):
         key = id(module)
         if key in first:
             others[key].append(path)
         else:
             first[key], modules[key], others[key] = path, module, []
     return [TreeNode(first[k], modules[k], tuple(others[k])) for k in first]
+
+
+def named_modules(model: nn.Module, prefix: str = "") -> Iterator[tuple[str, nn.Module]]:
+    """`named_modules(remove_duplicate=False)`, except that a TorchScript module is a leaf.
+
+    A scripted (or traced) module runs its children inside TorchScript, where no Python `forward`
+    is ever called, so they cannot be measured one by one: the module is profiled as one layer.
+    A `torch.compile`d module is refused (see `refuse_compiled`).
+    """
+    if prefix == "":
+        refuse_compiled(model)
+    yield prefix, model
+    if is_scripted(model):
+        return
+    for name, child in model._modules.items():
+        if child is not None:
+            yield from named_modules(child, f"{prefix}.{name}" if prefix else name)
+
+
+def is_scripted(module: nn.Module) -> bool:
+    return isinstance(module, torch.jit.ScriptModule)
+
+
+def refuse_compiled(model: nn.Module) -> None:
+    """Layer-by-layer profiling needs eager modules; a torch.compile wrapper would trace our ranges."""
+    for path, module in model.named_modules():
+        if type(module).__module__.startswith("torch._dynamo"):
+            where = "the model" if path == "" else f"'{path}'"
+            raise UsageError(
+                f"{where} is torch.compile'd ({type(module).__name__}); layer-by-layer profiling "
+                "needs the eager modules: profile its _orig_mod (the model before torch.compile)"
+            )
+
+
+def class_name_of(module: nn.Module) -> str:
+    """The class a user wrote: a scripted module reports its original class."""
+    if is_scripted(module):
+        return f"{getattr(module, 'original_name', type(module).__name__)} (TorchScript)"
+    return type(module).__name__
 
 
 def qualname_of(module: nn.Module) -> str:
@@ -61,10 +101,10 @@ def module_targets(model: nn.Module) -> tuple[ModuleTarget, ...]:
     return tuple(
         ModuleTarget(
             path=node.path,
-            class_name=type(node.module).__name__,
+            class_name=class_name_of(node.module),
             qualname=qualname_of(node.module),
             depth=depth_of(node.path),
-            is_leaf=next(iter(node.module.children()), None) is None,
+            is_leaf=is_scripted(node.module) or next(iter(node.module.children()), None) is None,
             selected=False,
             reason="",
             aliases=node.aliases,
@@ -78,11 +118,10 @@ def module_at(model: nn.Module, path: str) -> nn.Module:
     """The module at a dotted path ("" is the root); SelectionError with close matches if absent."""
     if path == "":
         return model
-    try:
-        return model.get_submodule(path)
-    except AttributeError:
-        known = [p for p, _ in model.named_modules(remove_duplicate=False)]
-        raise SelectionError(_no_match_message(repr(path), known, path)) from None
+    found = dict(named_modules(model))
+    if path not in found:
+        raise SelectionError(_no_match_message(repr(path), list(found), path))
+    return found[path]
 
 
 def select_targets(

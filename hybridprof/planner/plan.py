@@ -160,10 +160,10 @@ def plan_model(
     entry: str | None = None,
 ) -> ProfilePlan:
     """The plan for a live nn.Module: tree, selection, static facts, findings and compat."""
-    from hybridprof.planner.module_tree import tree_plan
+    from hybridprof.planner.module_tree import named_modules, tree_plan
 
     base = tree_plan(model, paths, globs, depth, strategy)
-    modules = dict(model.named_modules(remove_duplicate=False))
+    modules = dict(named_modules(model))
     infos = _class_infos(modules)
     facts = _LiveFacts(modules, infos)
     targets = tuple(facts.enrich(t) for t in base.targets)
@@ -194,7 +194,11 @@ def _init_classes(module: Any) -> list[type]:
 def _class_infos(modules: dict[str, Any]) -> dict[type, ModuleClassInfo]:
     """Source facts for the classes of non-leaf modules (forward's class and __init__ classes)."""
     wanted: dict[type, None] = {}
+    import torch
+
     for module in modules.values():
+        if isinstance(module, torch.jit.ScriptModule):
+            continue  # its source is TorchScript's wrapper, not the user's class
         if next(iter(module.children()), None) is not None:
             wanted.update(dict.fromkeys([forward_class(module), *_init_classes(module)]))
     return {cls: class_info(cls) for cls in wanted if cls.__module__ != "torch.nn.modules.module"}
@@ -260,6 +264,16 @@ class _LiveFacts:
     def _path_findings(self, target: ModuleTarget) -> list[Finding]:
         found: list[Finding] = []
         info = self.info_of(target.path)
+        if target.class_name.endswith("(TorchScript)"):
+            found.append(
+                Finding(
+                    "opaque",
+                    target.path,
+                    "TorchScript module: its children run inside TorchScript, where no Python "
+                    "forward is called, so it is measured as one layer; profile the eager module "
+                    "for a per-layer view",
+                )
+            )
         if not target.is_leaf and info is not None:
             if info.note:
                 found.append(

@@ -66,8 +66,10 @@ class PatchedForward:
         self.path = path
         self.module = module
         self.own_forward = own_forward
+        # The forward Python would call now: the class's, bound; or, for a traced TorchScript
+        # module, the one its __getattr__ resolves (its class attribute is no plain function).
         self.original: Callable[..., Any] = (
-            own_forward if own_forward is not None else type(module).forward.__get__(module)
+            own_forward if own_forward is not None else module.forward
         )
         # False once restored: a stray reference (e.g. kept by a shallow copy.copy of the module)
         # then just runs the original forward and never reaches a finished strategy.

@@ -25,7 +25,7 @@ from hybridprof.datamodel import ProfilePlan, ProfileSession
 from hybridprof.errors import DeviceError, HybridprofError, ModelRunError, UsageError
 from hybridprof.loader import ModelInputs, as_model_inputs, keeping_cwd
 from hybridprof.planner.compat import Compat, probe
-from hybridprof.planner.module_tree import Selector, module_at, tree_plan
+from hybridprof.planner.module_tree import Selector, module_at, named_modules, tree_plan
 from hybridprof.planner.plan import check_plan_compat
 from hybridprof.runtime.aggregate import build_session, environment
 from hybridprof.runtime.base import Strategy, StrategyConfig
@@ -173,7 +173,7 @@ def _check_plan_paths(plan: ProfilePlan, model: nn.Module) -> None:
         raise UsageError(
             "the plan selects no module; select some with `hybridprof analyze --paths`"
         )
-    known = {path for path, _ in model.named_modules(remove_duplicate=False)}
+    known = {path for path, _ in named_modules(model)}
     missing = [path for path in selected if path not in known]
     if not missing:
         return
