@@ -14,7 +14,7 @@ from hybridprof.datamodel import ModuleRecord, ModuleTarget, OpStat, ProfileSess
 from hybridprof.reporting.charts import Chart, session_charts
 from hybridprof.reporting.format import format_bytes, format_calls, format_percent, format_time_us
 from hybridprof.reporting.rows import TreeRow, parent_of, tree_rows
-from hybridprof.reporting.table import total_profiled_us
+from hybridprof.reporting.table import step_share_us, total_profiled_us
 
 Mode = Literal["html", "pdf"]
 PDF_MAX_ROWS = 200
@@ -138,6 +138,7 @@ def _row_view(
     rec = row.record
     self_us = rec.self_cpu_us.median if rec else 0.0
     total_us = rec.total_cpu_us.median if rec else 0.0
+    share_us = step_share_us(rec) if rec else 0.0
     spread = (
         f"{format_time_us(rec.self_cpu_us.min)}–{format_time_us(rec.self_cpu_us.max)}"
         if rec
@@ -156,14 +157,14 @@ def _row_view(
         calls_text=format_calls(rec.calls_per_iteration(iterations)) if rec else "",
         self_us=self_us,
         total_us=total_us,
-        pct=100.0 * total_us / total if total > 0 else 0.0,
+        pct=100.0 * share_us / total if total > 0 else 0.0,
         heat=_heat(self_us, peak),
         self_cpu=_stat_text(rec.self_cpu_us) if rec else "",
         total_cpu=_stat_text(rec.total_cpu_us) if rec else "",
         self_device=_stat_text(rec.self_device_us) if rec else "",
         total_device=_stat_text(rec.total_device_us) if rec else "",
         backward=_stat_text(rec.backward_self_cpu_us) if rec else "",
-        pct_text=format_percent(total_us, total) if rec else "",
+        pct_text=format_percent(share_us, total) if rec else "",
         memory=format_bytes(rec.self_cpu_mem) if rec else "",
         memory_bytes=rec.self_cpu_mem if rec else 0,
         spread=spread,

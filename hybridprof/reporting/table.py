@@ -89,6 +89,13 @@ def total_profiled_us(session: ProfileSession) -> float:
     )
 
 
+def step_share_us(rec: ModuleRecord) -> float:
+    """A layer's part of an iteration: its forward total, plus its backward total in a training step
+    (the iteration's total then holds both passes)."""
+    backward = rec.backward_total_cpu_us.median if rec.backward_total_cpu_us else 0.0
+    return rec.total_cpu_us.median + backward
+
+
 def _median(stat: Stat | None) -> float:
     return math.nan if stat is None else stat.median
 
@@ -121,7 +128,7 @@ def _record_row(rec: ModuleRecord, total_us: float, iterations: int) -> dict[str
         "output_shapes": ", ".join(rec.output_shapes),
         "aliases": ", ".join(rec.aliases),
         "op_count": len(rec.ops),
-        "pct_total": 100.0 * rec.total_cpu_us.median / total_us if total_us > 0 else math.nan,
+        "pct_total": 100.0 * step_share_us(rec) / total_us if total_us > 0 else math.nan,
     }
 
 

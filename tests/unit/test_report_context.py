@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from hybridprof.reporting.charts import session_charts
 from hybridprof.reporting.context import build_context
 from tests.sessions import (
@@ -129,3 +131,20 @@ def test_pdf_context_of_a_small_session_keeps_all_rows() -> None:
     ctx = build_context(small_session(), "pdf")
     assert len(ctx.rows) == ctx.total_rows == 4
     assert len(ctx.notes) == 1  # only the op-breakdown note
+
+
+def test_share_of_a_training_step_counts_both_passes() -> None:
+    from dataclasses import replace
+
+    from hybridprof.datamodel import Stat
+    from tests.sessions import small_session
+
+    base = small_session()
+    records = tuple(
+        replace(r, backward_total_cpu_us=Stat.of([2 * r.total_cpu_us.median])) for r in base.records
+    )
+    # fc1: 580 us forward + 1160 us backward in a 3000 us step
+    session = replace(base, records=records, backward=True, iteration_cpu_us=(3000.0,))
+    rows = {r.path: r for r in build_context(session).rows}
+    assert rows["fc1"].pct_text == "58.0%"
+    assert rows["fc1"].pct == pytest.approx(58.0)
