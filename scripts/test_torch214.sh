@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv-torch214
 if [ ! -x "$VENV/bin/python" ]; then
-    python3.11 -m venv "$VENV"
+    "${PYTHON:-python3}" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q "torch==2.14.1"
 "$VENV/bin/python" -m pip install -q -e ".[test]"
