@@ -31,6 +31,7 @@ from hybridprof.runtime.events import (
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
 from hybridprof.runtime.ranges import range_factory
+from hybridprof.runtime.signals import sigint_deferred
 
 
 class PerCallStrategy:
@@ -54,7 +55,7 @@ class PerCallStrategy:
     def begin(self) -> None:
         """Start and stop a profiler once, so its first-start cost is never inside a call."""
         profiler = self._new_profiler()
-        with quiet_fd2():
+        with sigint_deferred(), quiet_fd2():
             profiler.__enter__()
             profiler.__exit__(None, None, None)
 
@@ -72,14 +73,17 @@ class PerCallStrategy:
             with self._make_range(self._labels[path]):
                 return forward(*args, **kwargs)
         profiler = self._new_profiler()
-        with quiet_fd2():
-            profiler.__enter__()
+        entered = False
         self._depth += 1
         try:
+            with sigint_deferred(), quiet_fd2():
+                profiler.__enter__()
+                entered = True  # a Ctrl-C held until here still stops it in `finally`
             result = forward(*args, **kwargs)
         finally:
             self._depth -= 1
-            self._stop(profiler)
+            if entered:
+                self._stop(profiler)
         self._pending.append((path, profiler))
         return result
 
@@ -117,7 +121,7 @@ class PerCallStrategy:
     def _stop(self, profiler: Any) -> None:
         if self.config.use_device:
             torch.cuda.synchronize()  # queued kernels would be missed by this call's profiler
-        with quiet_fd2():
+        with sigint_deferred(), quiet_fd2():
             profiler.__exit__(None, None, None)
 
     def _events(self, profiler: Any) -> Any:

@@ -41,6 +41,7 @@ from hybridprof.runtime.kineto import TraceParts, read_events, read_ranges
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
 from hybridprof.runtime.ranges import range_factory
+from hybridprof.runtime.signals import sigint_deferred
 
 
 class SessionStrategy:
@@ -126,17 +127,18 @@ class SessionStrategy:
                 "cuda" if self.config.compat.profiler_device_arg == "use_device" else True
             )
         profiler = torch.autograd.profiler.profile(**kwargs)
-        with quiet_fd2():
+        with sigint_deferred(), quiet_fd2():
             profiler.__enter__()
-        self._profiler = profiler
+            self._profiler = profiler
 
     def _stop(self) -> Any:
-        profiler, self._profiler = self._profiler, None
-        if profiler is not None:
-            if self.config.use_device:
-                torch.cuda.synchronize()  # kernels still queued would be lost to the next session
-            with quiet_fd2():
-                profiler.__exit__(None, None, None)
+        with sigint_deferred():
+            profiler, self._profiler = self._profiler, None
+            if profiler is not None:
+                if self.config.use_device:
+                    torch.cuda.synchronize()  # queued kernels would be lost to the next session
+                with quiet_fd2():
+                    profiler.__exit__(None, None, None)
         return profiler
 
 
