@@ -12,7 +12,10 @@ from hybridprof.planner.module_tree import select_targets
 from hybridprof.planner.plan import plan_model
 
 # torch 2.13 deprecates TorchScript; users still hand us scripted modules, so we test them.
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning"),  # torch 2.13
+    pytest.mark.filterwarnings("ignore:`torch.jit:FutureWarning"),  # torch 2.14
+]
 
 
 class EagerWithScriptedChild(nn.Module):
