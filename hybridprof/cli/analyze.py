@@ -26,6 +26,7 @@ from hybridprof.cli.common import (
 )
 from hybridprof.cli.terminal import emit
 from hybridprof.datamodel import ProfilePlan
+from hybridprof.errors import UsageError
 from hybridprof.loader import DEFAULT_ENTRY, read_model_source
 from hybridprof.outputs import check_output_path, write_atomic
 
@@ -45,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--static-only", action="store_true",
                         help="read the source only; execute nothing of the model file")  # fmt: skip
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--max-rows",
+        type=int,
+        default=120,
+        help="text: modules printed in the tree (0: all; the saved plan always has every one)",
+    )
     add_common_options(parser)
     return parser
 
@@ -56,12 +63,14 @@ def main(argv: Sequence[str]) -> int:
 
 def _analyze(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    if args.max_rows < 0:
+        raise UsageError(f"--max-rows must be 0 (all) or more, got {args.max_rows}")
     model = Path(args.model)
     read_model_source(model)  # missing file, syntax error: before anything else
     output = check_output_path(args.output or _default_output(model), args.force)
     with model_prints_to_stderr():
         plan = _make_plan(args, model)
-    text = plan.to_json() if args.format == "json" else _text(plan, model)
+    text = plan.to_json() if args.format == "json" else _text(plan, model, args.max_rows)
     write_atomic(output, plan.to_json() + "\n", force=args.force)
     lines = text.rstrip("\n").splitlines()
     emit([*lines, f"plan saved to {output}"] if args.format == "text" else lines)
@@ -94,10 +103,10 @@ def _default_output(model: Path) -> Path:
     return model.with_name(f"{model.stem}.plan.json")
 
 
-def _text(plan: ProfilePlan, model: Path) -> str:
+def _text(plan: ProfilePlan, model: Path, max_rows: int) -> str:
     from hybridprof.planner.render import render_plan
 
-    return render_plan(plan, str(model.resolve().parent))
+    return render_plan(plan, str(model.resolve().parent), max_rows)
 
 
 __all__ = ["build_parser", "main"]

@@ -10,13 +10,31 @@ from hybridprof.datamodel import Finding, ModuleTarget, ProfilePlan
 SELECTED, SKIPPED = "[x]", "[ ]"
 
 
-def render_plan(plan: ProfilePlan, base: str | None = None) -> str:
-    """The whole plan: header, tree, findings, compat choices. `base` shortens source paths."""
+MAX_ROWS = 120  # a terminal's worth; the saved plan always holds every module
+GROUP_AT = 4  # this many findings from one source line print as one line
+
+
+def render_plan(plan: ProfilePlan, base: str | None = None, max_rows: int = MAX_ROWS) -> str:
+    """The whole plan: header, tree, findings, compat choices. `base` shortens source paths.
+
+    A big model (a 1,000-block stack) would print thousands of rows and the same finding a
+    thousand times, so the tree stops after `max_rows` rows (0: no limit) and findings made by one
+    source line are printed once with the paths they concern.
+    """
     lines = [_header(plan), ""]
-    lines += render_tree(plan, base)
+    tree = render_tree(plan, base)
+    if 0 < max_rows < len(tree):
+        hidden = plan.targets[max_rows:]
+        chosen = sum(t.selected for t in hidden)
+        tree = [
+            *tree[:max_rows],
+            f"... {len(hidden)} more modules ({chosen} selected): the saved plan lists every "
+            "module; --max-rows 0 prints them all",
+        ]
+    lines += tree
     if plan.findings:
         lines += ["", "findings:"]
-        lines += [f"  {_finding(f, base)}" for f in plan.findings]
+        lines += [f"  {line}" for line in _finding_lines(plan.findings, base)]
     if plan.compat:
         lines += ["", f"compat (torch {plan.torch_version or '?'}):"]
         lines += [f"  {c.name} = {c.value}: {c.reason}" for c in plan.compat]
@@ -66,9 +84,27 @@ def _flags(findings: tuple[Finding, ...]) -> dict[str, tuple[str, ...]]:
     return {path: tuple(kinds) for path, kinds in flags.items()}
 
 
-def _finding(finding: Finding, base: str | None) -> str:
+def _finding_lines(findings: tuple[Finding, ...], base: str | None) -> list[str]:
+    """One line per finding, except that many findings of one kind from one source line (the
+    same code in many module instances) become one line naming their paths."""
+    groups: dict[tuple[str, str], list[Finding]] = defaultdict(list)
+    for finding in findings:
+        key = (finding.kind, finding.span.short() if finding.span else f"path:{finding.path}")
+        groups[key].append(finding)
+    lines = []
+    for group in groups.values():
+        if len(group) < GROUP_AT:
+            lines += [_finding(f, base) for f in group]
+            continue
+        paths = [f.path or "(root)" for f in group]
+        named = f"{', '.join(paths[:3])} and {len(paths) - 3} more"
+        lines.append(_finding(group[0], base, paths=named))
+    return lines
+
+
+def _finding(finding: Finding, base: str | None, paths: str | None = None) -> str:
     where = f" ({_short(finding.span.short(), base)})" if finding.span else ""
-    path = finding.path or "(root)"
+    path = paths or finding.path or "(root)"
     return f"{finding.kind}: {path}: {finding.message}{where}"
 
 
