@@ -16,6 +16,11 @@ if [[ $WITH_TEST == 1 ]]; then
   apt_packages+=(poppler-utils chromium chromium-driver)
 fi
 
+# Debian's own python3 ships venv support separately (python3-venv); pyenv/python.org builds have it.
+if ! "$PY" -c "import ensurepip, venv" 2>/dev/null; then
+  apt_packages+=(python3-venv)
+fi
+
 missing=()
 for pkg in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
