@@ -273,7 +273,8 @@ def _profile(
 ) -> ProfileSession:
     """The torch part: load the model, plan unless given a plan, profile with a progress bar."""
     from hybridprof.loader import load_model
-    from hybridprof.runtime.runner import profile, resolve_device
+    from hybridprof.runtime.runner import profile
+    from hybridprof.runtime.workload import resolve_device
 
     resolve_device(args.device)  # no CUDA: said before the model is built
     loaded = load_model(model_file, entry, args.inputs, args.input_shape)

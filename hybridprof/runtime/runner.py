@@ -10,7 +10,6 @@ and marks the session `interrupted`; a model that raises becomes a `ModelRunErro
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -22,7 +21,7 @@ import torch
 from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession
-from hybridprof.errors import DeviceError, HybridprofError, ModelRunError, UsageError
+from hybridprof.errors import HybridprofError, ModelRunError, UsageError
 from hybridprof.loader import ModelInputs, as_model_inputs, keeping_cwd
 from hybridprof.planner.compat import Compat, probe
 from hybridprof.planner.module_tree import Selector, module_at, named_modules, tree_plan
@@ -36,8 +35,11 @@ from hybridprof.runtime.workload import (
     ShapeRecorder,
     TrainingState,
     forward_once,
+    model_device,
     placed_on,
+    resolve_device,
     to_device,
+    torch_threads,
     training_step,
 )
 
@@ -108,51 +110,6 @@ def profile(
     run = _Run(model, model_inputs, plan, compat, strategy_name, opts, device, progress)
     with placed_on(model, device), torch_threads(opts.threads):
         return run.execute(warnings)
-
-
-@contextlib.contextmanager
-def torch_threads(threads: int | None) -> Iterator[None]:
-    """Run with `threads` intra-op threads, then put torch's setting back.
-
-    One thread gives the steadiest per-layer times: with several, small layers pay for waking the
-    OpenMP pool, and on a busy machine that wait swamps them (ReLU 77 us at 1 thread, 10-30 ms at 2
-    on a loaded 2-core machine).
-    """
-    if threads is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def resolve_device(name: str | None) -> torch.device | None:
-    """The requested device, after checking it exists here (DeviceError if not)."""
-    if name is None:
-        return None
-    try:
-        device = torch.device(name)
-    except RuntimeError as exc:
-        raise UsageError(f"unknown device '{name}'; use cpu or cuda") from exc
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise DeviceError(
-            f"device '{name}' requested but CUDA is not available here "
-            f"(torch {torch.__version__}); use --device cpu"
-        )
-    if device.type not in ("cpu", "cuda"):
-        raise UsageError(f"device '{name}' is not supported; use cpu or cuda")
-    if device.type == "cuda" and device.index is None:  # as parameters report it: cuda:0
-        device = torch.device("cuda", torch.cuda.current_device())
-    return device
-
-
-def model_device(model: nn.Module) -> torch.device | None:
-    """The one device holding the model's parameters and buffers (None: none, or several)."""
-    where = {t.device for t in itertools.chain(model.parameters(), model.buffers())}
-    return where.pop() if len(where) == 1 else None
 
 
 def checked_plan(
