@@ -6,12 +6,12 @@ from collections import defaultdict
 from pathlib import Path
 
 from hybridprof.datamodel import Finding, ModuleTarget, ProfilePlan
+from hybridprof.reporting.findings import group_findings
 
 SELECTED, SKIPPED = "[x]", "[ ]"
 
 
 MAX_ROWS = 120  # a terminal's worth; the saved plan always holds every module
-GROUP_AT = 4  # this many findings from one source line print as one line
 
 
 def render_plan(plan: ProfilePlan, base: str | None = None, max_rows: int = MAX_ROWS) -> str:
@@ -85,21 +85,8 @@ def _flags(findings: tuple[Finding, ...]) -> dict[str, tuple[str, ...]]:
 
 
 def _finding_lines(findings: tuple[Finding, ...], base: str | None) -> list[str]:
-    """One line per finding, except that many findings of one kind from one source line (the
-    same code in many module instances) become one line naming their paths."""
-    groups: dict[tuple[str, str], list[Finding]] = defaultdict(list)
-    for finding in findings:
-        key = (finding.kind, finding.span.short() if finding.span else f"path:{finding.path}")
-        groups[key].append(finding)
-    lines = []
-    for group in groups.values():
-        if len(group) < GROUP_AT:
-            lines += [_finding(f, base) for f in group]
-            continue
-        paths = [f.path or "(root)" for f in group]
-        named = f"{', '.join(paths[:3])} and {len(paths) - 3} more"
-        lines.append(_finding(group[0], base, paths=named))
-    return lines
+    """One line per finding; many of one kind from one source line become one line."""
+    return [_finding(g.finding, base, g.paths_text()) for g in group_findings(findings)]
 
 
 def _finding(finding: Finding, base: str | None, paths: str | None = None) -> str:

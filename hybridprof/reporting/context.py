@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from hybridprof.datamodel import ModuleRecord, ModuleTarget, OpStat, ProfileSession, Stat
 from hybridprof.reporting.charts import Chart, session_charts
+from hybridprof.reporting.findings import group_findings
 from hybridprof.reporting.format import format_bytes, format_calls, format_percent, format_time_us
 from hybridprof.reporting.rows import TreeRow, parent_of, tree_rows
 from hybridprof.reporting.table import step_share_us, total_profiled_us
@@ -227,19 +228,20 @@ def _param_count(session: ProfileSession) -> int:
 
 
 def _findings(session: ProfileSession) -> tuple[FindingView, ...]:
-    found = sorted(
-        session.plan.findings,
-        key=lambda f: list(FINDING_TITLES).index(f.kind) if f.kind in FINDING_TITLES else 99,
+    order = list(FINDING_TITLES)
+    groups = sorted(
+        group_findings(session.plan.findings),
+        key=lambda g: order.index(g.finding.kind) if g.finding.kind in order else 99,
     )
     return tuple(
         FindingView(
-            f.kind,
-            FINDING_TITLES.get(f.kind, f.kind),
-            f.path,
-            f.message,
-            f.span.short() if f.span else "",
+            g.finding.kind,
+            FINDING_TITLES.get(g.finding.kind, g.finding.kind),
+            g.paths_text(),
+            g.finding.message,
+            g.finding.span.short() if g.finding.span else "",
         )
-        for f in found
+        for g in groups
     )
 
 
