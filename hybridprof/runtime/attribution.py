@@ -12,6 +12,18 @@ so (forward thread, sequence number) -> the layer ranges that enclosed that op. 
 have no sequence number; the engine runs them as soon as their gradient is ready (they have the top
 priority), i.e. right after the node that produced it, so they go to that node's layer.
 
+Recomputation (activation checkpointing, e.g. `torch.utils.checkpoint`): backward re-runs a
+checkpointed segment's forward to rebuild the tensors it did not save, so the patched forwards are
+called again and their layer ranges open inside a backward node's event (the node that first needed
+a dropped tensor, usually the segment's last layer). Such a range is a recompute range: it is not a
+forward call (no calls, no forward time), and its time, ops included, is BACKWARD time of the layer
+whose range it is (recompute is the price checkpointing pays in backward), taken out of the
+enclosing node's layer. Why this signal: a range nested in an `evaluate_function` event can only
+have been opened by code the autograd engine ran, on whichever thread ran it, and the engine event
+is already what the walk keys backward on, so no clock comparison between threads is needed. A
+recompute range's backward total also counts toward the layers that enclosed that layer's own
+forward call (its forward chain), as the node's time does toward the node's layer chain.
+
 Device kernels name their launching CPU op by correlation id; their time goes to that op's layer.
 """
 
@@ -77,7 +89,7 @@ def raw_events_of(calls: list[list[Frame]]) -> list[list[RawEvent]]:
 # to build than an object whose __init__ sets the same fields).
 EVENT, CHAIN, BWD, RANGE, KIND, CHILD_NS, MEM, CHILD_MEM, DMEM, CHILD_DMEM = range(10)
 NESTED_NS, NESTED_MEM, NESTED_DMEM, RAW, MEASURE = range(10, 15)
-OP, LAYER, BWD_ROOT = 0, 1, 2  # KIND values
+OP, LAYER, BWD_ROOT, RECOMPUTE = 0, 1, 2, 3  # KIND values
 
 
 @dataclass(slots=True)
@@ -90,6 +102,7 @@ class _Walk:
     measure: IterationMeasure
     deferred: list[Frame]  # backward frames: their layer is known once every thread is walked
     seq_chains: dict[tuple[int, int], tuple[str, ...]]
+    forward_chains: dict[str, tuple[str, ...]]  # path -> layer chain of its first forward call
     by_correlation: dict[int, Frame]
     raw: dict[str, list[list[Frame]]]
 
@@ -109,13 +122,16 @@ def attribute(
     device: list[Event] = []
     for event in events:
         (device if event.kind == "device" else threads[event.thread]).append(event)
-    walk = _Walk(names, backward, keep_raw, IterationMeasure(), [], {}, {}, defaultdict(list))
+    walk = _Walk(names, backward, keep_raw, IterationMeasure(), [], {}, {}, {}, defaultdict(list))
     top_level_ns = 0
     for thread_events in threads.values():
         top_level_ns += _walk_thread(thread_events, walk)
     walk.measure.total_cpu_us = top_level_ns / 1000
     for frame in walk.deferred:
-        _fold_backward(frame, walk)
+        if frame[KIND] == RECOMPUTE:
+            _fold_recompute(frame, walk)
+        else:
+            _fold_backward(frame, walk)
     _fold_device(device, walk)
     return Attribution(walk.measure, dict(walk.raw))
 
@@ -202,8 +218,11 @@ def _walk_thread(events: list[Event], walk: _Walk) -> int:
         else:
             frame = [event, (), None, None, OP, 0, 0, 0, 0, 0, 0, 0, 0, None, None]
         path = names.get(event[1])
-        if path is not None and frame[BWD] is None:
-            _open_layer(frame, path, walk)
+        if path is not None:
+            if frame[BWD] is None:
+                _open_layer(frame, path, walk)
+            else:
+                _open_layer(frame, path, walk, RECOMPUTE)
         elif backward:
             _link_backward(event, frame, walk, last_bwd)
             if frame[KIND] == BWD_ROOT:
@@ -220,9 +239,9 @@ _START_I, _END_I = Event._fields.index("start_ns"), Event._fields.index("end_ns"
 _START = itemgetter(_START_I)
 
 
-def _open_layer(frame: Frame, path: str, walk: _Walk) -> None:
+def _open_layer(frame: Frame, path: str, walk: _Walk, kind: int = LAYER) -> None:
     frame[CHAIN] = (*frame[CHAIN], path)
-    frame[RANGE], frame[KIND], frame[RAW] = frame, LAYER, []
+    frame[RANGE], frame[KIND], frame[RAW] = frame, kind, []
     frame[MEASURE] = walk.measure.path(path)
 
 
@@ -239,7 +258,7 @@ def _link_backward(
 
 def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
     """Pass a popped frame's totals to its parent and fold it; returns its duration if top-level."""
-    event = frame[EVENT]
+    event, kind = frame[EVENT], frame[KIND]
     duration = event.end_ns - event.start_ns
     total_mem, total_dmem = frame[MEM] + frame[CHILD_MEM], frame[DMEM] + frame[CHILD_DMEM]
     if stack:
@@ -249,14 +268,19 @@ def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
             parent[CHILD_MEM] += total_mem
             parent[CHILD_DMEM] += total_dmem
         enclosing = parent[RANGE]
-        if frame[KIND] == LAYER and enclosing is not None:
+        if kind == RECOMPUTE and enclosing is None:
+            _backward_root(stack)[NESTED_NS] += duration  # not the node's layer's own time
+        elif kind in (LAYER, RECOMPUTE) and enclosing is not None:
             enclosing[NESTED_NS] += duration
             enclosing[NESTED_MEM] += total_mem
             enclosing[NESTED_DMEM] += total_dmem
-    if frame[KIND] == LAYER:
+    if kind == LAYER:
         _fold_range(frame, duration, total_mem, total_dmem, walk)
     elif frame[BWD] is not None:
-        walk.deferred.append(frame)
+        if kind == OP and frame[RANGE] is not None:  # an op of a recomputed forward
+            _fold_op(frame, frame[RANGE][MEASURE].ops, event.name + BACKWARD_SUFFIX, backward=True)
+        else:
+            walk.deferred.append(frame)
     elif frame[CHAIN]:
         _fold_op(frame, frame[RANGE][MEASURE].ops, event.name, backward=False)
         if walk.keep_raw:
@@ -275,6 +299,12 @@ def _fold_range(frame: Frame, duration: int, total_mem: int, total_dmem: int, wa
     measure.self_device_mem += total_dmem - frame[NESTED_DMEM]
     if walk.keep_raw:
         walk.raw[measure.path].append(frame[RAW])
+    walk.forward_chains.setdefault(measure.path, frame[CHAIN])
+
+
+def _backward_root(stack: list[Frame]) -> Frame:
+    """The backward node event a recompute range runs in (the one BWD_ROOT on the stack)."""
+    return next(frame for frame in reversed(stack) if frame[KIND] == BWD_ROOT)
 
 
 def _fold_op(frame: Frame, ops: dict[str, OpMeasure], name: str, *, backward: bool) -> None:
@@ -302,11 +332,23 @@ def _fold_backward(frame: Frame, walk: _Walk) -> None:
     measure = walk.measure
     event = frame[EVENT]
     _fold_op(frame, measure.path(chain[-1]).ops, event.name + BACKWARD_SUFFIX, backward=True)
-    if frame[KIND] == BWD_ROOT:
-        duration_us = (event.end_ns - event.start_ns) / 1000
+    if frame[KIND] == BWD_ROOT:  # its time less the forwards recomputed in it (NESTED_NS)
+        duration_us = (event.end_ns - event.start_ns - frame[NESTED_NS]) / 1000
         for path in dict.fromkeys(chain):
             measure.path(path).backward_total_cpu_us += duration_us
         measure.path(chain[-1]).backward_self_cpu_us += duration_us
+
+
+def _fold_recompute(frame: Frame, walk: _Walk) -> None:
+    """A recomputed forward call: backward time of its layer, never a forward call."""
+    event, measure = frame[EVENT], frame[MEASURE]
+    duration = event.end_ns - event.start_ns
+    measure.backward_self_cpu_us += (duration - frame[NESTED_NS]) / 1000
+    measure.backward_total_cpu_us += duration / 1000
+    if len(frame[CHAIN]) == 1:  # outermost recomputed range: its forward's enclosing layers too
+        for path in dict.fromkeys(walk.forward_chains.get(measure.path, ())):
+            if path != measure.path:
+                walk.measure.path(path).backward_total_cpu_us += duration / 1000
 
 
 def _fold_device(device: list[Event], walk: _Walk) -> None:
@@ -316,6 +358,11 @@ def _fold_device(device: list[Event], walk: _Walk) -> None:
         if launcher is None or event.name in walk.names:
             continue  # unlinked activity, or the device-side copy of a layer range
         duration_us = (event.end_ns - event.start_ns) / 1000
+        if launcher[BWD] is not None and launcher[RANGE] is not None:  # a recomputed forward
+            layer = launcher[RANGE][MEASURE]
+            _add_device(layer, launcher[EVENT].name + BACKWARD_SUFFIX, duration_us)
+            layer.backward_self_device_us += duration_us
+            continue
         if launcher[BWD] is not None:
             chain = walk.seq_chains.get(launcher[BWD], ())
             if chain:
