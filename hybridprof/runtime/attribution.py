@@ -12,17 +12,18 @@ so (forward thread, sequence number) -> the layer ranges that enclosed that op. 
 have no sequence number; the engine runs them as soon as their gradient is ready (they have the top
 priority), i.e. right after the node that produced it, so they go to that node's layer.
 
-Recomputation (activation checkpointing, e.g. `torch.utils.checkpoint`): backward re-runs a
-checkpointed segment's forward to rebuild the tensors it did not save, so the patched forwards are
-called again and their layer ranges open inside a backward node's event (the node that first needed
-a dropped tensor, usually the segment's last layer). Such a range is a recompute range: it is not a
-forward call (no calls, no forward time), and its time, ops included, is BACKWARD time of the layer
-whose range it is (recompute is the price checkpointing pays in backward), taken out of the
-enclosing node's layer. Why this signal: a range nested in an `evaluate_function` event can only
-have been opened by code the autograd engine ran, on whichever thread ran it, and the engine event
-is already what the walk keys backward on, so no clock comparison between threads is needed. A
-recompute range's backward total also counts toward the layers that enclosed that layer's own
-forward call (its forward chain), as the node's time does toward the node's layer chain.
+Recomputation (activation checkpointing, `torch.utils.checkpoint`): backward re-runs a checkpointed
+segment's forward, so its layer ranges open again, inside the event of the backward node that first
+needed a dropped tensor (usually the segment's last layer's). Such a recompute range is no forward
+call; its time, ops included, is BACKWARD time of its own layer (the price checkpointing pays in
+backward), taken out of the node's layer. The signal: nesting in an `evaluate_function` event, which
+only code the autograd engine ran can show, on whatever thread; the walk keys backward on that event
+already, so no clocks of different threads are compared. An outermost recompute range's total also
+counts toward the layers enclosing its layer's forward call. The op that ran the recompute (the
+node's own op) has in its self time the checkpoint's bookkeeping (RNG state, saved-tensor hooks, the
+exception that stops recomputing early: ~100 us a segment, several times that under the profiler);
+that goes to the layer that called the checkpoint, which owns its forward bookkeeping too, if
+selected (else to no layer).
 
 Device kernels name their launching CPU op by correlation id; their time goes to that op's layer.
 """
@@ -89,7 +90,7 @@ def raw_events_of(calls: list[list[Frame]]) -> list[list[RawEvent]]:
 # to build than an object whose __init__ sets the same fields).
 EVENT, CHAIN, BWD, RANGE, KIND, CHILD_NS, MEM, CHILD_MEM, DMEM, CHILD_DMEM = range(10)
 NESTED_NS, NESTED_MEM, NESTED_DMEM, RAW, MEASURE = range(10, 15)
-OP, LAYER, BWD_ROOT, RECOMPUTE = 0, 1, 2, 3  # KIND values
+OP, LAYER, BWD_ROOT, RECOMPUTE, HOST = range(5)  # KIND values; HOST: an op that recomputed
 
 
 @dataclass(slots=True)
@@ -130,6 +131,8 @@ def attribute(
     for frame in walk.deferred:
         if frame[KIND] == RECOMPUTE:
             _fold_recompute(frame, walk)
+        elif frame[KIND] == HOST:
+            _fold_host(frame, walk)
         else:
             _fold_backward(frame, walk)
     _fold_device(device, walk)
@@ -267,13 +270,8 @@ def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
         if total_mem or total_dmem:
             parent[CHILD_MEM] += total_mem
             parent[CHILD_DMEM] += total_dmem
-        enclosing = parent[RANGE]
-        if kind == RECOMPUTE and enclosing is None:
-            _backward_root(stack)[NESTED_NS] += duration  # not the node's layer's own time
-        elif kind in (LAYER, RECOMPUTE) and enclosing is not None:
-            enclosing[NESTED_NS] += duration
-            enclosing[NESTED_MEM] += total_mem
-            enclosing[NESTED_DMEM] += total_dmem
+        if kind != OP:
+            _nest_in_parent(frame, duration, total_mem, total_dmem, stack)
     if kind == LAYER:
         _fold_range(frame, duration, total_mem, total_dmem, walk)
     elif frame[BWD] is not None:
@@ -300,6 +298,24 @@ def _fold_range(frame: Frame, duration: int, total_mem: int, total_dmem: int, wa
     if walk.keep_raw:
         walk.raw[measure.path].append(frame[RAW])
     walk.forward_chains.setdefault(measure.path, frame[CHAIN])
+
+
+def _nest_in_parent(
+    frame: Frame, duration: int, total_mem: int, total_dmem: int, stack: list[Frame]
+) -> None:
+    """Take a closing layer/recompute range's time (or a HOST's self time) out of its encloser's."""
+    kind, enclosing = frame[KIND], stack[-1][RANGE]
+    if kind == HOST:
+        _backward_root(stack)[NESTED_NS] += duration - frame[CHILD_NS]
+    elif kind == RECOMPUTE and enclosing is None:  # outermost: out of the node's layer's time
+        _backward_root(stack)[NESTED_NS] += duration
+        host = stack[-1]
+        if host[KIND] == OP:
+            host[KIND], host[MEASURE] = HOST, frame[MEASURE]
+    elif kind in (LAYER, RECOMPUTE) and enclosing is not None:
+        enclosing[NESTED_NS] += duration
+        enclosing[NESTED_MEM] += total_mem
+        enclosing[NESTED_DMEM] += total_dmem
 
 
 def _backward_root(stack: list[Frame]) -> Frame:
@@ -349,6 +365,20 @@ def _fold_recompute(frame: Frame, walk: _Walk) -> None:
         for path in dict.fromkeys(walk.forward_chains.get(measure.path, ())):
             if path != measure.path:
                 walk.measure.path(path).backward_total_cpu_us += duration / 1000
+
+
+def _fold_host(frame: Frame, walk: _Walk) -> None:
+    """The op that ran a recompute: its self time is checkpoint bookkeeping, the caller's."""
+    callers = walk.forward_chains.get(frame[MEASURE].path, ())[:-1]
+    if not callers:
+        return  # the checkpoint was called outside every selected layer
+    event = frame[EVENT]
+    self_us = (event.end_ns - event.start_ns - frame[CHILD_NS]) / 1000
+    caller = walk.measure.path(callers[-1])
+    _fold_op(frame, caller.ops, event.name + BACKWARD_SUFFIX, backward=True)
+    caller.backward_self_cpu_us += self_us
+    for path in dict.fromkeys(callers):
+        walk.measure.path(path).backward_total_cpu_us += self_us
 
 
 def _fold_device(device: list[Event], walk: _Walk) -> None:

@@ -48,14 +48,31 @@ def test_recomputed_ranges_add_no_forward_calls_or_time() -> None:
 
 def test_each_layer_owns_its_recompute_as_backward() -> None:
     paths = attribute(checkpointed_step(), NAMES, backward=True).measure.paths
-    fc, act, block, root = paths["block.fc"], paths["block.act"], paths["block"], paths[""]
+    fc, act, block = paths["block.fc"], paths["block.act"], paths["block"]
     assert fc.ops["aten::addmm [bwd]"].backward and fc.ops["aten::addmm [bwd]"].self_cpu_us == 17
     assert fc.backward_self_cpu_us == 19 + 20  # its recompute, then its own AddmmBackward0 node
     assert "aten::relu [bwd]" in act.ops and "aten::addmm [bwd]" not in act.ops
-    assert act.backward_self_cpu_us == 10 + (60 - 35)  # its recompute, its node less the recompute
+    # ReLU's node less the recompute (35) and the checkpoint's bookkeeping around it (58 - 35 - 8)
+    assert act.backward_self_cpu_us == 10 + (60 - 35 - 15)
     assert block.backward_self_cpu_us == 35 - 19 - 10
-    assert block.backward_total_cpu_us == 60 + 20  # every node made under it, recompute included
-    assert root.backward_total_cpu_us == 80 and root.backward_self_cpu_us == 0
+    assert block.backward_total_cpu_us == (60 - 35 - 15) + 35 + 20
+
+
+def test_checkpoint_bookkeeping_goes_to_the_layer_that_called_checkpoint() -> None:
+    root = attribute(checkpointed_step(), NAMES, backward=True).measure.paths[""]
+    assert (
+        root.backward_self_cpu_us == 58 - 35 - 8
+    )  # ReluBackward0's self time around the recompute
+    assert root.ops["ReluBackward0 [bwd]"].backward
+    assert root.backward_total_cpu_us == 60 + 20  # every backward node of the step
+
+
+def test_without_the_caller_selected_no_layer_owns_the_bookkeeping() -> None:
+    names = {name: path for name, path in NAMES.items() if path}
+    measure = attribute(checkpointed_step()[1:], names, backward=True).measure
+    owned = sum(m.self_cpu_us + m.backward_self_cpu_us for m in measure.paths.values())
+    assert owned == measure.total_cpu_us - 15
+    assert measure.paths["block.act"].backward_self_cpu_us == 10 + (60 - 35 - 15)
 
 
 def test_self_times_forward_and_backward_cover_the_step_once() -> None:
