@@ -288,6 +288,12 @@ class ProfileSession:
     def record(self, path: str) -> ModuleRecord | None:
         return next((r for r in self.records if r.path == path), None)
 
+    def to_dataframe(self) -> Any:
+        """One row per profiled path (a pandas DataFrame), as the reports' table shows it."""
+        from hybridprof.reporting.table import session_frame  # pandas only when asked for
+
+        return session_frame(self)
+
     def to_json(self) -> str:
         return _dump(SESSION_KIND, self)
 

@@ -105,3 +105,12 @@ def test_empty_session_gives_typed_empty_frame() -> None:
     assert len(frame) == 0
     assert frame["self_cpu_us"].dtype == "float64"
     assert frame["calls"].dtype == "int64"
+
+
+def test_session_to_dataframe_is_the_report_frame() -> None:
+    from hybridprof.reporting.table import session_frame
+    from tests.sessions import small_session
+
+    session = small_session()
+    assert session.to_dataframe().equals(session_frame(session))
+    assert list(session.to_dataframe()["path"]) == ["fc1", "act", "fc2"]
