@@ -30,7 +30,7 @@ from hybridprof.runtime.events import (
 )
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
-from hybridprof.runtime.ranges import range_factory
+from hybridprof.runtime.ranges import new_autograd_profiler, range_factory
 from hybridprof.runtime.signals import sigint_deferred
 
 
@@ -54,7 +54,7 @@ class PerCallStrategy:
 
     def begin(self) -> None:
         """Start and stop a profiler once, so its first-start cost is never inside a call."""
-        profiler = self._new_profiler()
+        profiler = new_autograd_profiler(self.config)
         with sigint_deferred(), quiet_fd2():
             profiler.__enter__()
             profiler.__exit__(None, None, None)
@@ -72,7 +72,7 @@ class PerCallStrategy:
         if self._depth:
             with self._make_range(self._labels[path]):
                 return forward(*args, **kwargs)
-        profiler = self._new_profiler()
+        profiler = new_autograd_profiler(self.config)
         entered = False
         self._depth += 1
         try:
@@ -108,15 +108,6 @@ class PerCallStrategy:
         return dict(self._raw)
 
     # -- helpers
-
-    def _new_profiler(self) -> Any:
-        kwargs: dict[str, Any] = {}
-        if self.config.profile_memory and self.config.compat.profile_memory:
-            kwargs["profile_memory"] = True
-        if self.config.use_device:
-            arg = self.config.compat.profiler_device_arg
-            kwargs[arg] = "cuda" if arg == "use_device" else True
-        return torch.autograd.profiler.profile(**kwargs)
 
     def _stop(self, profiler: Any) -> None:
         if self.config.use_device:

@@ -1,4 +1,4 @@
-"""The profiler range a strategy opens around each selected layer call, chosen once by compat."""
+"""What the profiling strategies open, as the compat choices say: a profiler, and a range per layer call."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
+
+from hybridprof.runtime.base import StrategyConfig
 
 
 def range_factory(fast_ranges: str) -> Callable[[str], AbstractContextManager[Any]]:
@@ -20,3 +22,18 @@ def range_factory(fast_ranges: str) -> Callable[[str], AbstractContextManager[An
         fast: Callable[[str], AbstractContextManager[Any]] = torch._C._profiler._RecordFunctionFast
         return fast
     return torch.autograd.profiler.record_function
+
+
+def new_autograd_profiler(config: StrategyConfig) -> Any:
+    """An autograd profiler (not yet started) with the arguments this torch accepts.
+
+    Memory is asked for only where compat found `profile_memory` supported, and device timing
+    through whichever of `use_device` / `use_cuda` this torch has.
+    """
+    kwargs: dict[str, Any] = {}
+    if config.profile_memory and config.compat.profile_memory:
+        kwargs["profile_memory"] = True
+    if config.use_device:
+        arg = config.compat.profiler_device_arg
+        kwargs[arg] = "cuda" if arg == "use_device" else True
+    return torch.autograd.profiler.profile(**kwargs)

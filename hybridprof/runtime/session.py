@@ -40,7 +40,7 @@ from hybridprof.runtime.base import StrategyConfig
 from hybridprof.runtime.kineto import TraceParts, read_events, read_ranges
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
-from hybridprof.runtime.ranges import range_factory
+from hybridprof.runtime.ranges import new_autograd_profiler, range_factory
 from hybridprof.runtime.signals import sigint_deferred
 
 
@@ -121,12 +121,7 @@ class SessionStrategy:
     def _start(self) -> None:
         if self._profiler is not None:
             return
-        kwargs: dict[str, Any] = {"profile_memory": self.config.profile_memory}
-        if self.config.use_device:
-            kwargs[self.config.compat.profiler_device_arg] = (
-                "cuda" if self.config.compat.profiler_device_arg == "use_device" else True
-            )
-        profiler = torch.autograd.profiler.profile(**kwargs)
+        profiler = new_autograd_profiler(self.config)
         with sigint_deferred(), quiet_fd2():
             profiler.__enter__()
             self._profiler = profiler
