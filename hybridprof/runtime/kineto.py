@@ -18,6 +18,7 @@ MEMORY_EVENT = "[memory]"
 _SKIPPED = frozenset(
     {
         "[OutOfMemory]",
+        "Activity Buffer Request",  # Kineto's own CUPTI buffer allocation, not the model's work
         "profiler::_record_function_enter",
         "profiler::_record_function_enter_new",
         "profiler::_record_function_exit",
@@ -108,7 +109,12 @@ def _from_kineto(raw: Any, *, links: bool, device: bool) -> list[Event]:
                 )
             )
         else:
-            append(_linked_event(e, name, start, links, e.device_type() == cpu))
+            is_cpu = e.device_type() == cpu
+            if is_cpu and e.linked_correlation_id() > 0:
+                # A CUDA runtime call (cudaLaunchKernel, cudaMemcpyAsync): its CPU time lies inside
+                # the op that made it, and Kineto may file it under another thread id.
+                continue
+            append(_linked_event(e, name, start, links, is_cpu))
     return out
 
 

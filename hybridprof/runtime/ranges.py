@@ -36,4 +36,8 @@ def new_autograd_profiler(config: StrategyConfig) -> Any:
     if config.use_device:
         arg = config.compat.profiler_device_arg
         kwargs[arg] = "cuda" if arg == "use_device" else True
+        # Without use_kineto the autograd profiler falls back to timing each op with CUDA events
+        # ("legacy" mode): no kernel events, so nothing links device time to a layer. With it,
+        # Kineto records every kernel with the correlation id of the op that launched it.
+        kwargs["use_kineto"] = True
     return torch.autograd.profiler.profile(**kwargs)
