@@ -18,11 +18,11 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Profile": ("hybridprof.runtime.profile", "Profile"),
+    "Profile": ("hybridprof.api", "Profile"),
     "plan_model": ("hybridprof.planner.plan", "plan_model"),
-    "profile": ("hybridprof.runtime.runner", "profile"),
-    "load_session": ("hybridprof.sessions", "load_session"),
-    "load_plan": ("hybridprof.sessions", "load_plan"),
+    "profile": ("hybridprof.api", "profile"),
+    "load_session": ("hybridprof.storage", "load_session"),
+    "load_plan": ("hybridprof.storage", "load_plan"),
     "ProfileSession": ("hybridprof.datamodel", "ProfileSession"),
     "ProfilePlan": ("hybridprof.datamodel", "ProfilePlan"),
     "HybridprofError": ("hybridprof.errors", "HybridprofError"),

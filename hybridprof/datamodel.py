@@ -290,7 +290,7 @@ class ProfileSession:
 
     def to_dataframe(self) -> Any:
         """One row per profiled path (a pandas DataFrame), as the reports' table shows it."""
-        from hybridprof.reporting.table import session_frame  # pandas only when asked for
+        from hybridprof.frames import session_frame  # same layer; pandas only when asked for
 
         return session_frame(self)
 

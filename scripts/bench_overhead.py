@@ -34,10 +34,10 @@ from torch import nn
 from hybridprof.examples import alexnet
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import tree_plan
-from hybridprof.runtime.base import Strategy, StrategyConfig
 from hybridprof.runtime.patching import ForwardPatcher
 from hybridprof.runtime.quiet import quiet_fd2
 from hybridprof.runtime.strategies import make_strategy
+from hybridprof.runtime.strategies.base import Strategy, StrategyConfig
 
 CONFIGS = ("torch.profiler", "torchprof", "session", "per-call", "timer")
 STRATEGY_CONFIGS = ("session", "per-call", "timer")
@@ -273,7 +273,7 @@ def rss_child(model_name: str, config: str, iters: int) -> None:
     """In a subprocess: run `iters` forwards under `config`, print the peak RSS in MB."""
     torch.set_num_threads(1)
     if config == "hybridprof.profile":
-        from hybridprof.runtime.runner import profile
+        from hybridprof.api import profile
 
         model, x = build(model_name)
         with quiet_fd2():
@@ -296,7 +296,7 @@ def peak_rss(model_name: str, config: str, iters: int) -> float:
 def agreement(iters: int) -> list[str]:
     """session vs per-call on AlexNet: top-5 layers by self CPU, each layer's share of the total
     (from the per-layer medians over iterations), and how much a top layer varies per iteration."""
-    from hybridprof.runtime.runner import profile
+    from hybridprof.api import profile
 
     shares: dict[str, dict[str, float]] = {}
     stats: dict[str, dict[str, Any]] = {}

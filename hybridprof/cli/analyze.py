@@ -104,7 +104,7 @@ def _default_output(model: Path) -> Path:
 
 
 def _text(plan: ProfilePlan, model: Path, max_rows: int) -> str:
-    from hybridprof.planner.render import render_plan
+    from hybridprof.reporting.plan_text import render_plan
 
     return render_plan(plan, str(model.resolve().parent), max_rows)
 

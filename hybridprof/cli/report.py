@@ -62,7 +62,7 @@ def render(args: argparse.Namespace) -> int:
         check_output_path(output, args.force)
     if len({o.resolve() for o in outputs}) != len(outputs):
         raise UsageError("the same output is given twice; give each -o its own file")
-    from hybridprof.sessions import load_session
+    from hybridprof.storage import load_session
 
     session = load_session(args.session)
     if not outputs:

@@ -200,7 +200,7 @@ def _check_values(args: argparse.Namespace) -> None:
 
 
 def _load_plan(path: str) -> ProfilePlan:
-    from hybridprof.sessions import load_plan
+    from hybridprof.storage import load_plan
 
     return load_plan(path)
 
@@ -272,8 +272,8 @@ def _profile(
     outputs: Outputs,
 ) -> ProfileSession:
     """The torch part: load the model, plan unless given a plan, profile with a progress bar."""
+    from hybridprof.api import profile
     from hybridprof.loader import load_model
-    from hybridprof.runtime.runner import profile
     from hybridprof.runtime.workload import resolve_device
 
     resolve_device(args.device)  # no CUDA: said before the model is built

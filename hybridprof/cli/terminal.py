@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from hybridprof.datamodel import ModuleRecord, ProfileSession
-from hybridprof.reporting.rows import tree_rows
+from hybridprof.tree import tree_rows
 
 TABLE_ROWS = 40
 

@@ -2,16 +2,18 @@
 
 `self.x = nn.Linear(...)`, `self.add_module(f"layer{i}", ...)`, `setattr(self, name, ...)`,
 `self.blocks.append(...)`, and the entries of Sequential/ModuleList/ModuleDict built from literals
-or comprehensions. Functions of the `ClassWalker` (static.py) whose state they fill.
+or comprehensions. The walker (`ClassWalker` in static.py) calls `init_statement` on each statement of
+`__init__`; this module sees it only through `InitWalker`, the part of it that the `__init__` walk
+reads and fills, so the dependency runs one way (static.py -> static_init.py).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import libcst as cst
 
-from hybridprof.datamodel import ChildDef
+from hybridprof.datamodel import ChildDef, SourceSpan
 from hybridprof.planner.static_syntax import (
     Flow,
     constant_key,
@@ -22,13 +24,29 @@ from hybridprof.planner.static_syntax import (
     string_value,
 )
 
-if TYPE_CHECKING:
-    from hybridprof.planner.static import ClassWalker
+
+class InitHandler(Protocol):
+    def __call__(self, walker: InitWalker, node: cst.CSTNode, flow: Flow, /) -> None: ...
+
+
+class InitWalker(Protocol):
+    """What the `__init__` walk needs from the class walker: the child list it fills, the locals it
+    records, and the walker's name resolution and method following."""
+
+    children: list[ChildDef]
+    locals: dict[str, cst.BaseExpression]
+
+    def follow(self, method: str, flow: Flow, handler: InitHandler) -> None: ...
+
+    def qualified(self, node: cst.CSTNode) -> str | None: ...
+
+    def span(self, node: cst.CSTNode) -> SourceSpan: ...
+
 
 _NOT_CHILD_CALLS = ("builtins.", "torch.nn.Parameter", "torch.nn.parameter.", "torch.Tensor")
 
 
-def init_statement(walker: ClassWalker, node: cst.CSTNode, flow: Flow) -> None:
+def init_statement(walker: InitWalker, node: cst.CSTNode, flow: Flow) -> None:
     if isinstance(node, cst.Assign):
         for target in node.targets:
             _init_assign(walker, target.target, node.value, flow)
@@ -39,7 +57,7 @@ def init_statement(walker: ClassWalker, node: cst.CSTNode, flow: Flow) -> None:
 
 
 def _init_assign(
-    walker: ClassWalker, target: cst.BaseExpression, value: cst.BaseExpression, flow: Flow
+    walker: InitWalker, target: cst.BaseExpression, value: cst.BaseExpression, flow: Flow
 ) -> None:
     attr = self_attr(target)
     if attr is not None:
@@ -54,7 +72,7 @@ def _init_assign(
         _init_call(walker, value, flow)
 
 
-def _init_call(walker: ClassWalker, call: cst.Call, flow: Flow) -> None:
+def _init_call(walker: InitWalker, call: cst.Call, flow: Flow) -> None:
     func, args = call.func, [a.value for a in call.args]
     method = self_attr(func)
     if method is not None:
@@ -72,7 +90,7 @@ def _init_call(walker: ClassWalker, call: cst.Call, flow: Flow) -> None:
 
 
 def _child_defs(
-    walker: ClassWalker,
+    walker: InitWalker,
     name: str,
     value: cst.BaseExpression,
     kind: str,
@@ -95,7 +113,7 @@ def _child_defs(
     return [own, *_entries(walker, name, container, value)]
 
 
-def _entries(walker: ClassWalker, name: str, container: str, call: cst.Call) -> list[ChildDef]:
+def _entries(walker: InitWalker, name: str, container: str, call: cst.Call) -> list[ChildDef]:
     args = [a for a in call.args if a.keyword is None]
     if not args:
         return []
@@ -112,7 +130,7 @@ def _entries(walker: ClassWalker, name: str, container: str, call: cst.Call) -> 
 
 
 def _collection_entries(
-    walker: ClassWalker, name: str, container: str, value: cst.BaseExpression
+    walker: InitWalker, name: str, container: str, value: cst.BaseExpression
 ) -> list[ChildDef]:
     if isinstance(value, cst.Call) and value.args:  # OrderedDict([...]) / dict(...)
         value = value.args[0].value
@@ -155,7 +173,7 @@ def pair(node: cst.BaseExpression, index: str) -> tuple[str, cst.BaseExpression]
     return index, node
 
 
-def _is_ordered_dict(node: cst.BaseExpression, walker: ClassWalker) -> bool:
+def _is_ordered_dict(node: cst.BaseExpression, walker: InitWalker) -> bool:
     if not isinstance(node, cst.Call):
         return False
     return walker.qualified(node.func) in ("collections.OrderedDict", "builtins.dict", "dict")

@@ -14,8 +14,7 @@ from hybridprof.datamodel import ModuleRecord, ModuleTarget, OpStat, ProfileSess
 from hybridprof.reporting.charts import Chart, session_charts
 from hybridprof.reporting.findings import group_findings
 from hybridprof.reporting.format import format_bytes, format_calls, format_percent, format_time_us
-from hybridprof.reporting.rows import TreeRow, parent_of, tree_rows
-from hybridprof.reporting.table import step_share_us, total_profiled_us
+from hybridprof.tree import TreeRow, parent_of, step_share_us, total_profiled_us, tree_rows
 
 Mode = Literal["html", "pdf"]
 PDF_MAX_ROWS = 200

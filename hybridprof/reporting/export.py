@@ -9,7 +9,7 @@ import json
 import math
 
 from hybridprof.datamodel import ProfileSession
-from hybridprof.reporting.table import session_frame
+from hybridprof.frames import session_frame
 
 
 def render_csv(session: ProfileSession) -> str:

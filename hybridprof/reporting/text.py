@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from hybridprof.datamodel import ModuleRecord, OpStat, ProfileSession
 from hybridprof.reporting.format import format_bytes, format_calls, format_time_us
-from hybridprof.reporting.rows import TreeRow, tree_rows
+from hybridprof.tree import TreeRow, tree_rows
 
 
 @dataclass(frozen=True, slots=True)

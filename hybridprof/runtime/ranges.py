@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from hybridprof.runtime.base import StrategyConfig
+from hybridprof.runtime.strategies.base import StrategyConfig
 
 
 def range_factory(fast_ranges: str) -> Callable[[str], AbstractContextManager[Any]]:

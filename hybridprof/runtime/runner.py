@@ -27,10 +27,10 @@ from hybridprof.planner.compat import Compat, probe
 from hybridprof.planner.module_tree import Selector, module_at, named_modules, tree_plan
 from hybridprof.planner.plan import check_plan_compat
 from hybridprof.runtime.aggregate import build_session, environment
-from hybridprof.runtime.base import Strategy, StrategyConfig
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.patching import ForwardPatcher
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, make_strategy
+from hybridprof.runtime.strategies.base import Strategy, StrategyConfig
 from hybridprof.runtime.workload import (
     ShapeRecorder,
     TrainingState,
@@ -67,28 +67,18 @@ class RunOptions:
     model_hash: str | None = None
 
 
-def profile(
+def run_profile(
     model: nn.Module,
     inputs: Any,
+    opts: RunOptions,
     *,
     plan: ProfilePlan | None = None,
     paths: Sequence[Selector] | None = None,
     globs: Sequence[str] = (),
     depth: int | None = None,
-    options: RunOptions | None = None,
     progress: ProgressFn | None = None,
-    **option_fields: Any,
 ) -> ProfileSession:
-    """Profile `model` on `inputs` (a tensor, a tuple of args, a dict of kwargs or `ModelInputs`).
-
-    Options go in `options` or as keywords (`warmup=3, iters=20, backward=True, ...`, see
-    `RunOptions`). `plan` (from `hybridprof analyze`) fixes the selected paths; otherwise `paths`,
-    `globs` and `depth` select (leaves by default). The inputs move to `device`, and so does the
-    model for the run if it is elsewhere (it is moved back after); without `device`, to the
-    model's own device. The model is left
-    exactly as it was.
-    """
-    opts = replace(options or RunOptions(), **option_fields)
+    """`hybridprof.profile()`'s work (see `hybridprof.api.run`): check, place, run, restore."""
     _check_counts(opts)
     device = resolve_device(opts.device) or model_device(model)
     model_inputs = as_model_inputs(inputs, "the inputs")
@@ -379,6 +369,6 @@ __all__ = [
     "checked_plan",
     "model_device",
     "never_ran_warning",
-    "profile",
     "resolve_device",
+    "run_profile",
 ]

@@ -29,7 +29,7 @@ from torch import nn
 from hybridprof.datamodel import ModuleRecord
 from hybridprof.errors import DeviceError, ModelRunError, UsageError
 from hybridprof.loader import ModelInputs
-from hybridprof.runtime.base import Strategy
+from hybridprof.runtime.strategies.base import Strategy
 
 
 def to_device(value: Any, device: torch.device) -> Any:

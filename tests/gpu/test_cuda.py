@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from hybridprof.runtime.runner import profile
+from hybridprof.api import profile
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
+from hybridprof.api import profile
 from hybridprof.cli import main
-from hybridprof.runtime.runner import profile
-from hybridprof.sessions import load_session
+from hybridprof.storage import load_session
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

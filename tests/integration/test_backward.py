@@ -8,10 +8,10 @@ import pytest
 import torch
 from torch import nn
 
+from hybridprof.api import profile
 from hybridprof.datamodel import Stat
 from hybridprof.errors import ModelRunError, UsageError
 from hybridprof.runtime.patching import live_patches
-from hybridprof.runtime.runner import profile
 from hybridprof.runtime.workload import scalar_loss
 
 

@@ -14,8 +14,8 @@ import torch
 from torch import nn
 
 from hybridprof.planner.compat import probe
-from hybridprof.runtime.base import StrategyConfig
-from hybridprof.runtime.session import SessionStrategy
+from hybridprof.runtime.strategies.base import StrategyConfig
+from hybridprof.runtime.strategies.session import SessionStrategy
 
 
 def live_profilers() -> int:

@@ -6,8 +6,8 @@ import torch
 import torch.utils.checkpoint
 from torch import nn
 
+from hybridprof.api import profile
 from hybridprof.datamodel import ProfileSession
-from hybridprof.runtime.runner import profile
 
 SEGMENT = ("seq", "seq.0", "seq.1")
 

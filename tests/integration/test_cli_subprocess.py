@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from hybridprof.sessions import load_session
+from hybridprof.storage import load_session
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SCRIPT = Path(sys.executable).with_name("hybridprof")

@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch import nn
 
+from hybridprof.api import profile
 from hybridprof.cli import main
-from hybridprof.runtime.runner import profile
 
 FORMATS = ("html", "pdf", "txt", "csv", "json")
 

@@ -15,7 +15,7 @@ from hybridprof.cli import main
 from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.datamodel import ProfileSession
 from hybridprof.planner.module_tree import tree_plan
-from hybridprof.sessions import load_session
+from hybridprof.storage import load_session
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SMALL = FIXTURES / "run_small.py"

@@ -9,10 +9,10 @@ import pytest
 import torch
 from torch import nn
 
+from hybridprof.api import profile
 from hybridprof.errors import DeviceError, ModelRunError, UsageError
 from hybridprof.planner.module_tree import tree_plan
 from hybridprof.runtime.patching import live_patches
-from hybridprof.runtime.runner import profile
 from hybridprof.runtime.workload import describe
 
 

@@ -10,11 +10,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from hybridprof.api import profile
 from hybridprof.planner.compat import probe
-from hybridprof.runtime.base import StrategyConfig
 from hybridprof.runtime.measure import IterationMeasure
-from hybridprof.runtime.runner import profile
-from hybridprof.runtime.session import SessionStrategy
+from hybridprof.runtime.strategies.base import StrategyConfig
+from hybridprof.runtime.strategies.session import SessionStrategy
 
 
 class Block(nn.Module):

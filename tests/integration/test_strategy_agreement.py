@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import nn
 
+from hybridprof.api import profile
 from hybridprof.datamodel import ProfileSession
-from hybridprof.runtime.runner import profile
 from hybridprof.runtime.strategies import STRATEGIES
 
 

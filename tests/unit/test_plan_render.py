@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hybridprof.datamodel import Finding, ModuleTarget, ProfilePlan, SourceSpan
-from hybridprof.planner.render import render_plan
+from hybridprof.reporting.plan_text import render_plan
 
 
 def stack_plan(blocks: int) -> ProfilePlan:

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 
 from hybridprof.runtime.attribution import RawEvent
-from hybridprof.runtime.base import StrategyConfig
 from hybridprof.runtime.measure import IterationMeasure
+from hybridprof.runtime.strategies.base import StrategyConfig
 
 
 class TimerStrategy:

@@ -35,12 +35,12 @@ from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import Selector, tree_plan, walk
 from hybridprof.reporting.format import format_time_us
 from hybridprof.runtime.aggregate import build_session, environment
-from hybridprof.runtime.base import Strategy, StrategyConfig
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.patching import ForwardPatcher, live_patches
 from hybridprof.runtime.quiet import quiet_fd2
-from hybridprof.runtime.session import SessionStrategy, StoppedIteration, no_gc
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, make_strategy
+from hybridprof.runtime.strategies.base import Strategy, StrategyConfig
+from hybridprof.runtime.strategies.session import SessionStrategy, StoppedIteration, no_gc
 
 # torchprof's trace record: path is a tuple from the root class name, e.g. ("AlexNet", "features", "0").
 Trace = namedtuple("Trace", ["path", "leaf", "module"])
@@ -242,7 +242,7 @@ class Profile:
 
     def to_dataframe(self) -> Any:
         """One row per profiled path (pandas), as the reports show it."""
-        from hybridprof.reporting.table import session_frame
+        from hybridprof.frames import session_frame
 
         return session_frame(self.session())
 

@@ -1,6 +1,8 @@
 """A session as pandas DataFrames: one row per profiled path (and one per op), typed, in us and bytes.
 
-`session_frame` is what `Profile.to_dataframe()` returns and what the CSV/JSON exports write. Numbers
+`session_frame` is what `ProfileSession.to_dataframe()` (and `Profile.to_dataframe()`) return and
+what the CSV/JSON exports write. It lives in the data layer, beside the data model that offers it;
+pandas is loaded only when this module is imported (on the first frame asked for). Numbers
 stay raw (no formatting); a quantity that was not measured (device time without a device, backward
 time without backward) is NaN rather than 0, so a reader can tell "not measured" from "zero".
 """
@@ -8,11 +10,14 @@ time without backward) is NaN rather than 0, so a reader can tell "not measured"
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hybridprof.datamodel import ModuleRecord, ProfileSession, Stat
-from hybridprof.reporting.rows import ancestors, depth_of, tree_rows
+from hybridprof.tree import depth_of, step_share_us, total_profiled_us, tree_rows
+
+if TYPE_CHECKING:  # the data model imports this module (to_dataframe); types only, no cycle
+    from hybridprof.datamodel import ModuleRecord, ProfileSession, Stat
 
 FLOAT_COLUMNS = (
     "self_cpu_us",
@@ -72,28 +77,6 @@ OP_COLUMNS = (
     "cpu_mem",
     "backward",
 )
-
-
-def total_profiled_us(session: ProfileSession) -> float:
-    """Median whole-iteration time; else the sum of the outermost records (no profiled ancestor).
-
-    Summing only outermost records never counts a nested layer twice, whatever their depths.
-    """
-    if session.iteration_cpu_us:
-        return Stat.of(session.iteration_cpu_us).median
-    profiled = {r.path for r in session.records}
-    return sum(
-        r.total_cpu_us.median
-        for r in session.records
-        if not any(a in profiled for a in ancestors(r.path))
-    )
-
-
-def step_share_us(rec: ModuleRecord) -> float:
-    """A layer's part of an iteration: its forward total, plus its backward total in a training step
-    (the iteration's total then holds both passes)."""
-    backward = rec.backward_total_cpu_us.median if rec.backward_total_cpu_us else 0.0
-    return rec.total_cpu_us.median + backward
 
 
 def _median(stat: Stat | None) -> float:

@@ -19,7 +19,6 @@ from typing import Any
 import torch
 from torch.autograd.profiler_util import EventList
 
-from hybridprof.runtime.base import StrategyConfig
 from hybridprof.runtime.events import (
     CallFolder,
     EventFields,
@@ -32,6 +31,7 @@ from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
 from hybridprof.runtime.ranges import new_autograd_profiler, range_factory
 from hybridprof.runtime.signals import sigint_deferred
+from hybridprof.runtime.strategies.base import StrategyConfig
 
 
 class PerCallStrategy:

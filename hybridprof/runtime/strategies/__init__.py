@@ -5,15 +5,15 @@ from __future__ import annotations
 import importlib
 
 from hybridprof.errors import UsageError
-from hybridprof.runtime.base import Strategy, StrategyConfig
+from hybridprof.runtime.strategies.base import Strategy, StrategyConfig
 
 DEFAULT_STRATEGY = "session"
 
 # name -> "module:Class"; imported on use so choosing one strategy never loads the others.
 STRATEGIES = {
-    "session": "hybridprof.runtime.session:SessionStrategy",
-    "per-call": "hybridprof.runtime.per_call:PerCallStrategy",
-    "timer": "hybridprof.runtime.timer:TimerStrategy",
+    "session": "hybridprof.runtime.strategies.session:SessionStrategy",
+    "per-call": "hybridprof.runtime.strategies.per_call:PerCallStrategy",
+    "timer": "hybridprof.runtime.strategies.timer:TimerStrategy",
 }
 
 

@@ -1,10 +1,18 @@
-"""The tree of rows every table shows: each profiled path plus its ancestors, in module order."""
+"""The tree of rows every table shows (each profiled path plus its ancestors, in module order),
+and the iteration totals its percentages are shares of. Pure Python: no pandas, no torch.
+
+Part of the data layer: the data model uses it (`ProfileSession.to_dataframe`), so it imports
+`datamodel` for types only.
+"""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from hybridprof.datamodel import ModuleRecord, ProfileSession
+if TYPE_CHECKING:  # the data model's to_dataframe uses this module; types only, no cycle
+    from hybridprof.datamodel import ModuleRecord, ProfileSession
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,3 +71,25 @@ def tree_rows(session: ProfileSession) -> list[TreeRow]:
         )
         for p in ordered
     ]
+
+
+def total_profiled_us(session: ProfileSession) -> float:
+    """Median whole-iteration time; else the sum of the outermost records (no profiled ancestor).
+
+    Summing only outermost records never counts a nested layer twice, whatever their depths.
+    """
+    if session.iteration_cpu_us:
+        return float(statistics.median(session.iteration_cpu_us))  # as Stat.of
+    profiled = {r.path for r in session.records}
+    return sum(
+        r.total_cpu_us.median
+        for r in session.records
+        if not any(a in profiled for a in ancestors(r.path))
+    )
+
+
+def step_share_us(rec: ModuleRecord) -> float:
+    """A layer's part of an iteration: its forward total, plus its backward total in a training step
+    (the iteration's total then holds both passes)."""
+    backward = rec.backward_total_cpu_us.median if rec.backward_total_cpu_us else 0.0
+    return rec.total_cpu_us.median + backward

@@ -36,12 +36,12 @@ from hybridprof.runtime.attribution import (
     range_name,
     raw_events_of,
 )
-from hybridprof.runtime.base import StrategyConfig
 from hybridprof.runtime.kineto import TraceParts, read_events, read_ranges
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
 from hybridprof.runtime.ranges import new_autograd_profiler, range_factory
 from hybridprof.runtime.signals import sigint_deferred
+from hybridprof.runtime.strategies.base import StrategyConfig
 
 
 class SessionStrategy:

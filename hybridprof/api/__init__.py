@@ -1,0 +1,12 @@
+"""The library facade: `Profile` (torchprof's context manager) and `profile()` (a whole run).
+
+The top layer, beside the CLI: it may use every layer below it (runtime, planner, reporting, the
+data model); nothing below imports it.
+"""
+
+from __future__ import annotations
+
+from hybridprof.api.profiler import Profile
+from hybridprof.api.run import profile
+
+__all__ = ["Profile", "profile"]

@@ -1,0 +1,277 @@
+"""The layer rule, read from the source: every import points down, and no modules import in a circle.
+
+Layers, top to bottom (README, "How it is built"):
+
+    cli, api                   the command line and the library facade
+    runtime  ->  planner       runtime may use the planner; neither uses reporting
+    reporting                  beside planner and runtime; uses neither
+    storage, loader, outputs   file I/O: saved sessions/plans, the user's model file, atomic writes
+    datamodel, tree, frames    the data model (and the tables every report and frame is made of)
+    errors
+
+Every `import` counts, wherever it stands (module level, inside a function, under TYPE_CHECKING),
+and so does a "hybridprof.x" or "hybridprof.x:Name" string (the lazy registries load modules by
+name). Only the cycle check leaves TYPE_CHECKING imports out: they never run.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    tomllib = pytest.importorskip("tomli")
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "hybridprof"
+
+# The layer of each top-level part of the package, and the layers each may import.
+LAYER_OF = {
+    "errors": "errors",
+    "datamodel": "data",
+    "tree": "data",
+    "frames": "data",
+    "storage": "io",
+    "loader": "io",
+    "outputs": "io",
+    "examples": "examples",
+    "_templates": "templates",  # reports/templates, installed as package data
+    "planner": "planner",
+    "reporting": "reporting",
+    "runtime": "runtime",
+    "api": "api",
+    "cli": "cli",
+    "__main__": "entry",
+}
+BELOW = {
+    "errors": set(),
+    "data": {"errors"},
+    "io": {"data", "errors"},
+    "examples": set(),
+    "templates": set(),
+    "planner": {"io", "data", "errors"},
+    "reporting": {"templates", "io", "data", "errors"},
+    "runtime": {"planner", "io", "data", "errors"},
+    "api": {"runtime", "planner", "reporting", "io", "data", "errors", "examples"},
+    "cli": {"api", "runtime", "planner", "reporting", "io", "data", "errors", "examples"},
+    "entry": {"cli"},
+}
+MODULE_STRING = re.compile(r"^hybridprof(\.[a-z_][a-z0-9_]*)+(:[A-Za-z_]\w*)?$")
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing module, dotted
+    target: str  # the imported module, dotted (a name imported from a module counts as the module)
+    line: int
+    type_only: bool  # under `if TYPE_CHECKING:`
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def all_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _resolve(target: str, names: list[str], modules: dict[str, Path]) -> list[str]:
+    """`from a.b import c`: module a.b.c if there is one, else a.b (c is a name in it)."""
+    found = [f"{target}.{n}" for n in names if f"{target}.{n}" in modules]
+    return found if len(found) == len(names) else [target, *found]
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for statement in node.body:
+                inside.update(id(n) for n in ast.walk(statement))
+    return inside
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> list[Import]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    type_only = _type_checking_nodes(tree)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[Import] = []
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = _resolve(base, [alias.name for alias in node.names], modules)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            targets = [node.value.partition(":")[0]] if MODULE_STRING.match(node.value) else []
+        for target in targets:
+            if target == "hybridprof" or target.startswith("hybridprof."):
+                found.append(Import(name, target, node.lineno, id(node) in type_only))
+    return found
+
+
+def all_imports() -> list[Import]:
+    modules = all_modules()
+    return [i for name, path in modules.items() for i in imports_of(name, path, modules)]
+
+
+def layer(module: str) -> str | None:
+    """The layer of a dotted module; None for the package root (version and lazy names only)."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return None
+    part = parts[1]
+    assert part in LAYER_OF, f"{module}: add hybridprof.{part} to a layer in {__file__}"
+    return LAYER_OF[part]
+
+
+def upward_imports(imports: list[Import]) -> list[str]:
+    bad = []
+    for imp in imports:
+        source, target = layer(imp.source), layer(imp.target)
+        if source is None:  # the root's lazy names are the public API: they may point anywhere
+            continue
+        if target is None:  # `from hybridprof import __version__`
+            continue
+        if source != target and target not in BELOW[source]:
+            bad.append(f"{imp.source} (line {imp.line}) imports {imp.target}: {source} -> {target}")
+    return bad
+
+
+def cycles(imports: list[Import]) -> list[list[str]]:
+    """Strongly connected groups of modules (more than one module) in the runtime import graph."""
+    graph: dict[str, set[str]] = {}
+    for imp in imports:
+        # Every import runs the root package first; it imports nothing eagerly (tested below), so
+        # an edge into it closes no circle.
+        if not imp.type_only and imp.source != imp.target and imp.target != "hybridprof":
+            graph.setdefault(imp.source, set()).add(imp.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def test_every_import_points_down() -> None:
+    assert upward_imports(all_imports()) == []
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(all_imports()) == []
+
+
+def test_reporting_and_measuring_stay_apart() -> None:
+    # Spelled out because it is the rule most easily broken by a "quick" import.
+    for imp in all_imports():
+        pair = (layer(imp.source), layer(imp.target))
+        assert pair not in {
+            ("reporting", "planner"),
+            ("reporting", "runtime"),
+            ("planner", "reporting"),
+            ("runtime", "reporting"),
+            ("planner", "runtime"),
+        }, f"{imp.source} line {imp.line} imports {imp.target}"
+
+
+def test_root_package_imports_nothing_eagerly() -> None:
+    # `hybridprof --version` must not pay for torch: the root only names its lazy attributes.
+    tree = ast.parse((PACKAGE / "__init__.py").read_text(encoding="utf-8"))
+    statements = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    names = [a.name for n in statements if isinstance(n, ast.Import) for a in n.names]
+    modules = [n.module or "" for n in statements if isinstance(n, ast.ImportFrom)]
+    assert [m for m in [*names, *modules] if m.startswith("hybridprof")] == []
+
+
+def test_every_package_is_a_listed_package() -> None:
+    dirs = {p.parent for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts}
+    assert sorted(str(d.relative_to(ROOT)) for d in dirs if not (d / "__init__.py").exists()) == []
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(config["tool"]["setuptools"]["packages"]) - {"hybridprof._templates"}
+    assert listed == {module_name(d / "__init__.py") for d in dirs}
+
+
+# The checker itself, on small made-up sources: it must catch what it is meant to catch.
+
+
+def _imports_from(tmp_path: Path, files: dict[str, str]) -> list[Import]:
+    modules: dict[str, Path] = {}
+    for name, text in files.items():
+        path = tmp_path / (name.replace(".", "/") + ".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        modules[name] = path
+    return [i for name, path in modules.items() for i in imports_of(name, path, modules)]
+
+
+def test_checker_sees_lazy_upward_imports(tmp_path: Path) -> None:
+    source = "def f():\n    from hybridprof.reporting.text import render_text\n"
+    imports = _imports_from(tmp_path, {"hybridprof.runtime.x": source})
+    assert upward_imports(imports) == [
+        "hybridprof.runtime.x (line 2) imports hybridprof.reporting.text: runtime -> reporting"
+    ]
+
+
+def test_checker_sees_registry_strings(tmp_path: Path) -> None:
+    source = 'TARGET = "hybridprof.api.profiler:Profile"\n'
+    imports = _imports_from(tmp_path, {"hybridprof.datamodel": source})
+    assert len(upward_imports(imports)) == 1
+
+
+def test_checker_finds_cycles_but_not_type_only_ones(tmp_path: Path) -> None:
+    a = "import hybridprof.planner.b\n"
+    b = "def f():\n    import hybridprof.planner.a\n"
+    c = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import hybridprof.planner.a\n"
+    files = {"hybridprof.planner.a": a, "hybridprof.planner.b": b}
+    assert cycles(_imports_from(tmp_path, files)) == [
+        ["hybridprof.planner.a", "hybridprof.planner.b"]
+    ]
+    files = {"hybridprof.planner.a": "import hybridprof.planner.c\n", "hybridprof.planner.c": c}
+    assert cycles(_imports_from(tmp_path, files)) == []
+
+
+def test_html_reports_and_the_data_model_do_not_load_pandas() -> None:
+    code = (
+        "import sys, hybridprof.datamodel, hybridprof.reporting.html, hybridprof.tree\n"
+        "assert 'pandas' not in sys.modules, 'pandas was imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
