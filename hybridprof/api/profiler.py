@@ -20,27 +20,24 @@ of the forwards (scripts/bench_overhead.py), and the numbers are the same either
 
 from __future__ import annotations
 
-import time
 from collections import namedtuple
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from types import TracebackType
 from typing import Any
 
 from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession
-from hybridprof.errors import DeviceError
-from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import Selector, tree_plan, walk
 from hybridprof.reporting.format import format_time_us
-from hybridprof.runtime.aggregate import build_session, environment
+from hybridprof.runtime.aggregate import environment
+from hybridprof.runtime.driver import Driver
 from hybridprof.runtime.measure import IterationMeasure
-from hybridprof.runtime.patching import ForwardPatcher, live_patches
+from hybridprof.runtime.patching import live_patches
 from hybridprof.runtime.quiet import quiet_fd2
-from hybridprof.runtime.strategies import DEFAULT_STRATEGY, make_strategy
-from hybridprof.runtime.strategies.base import Strategy, StrategyConfig
-from hybridprof.runtime.strategies.session import SessionStrategy, StoppedIteration, no_gc
+from hybridprof.runtime.strategies import DEFAULT_STRATEGY
+from hybridprof.runtime.strategies.base import IterationResult
+from hybridprof.runtime.workload import resolve_device
 
 # torchprof's trace record: path is a tuple from the root class name, e.g. ("AlexNet", "features", "0").
 Trace = namedtuple("Trace", ["path", "leaf", "module"])
@@ -69,20 +66,16 @@ class Profile:
         # Planned now, so an unknown path fails where the Profile is made, with close matches.
         self.plan: ProfilePlan = tree_plan(model, paths, globs, depth, strategy=strategy)
         self.entered = False
-        self._patcher: ForwardPatcher | None = None
-        self._strategy: Strategy | None = None
-        self._measure: IterationMeasure | None = None
-        self._stopped: StoppedIteration | None = None  # `session`: events not worked out yet
+        self._driver: Driver | None = None
+        self._result: IterationResult | None = None  # worked out when first read
         self._raw: dict[str, list[Any]] | None = None
         self._session: ProfileSession | None = None
         self._layer_session: ProfileSession | None = None
-        self._started_at = ""
-        self._seconds = 0.0
 
     @property
     def failed_path(self) -> str | None:
         """The innermost profiled path an exception passed through in the with-block, if any."""
-        return self._patcher.failed_path if self._patcher is not None else None
+        return self._driver.patcher.failed_path if self._driver is not None else None
 
     def __enter__(self) -> Profile:
         if not self.enabled:
@@ -99,17 +92,18 @@ class Profile:
                 "another hybridprof profile is active in this process (patched: "
                 f"{', '.join(live_patches()[:3])}); exit it before entering this one"
             )
-        if self.use_cuda and not probe().cuda_available:
-            raise DeviceError("use_cuda=True but CUDA is not available; use use_cuda=False")
-        self._strategy = make_strategy(self.strategy_name, self._config())
-        self._started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        self._seconds = time.perf_counter()
+        device = None
+        if self.use_cuda:
+            device = resolve_device("cuda", asked_as="use_cuda=True", fix="use_cuda=False")
+        config = Driver.config_for(
+            self.plan, device, profile_memory=self.profile_memory, keep_raw_events=True
+        )
+        driver = self._driver = Driver(self._model, self.plan, self.strategy_name, config)
         with quiet_fd2():
-            self._strategy.begin()
-            self._strategy.begin_iteration()
-        self._patcher = ForwardPatcher(self._model, self.plan.selected_paths(), self._strategy.call)
+            driver.begin()
+            driver.strategy.begin_iteration()
         try:
-            self._patcher.patch()
+            driver.patch()
         except BaseException:
             self._finish(failed=True)
             raise
@@ -121,84 +115,64 @@ class Profile:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._patcher is None:
+        if self._driver is None:
             return
         try:
-            self._patcher.restore()
+            self._driver.restore()
         finally:
             self._finish(failed=exc_type is not None)
 
     def _finish(self, failed: bool) -> None:
         """Stop the strategy; after a failed block keep what was measured but never mask the error."""
-        strategy = self._strategy
-        if strategy is None:
+        driver = self._driver
+        if driver is None:
             return
-        self._seconds = time.perf_counter() - self._seconds
         with quiet_fd2():
             try:
-                if isinstance(strategy, SessionStrategy):
-                    self._stopped = strategy.stop_iteration()  # worked out when first read
-                else:
-                    self._measure = strategy.end_iteration()
-                    self._raw = strategy.raw_events()
+                self._result = driver.stop()  # worked out when first read
             except Exception:
                 if not failed:
                     raise
             finally:
-                strategy.end()
+                driver.end()
 
     def _profiled(self) -> bool:
-        return self._measure is not None or self._stopped is not None
+        return self._result is not None
 
-    def _full_measure(self) -> IterationMeasure:
-        """The measure with every op attributed (the full pass runs here on first use)."""
-        if self._measure is None:
-            if self._stopped is None:
-                raise RuntimeError(
-                    "nothing was profiled yet: use the Profile in a with-block (enabled=True) first"
-                )
-            self._measure = self._stopped.attribution().measure
-        return self._measure
-
-    def _config(self) -> StrategyConfig:
-        return StrategyConfig(
-            paths=self.plan.selected_paths(),
-            compat=probe(),
-            profile_memory=self.profile_memory,
-            use_device=self.use_cuda,
-            keep_raw_events=True,
-        )
+    def _stopped(self) -> IterationResult:
+        if self._result is None:
+            raise RuntimeError(
+                "nothing was profiled yet: use the Profile in a with-block (enabled=True) first"
+            )
+        return self._result
 
     # -- results
 
     def session(self) -> ProfileSession:
         """The measured with-block as a ProfileSession (built once, then cached)."""
         if self._session is None:
-            self._session = self._build_session(self._full_measure())
+            self._session = self._build_session(self._stopped().measure())
         return self._session
 
     def _build_session(self, measure: IterationMeasure) -> ProfileSession:
-        return build_session(
-            self.plan,
+        driver = self._driver
+        assert driver is not None  # a result exists only after a with-block
+        return driver.build_session(
             [measure],
-            self.strategy_name,
             environment=environment("cuda" if self.use_cuda else None),
-            profile_memory=self.profile_memory,
-            use_device=self.use_cuda,
-            started_at=self._started_at,
-            duration_s=round(self._seconds, 3),
+            duration_s=round(driver.seconds, 3),
         )
 
     def _table_session(self, show_events: bool) -> ProfileSession:
         """What `display` renders: the full session once built or needed, else one built from the
         layer ranges alone (no ops: only ever rendered, never handed out)."""
-        stopped = self._stopped
-        if self._session is not None or show_events or stopped is None:
+        result = self._result
+        if self._session is not None or show_events or result is None:
             return self.session()
-        if not stopped.layers_suffice:
+        if not result.layers_suffice:
             return self.session()
         if self._layer_session is None:
-            self._layer_session = self._build_session(stopped.layer_measure())
+            self._layer_session = self._build_session(result.layer_measure())
         return self._layer_session
 
     def display(self, show_events: bool = False) -> str:
@@ -232,12 +206,10 @@ class Profile:
         return traces, events
 
     def _raw_events(self) -> dict[str, list[Any]]:
+        if self._result is None:
+            return {}
         if self._raw is None:
-            stopped = self._stopped
-            if stopped is None:
-                return {}
-            with no_gc():
-                self._raw = dict(stopped.attribution().raw_events())
+            self._raw = self._result.raw_events()
         return self._raw
 
     def to_dataframe(self) -> Any:

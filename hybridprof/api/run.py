@@ -9,8 +9,11 @@ from typing import Any
 from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession
-from hybridprof.planner.module_tree import Selector
-from hybridprof.runtime.runner import ProgressFn, RunOptions, run_profile
+from hybridprof.planner.compat import probe
+from hybridprof.planner.module_tree import Selector, tree_plan
+from hybridprof.planner.plan_check import checked_plan
+from hybridprof.runtime.driver import ProgressFn, RunOptions, run
+from hybridprof.runtime.strategies import DEFAULT_STRATEGY
 
 
 def profile(
@@ -35,6 +38,10 @@ def profile(
     exactly as it was.
     """
     opts = replace(options or RunOptions(), **option_fields)
-    return run_profile(
-        model, inputs, opts, plan=plan, paths=paths, globs=globs, depth=depth, progress=progress
-    )
+    opts.check()
+    warnings: list[str] = []
+    if plan is None:
+        plan = tree_plan(model, paths, globs, depth, strategy=opts.strategy or DEFAULT_STRATEGY)
+    else:
+        plan = checked_plan(plan, model, probe(), warnings)  # it comes from outside: check it
+    return run(model, inputs, plan, opts, warnings=warnings, progress=progress)

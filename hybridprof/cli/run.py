@@ -33,11 +33,11 @@ from hybridprof.errors import UsageError
 from hybridprof.loader import DEFAULT_ENTRY, parse_shape, read_model_source
 from hybridprof.outputs import check_output_path, write_atomic
 from hybridprof.reporting import known_extensions, renderer_for, write_report
-from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES
+from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES, backward_strategies
 
 if TYPE_CHECKING:
     from hybridprof.datamodel import ProfilePlan, ProfileSession
-    from hybridprof.runtime.runner import RunOptions
+    from hybridprof.runtime.driver import RunOptions
 
 DEFAULT_OUT_DIR = "hybridprof-out"
 DEMO_FILE = Path(__file__).resolve().parent.parent / "examples" / "alexnet.py"
@@ -99,7 +99,7 @@ def _add_measure_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--profile-memory", action="store_true", help="measure memory per layer")
     parser.add_argument(
-        "--strategy", choices=tuple(STRATEGIES), help="how to measure (default session)"
+        "--strategy", choices=tuple(STRATEGIES), help=f"how to measure (default {DEFAULT_STRATEGY})"
     )
     parser.add_argument(
         "--backward", action="store_true", help="profile a training step: forward and backward"
@@ -192,10 +192,11 @@ def _check_values(args: argparse.Namespace) -> None:
         raise UsageError(
             "--plan fixes the selection; drop --paths/--depth/--with-parents or edit the plan"
         )
-    if args.backward and args.strategy not in (None, "session"):
+    able = backward_strategies()
+    if args.backward and args.strategy is not None and args.strategy not in able:
         raise UsageError(
-            f"--backward needs --strategy session (it attributes backward ops to layers); "
-            f"'{args.strategy}' cannot: drop --strategy or drop --backward"
+            f"--backward needs {' or '.join(f'--strategy {name}' for name in able)} (it attributes "
+            f"backward ops to layers); '{args.strategy}' cannot: drop --strategy or drop --backward"
         )
 
 
@@ -271,9 +272,11 @@ def _profile(
     plan: ProfilePlan | None,
     outputs: Outputs,
 ) -> ProfileSession:
-    """The torch part: load the model, plan unless given a plan, profile with a progress bar."""
-    from hybridprof.api import profile
+    """The torch part: load the model, plan (or check the plan given), run with a progress bar."""
     from hybridprof.loader import load_model
+    from hybridprof.planner.compat import probe
+    from hybridprof.planner.plan_check import checked_plan
+    from hybridprof.runtime.driver import run
     from hybridprof.runtime.workload import resolve_device
 
     resolve_device(args.device)  # no CUDA: said before the model is built
@@ -284,15 +287,20 @@ def _profile(
             "(repeat per argument), --inputs NAME (a function in the file returning them), "
             "or define example_inputs() in the file"
         )
-    if plan is None:
-        plan = _static_plan(args, loaded.module, model_file, entry)
     options = _run_options(args, argv, model_file, loaded.sha256, outputs)
+    options.check()
+    warnings: list[str] = []
+    if plan is None:
+        plan = _static_plan(args, loaded.module, model_file, entry)  # made here: trusted as is
+    else:
+        plan = checked_plan(plan, loaded.module, probe(), warnings)  # from a file: checked
     with ProgressBar(wanted()) as bar:
-        return profile(
+        return run(
             loaded.module,
             loaded.inputs,
-            plan=_with_model(plan, model_file, entry),
-            options=options,
+            _with_model(plan, model_file, entry),
+            options,
+            warnings=warnings,
             progress=bar,
         )
 
@@ -320,7 +328,7 @@ def _static_plan(
 def _run_options(
     args: argparse.Namespace, argv: list[str], model_file: Path, sha256: str, outputs: Outputs
 ) -> RunOptions:
-    from hybridprof.runtime.runner import RunOptions
+    from hybridprof.runtime.driver import RunOptions
 
     return RunOptions(
         warmup=args.warmup,

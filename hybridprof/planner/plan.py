@@ -320,38 +320,8 @@ def _rel(path: str, owner: str) -> str:
 
 __all__ = [
     "calls_per_owner_call",
-    "check_plan_compat",
     "forward_class",
     "matching_calls",
     "matching_def",
     "plan_model",
 ]
-
-
-# --------------------------------------------------------------------------- plans from elsewhere
-
-
-def check_plan_compat(plan: ProfilePlan) -> list[str]:
-    """Warnings for running `plan` here: another torch version (choices re-probed) or static-only."""
-    import torch
-
-    from hybridprof.planner.compat import probe
-
-    warnings: list[str] = []
-    here = str(torch.__version__)
-    if plan.torch_version and plan.torch_version != here:
-        warnings.append(
-            f"the plan was made with torch {plan.torch_version}, this is torch {here}: "
-            "compatibility choices were probed again"
-        )
-    fresh = {c.name: c.value for c in probe().choices()}
-    for choice in plan.compat:
-        now = fresh.get(choice.name)
-        if now is not None and now != choice.value:
-            warnings.append(f"compat '{choice.name}' is now '{now}' (plan says '{choice.value}')")
-    if plan.static_only:
-        warnings.append(
-            "the plan is static-only (made without running the model file): its paths come "
-            "from the source and are checked against the live model"
-        )
-    return warnings

@@ -173,6 +173,59 @@ def describe_device(device: torch.device | str | None) -> str:
     return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
 
 
+def never_ran_warning(session: ProfileSession) -> str | None:
+    """Why selected layers got 0 calls when their parents did the work, and what to select.
+
+    nn.TransformerEncoder in eval mode runs one fused op per layer and never calls the layer's
+    Linear/LayerNorm children; nn.MultiheadAttention uses its out_proj's weights without calling
+    it. Leaves-only selections then miss that time: the nearest parents are what did the work.
+    """
+    if not session.never_called:
+        return None
+    if not session.records:
+        parents = _outermost({path.rpartition(".")[0] for path in session.never_called})
+        instead = "--depth 0" if parents == [""] else "--paths " + " ".join(parents[:4])
+        more = " ..." if len(parents) > 4 else ""
+        count = len(session.never_called)
+        return (
+            f"none of the {count} selected layer{'s' if count > 1 else ''} ran (the model skipped "
+            "them, e.g. a fused fast path such as nn.TransformerEncoder's in eval mode); profile "
+            f"the modules that run them instead: {instead}{more} (or --with-parents)"
+        )
+    return _skipped_by_parents(session)
+
+
+def _skipped_by_parents(session: ProfileSession) -> str | None:
+    """Some layers never ran because an unselected parent with inline ops does their work."""
+    doers = {f.path for f in session.plan.findings if f.kind == "inline_ops"}
+    selected = set(session.plan.selected_paths())
+    skipped = [
+        p
+        for p in session.never_called
+        if (parent := p.rpartition(".")[0]) in doers and parent not in selected and parent
+    ]
+    if not skipped:
+        return None
+    more = f" and {len(skipped) - 1} more" if len(skipped) > 1 else ""
+    return (
+        f"{skipped[0]}{more} never ran: "
+        + (
+            "the modules around them do the work themselves"
+            if more
+            else "the module around it does the work itself"
+        )
+        + " (e.g. nn.MultiheadAttention uses out_proj's weights), so no row shows that time; "
+        "add such parents with --with-parents"
+    )
+
+
+def _outermost(paths: set[str]) -> list[str]:
+    """Paths that are not inside another of them ("" is the root, inside nothing)."""
+    if "" in paths:
+        return [""]
+    return sorted(p for p in paths if not any(p.startswith(q + ".") for q in paths if q != p))
+
+
 __all__ = [
     "BACKWARD_SUFFIX",
     "aggregate",
@@ -180,4 +233,5 @@ __all__ = [
     "cpu_model",
     "describe_device",
     "environment",
+    "never_ran_warning",
 ]

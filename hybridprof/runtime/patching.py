@@ -117,7 +117,7 @@ class ForwardPatcher:
     """Patches `paths` of `model` so each call goes through `call`; `restore()` undoes everything.
 
     `failed_path` is the innermost patched path an exception passed through (the first one seen),
-    so a runner can say which layer failed; the exception itself propagates unchanged.
+    so the driver can say which layer failed; the exception itself propagates unchanged.
     """
 
     def __init__(self, model: nn.Module, paths: Iterable[str], call: CallFn) -> None:

@@ -1,4 +1,4 @@
-"""One unit of work the runner repeats: a forward, or a training step (forward, loss, backward).
+"""One unit of work the driver repeats: a forward, or a training step (forward, loss, backward).
 
 Forwards without `backward` run under `torch.no_grad()`, not `torch.inference_mode()`: tensors a model
 caches on itself during an inference-mode forward become inference tensors, and training the model
@@ -218,8 +218,11 @@ def torch_threads(threads: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def resolve_device(name: str | None) -> torch.device | None:
-    """The requested device, after checking it exists here (DeviceError if not)."""
+def resolve_device(
+    name: str | None, *, asked_as: str | None = None, fix: str = "--device cpu"
+) -> torch.device | None:
+    """The requested device, after checking it exists here (DeviceError if not). The one device
+    check of every run; `asked_as` and `fix` word the error as the caller's option was spelled."""
     if name is None:
         return None
     try:
@@ -227,9 +230,9 @@ def resolve_device(name: str | None) -> torch.device | None:
     except RuntimeError as exc:
         raise UsageError(f"unknown device '{name}'; use cpu or cuda") from exc
     if device.type == "cuda" and not torch.cuda.is_available():
+        asked = asked_as or f"device '{name}' requested"
         raise DeviceError(
-            f"device '{name}' requested but CUDA is not available here "
-            f"(torch {torch.__version__}); use --device cpu"
+            f"{asked} but CUDA is not available here (torch {torch.__version__}); use {fix}"
         )
     if device.type not in ("cpu", "cuda"):
         raise UsageError(f"device '{name}' is not supported; use cpu or cuda")

@@ -12,7 +12,8 @@ from torch import nn
 
 from hybridprof.datamodel import ProfilePlan
 from hybridprof.errors import SelectionError
-from hybridprof.planner.plan import check_plan_compat, plan_model
+from hybridprof.planner.plan import plan_model
+from hybridprof.planner.plan_check import check_plan_compat
 from hybridprof.planner.static_plan import static_plan
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

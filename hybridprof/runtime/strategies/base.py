@@ -1,22 +1,25 @@
-"""The plug point between the patched forwards and the ways of measuring them.
+"""The plug point between the patched forwards and the ways of measuring them. Torch-free.
 
 The runtime patches each selected module's `forward` with a wrapper that calls
 `strategy.call(path, original_forward, args, kwargs)`. A strategy decides what happens around that
 call (a profiler range, a profiler session per call, a timer) and turns what it saw in one iteration
-into an `IterationMeasure`. The runner (library `Profile` or CLI `run`) drives the iterations:
+into an `IterationMeasure`. The driver (`runtime/driver.py`, for `profile()`, `hybridprof run` and
+the library `Profile`) calls it in this order:
 
     strategy.begin()                       # once; profiler start-up happens here or in warm-up
     for each warm-up and measured iteration:
         strategy.begin_iteration()
         ... model runs, patched forwards call strategy.call(...) ...
         measure = strategy.end_iteration()  # warm-up measures are discarded
+      or, for the one iteration of a `Profile` with-block:
+        result = strategy.stop_iteration()  # results worked out when read (see IterationResult)
     strategy.end()                         # always, in `finally`
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hybridprof.planner.compat import Compat
@@ -34,15 +37,57 @@ class StrategyConfig:
     backward: bool = False  # attribute backward ops to the layer whose forward made them
     keep_raw_events: bool = False  # keep per-call event lists for Profile.raw()
     trace_path: str | None = None  # write a Chrome/Perfetto trace of the measured iterations
-    # The runner's first `warmup_iterations` iterations are warm-up: a strategy may skip working out
-    # their measures (the runner discards them) and leaves them out of the trace.
+    # The run loop's first `warmup_iterations` iterations are warm-up: a strategy may skip working out
+    # their measures (the driver discards them) and leaves them out of the trace.
     warmup_iterations: int = 0
 
 
-class Strategy(Protocol):
-    """One way of measuring patched forwards. See the module docstring for the call order."""
+class IterationResult(Protocol):
+    """A stopped iteration, worked out as far as its reader asks (`Profile` reads it lazily)."""
 
-    name: str
+    @property
+    def layers_suffice(self) -> bool:
+        """True when `layer_measure` alone holds every per-layer number and is cheaper than
+        `measure`; False when there is nothing cheaper than the full measure."""
+        ...
+
+    def layer_measure(self) -> IterationMeasure:
+        """Per-layer calls and self/total CPU time (no ops unless the full pass already ran)."""
+        ...
+
+    def measure(self) -> IterationMeasure:
+        """Everything: ops, memory, device and backward time as configured."""
+        ...
+
+    def raw_events(self) -> dict[str, list[Any]]:
+        """Per path, one event list per call (torchprof's `raw()` shape); empty unless kept."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredIteration:
+    """The `IterationResult` of a strategy that measures as it goes: everything is already there."""
+
+    full: IterationMeasure
+    raw: dict[str, list[Any]] = field(default_factory=dict)
+
+    @property
+    def layers_suffice(self) -> bool:
+        return False
+
+    def layer_measure(self) -> IterationMeasure:
+        return self.full
+
+    def measure(self) -> IterationMeasure:
+        return self.full
+
+    def raw_events(self) -> dict[str, list[Any]]:
+        return self.raw
+
+
+class Strategy(Protocol):
+    """One way of measuring patched forwards. See the module docstring for the call order; what
+    each one can do (backward, lazy results, device time) is in the registry, `StrategySpec`."""
 
     def begin(self) -> None: ...
 
@@ -57,6 +102,10 @@ class Strategy(Protocol):
     ) -> Any: ...
 
     def end_iteration(self) -> IterationMeasure: ...
+
+    def stop_iteration(self) -> IterationResult | None:
+        """Stop the iteration and hand back its results unread (None: no iteration was open)."""
+        ...
 
     def end(self) -> None: ...
 

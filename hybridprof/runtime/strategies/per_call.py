@@ -31,13 +31,11 @@ from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
 from hybridprof.runtime.ranges import new_autograd_profiler, range_factory
 from hybridprof.runtime.signals import sigint_deferred
-from hybridprof.runtime.strategies.base import StrategyConfig
+from hybridprof.runtime.strategies.base import MeasuredIteration, StrategyConfig
 
 
 class PerCallStrategy:
     """One profiler per outermost selected call; ranges for selected calls nested inside it."""
-
-    name = "per-call"
 
     def __init__(self, config: StrategyConfig) -> None:
         self.config = config
@@ -100,6 +98,9 @@ class PerCallStrategy:
             if self.config.keep_raw_events:
                 self._keep_raw(path, events)
         return measure
+
+    def stop_iteration(self) -> MeasuredIteration:
+        return MeasuredIteration(self.end_iteration(), self.raw_events())
 
     def end(self) -> None:
         self._pending = []

@@ -14,7 +14,7 @@ profiler costs ~1.5 ms (measured on the 400-leaf MLP: start 1.5-1.7 ms, stop ~3-
 cheaper than torch.profiler's schedule, which stops and restarts kineto per cycle in the same way
 but also imports torch._inductor (~2 s) on first use.
 
-`end_iteration` works an iteration out at once (the runner's way). `stop_iteration` only stops the
+`end_iteration` works an iteration out at once (the run loop's way). `stop_iteration` only stops the
 profiler and hands back a `StoppedIteration` that works out as much as its reader asks for, when
 asked: the library `Profile` uses it so that `str(prof)` reads only the layer ranges.
 """
@@ -47,14 +47,8 @@ from hybridprof.runtime.strategies.base import StrategyConfig
 class SessionStrategy:
     """One `torch.autograd.profiler.profile` per iteration; ranges per selected call."""
 
-    name = "session"
-
     def __init__(self, config: StrategyConfig) -> None:
         self.config = config
-        self.approach = (
-            f"one profiler session per iteration, ranges via {config.compat.fast_ranges}, "
-            f"events read via {config.compat.raw_events}, attributed by time containment per thread"
-        )
         self._range_names = {path: range_name(path) for path in config.paths}
         self._paths_by_range = {name: path for path, name in self._range_names.items()}
         self._make_range = range_factory(config.compat.fast_ranges)
@@ -138,7 +132,8 @@ class SessionStrategy:
 
 
 class StoppedIteration:
-    """One iteration's stopped profiler session, worked out only as far as a reader needs.
+    """One iteration's stopped profiler session, worked out only as far as a reader needs (the
+    lazy `IterationResult` of base.py).
 
     Why lazy: on the 400-leaf MLP, reading every op event and attributing it costs about as much as
     the 23 forwards it measured, yet the commonest reader, `str(prof)`, shows only each layer's
@@ -174,6 +169,13 @@ class StoppedIteration:
             with no_gc():
                 self._layers = attribute_layers(read_ranges(self.profiler, self._names))
         return self._layers
+
+    def measure(self) -> IterationMeasure:
+        return self.attribution().measure
+
+    def raw_events(self) -> dict[str, list[Any]]:
+        with no_gc():
+            return dict(self.attribution().raw_events())
 
     def attribution(self) -> Attribution:
         """Every event attributed (the first call reads them all, then drops the profiler)."""

@@ -17,14 +17,11 @@ import torch
 
 from hybridprof.runtime.attribution import RawEvent
 from hybridprof.runtime.measure import IterationMeasure
-from hybridprof.runtime.strategies.base import StrategyConfig
+from hybridprof.runtime.strategies.base import MeasuredIteration, StrategyConfig
 
 
 class TimerStrategy:
     """Per-layer wall time from the patched forward, nothing else."""
-
-    name = "timer"
-    approach = "perf_counter_ns around each selected call; self = total - nested selected calls"
 
     def __init__(self, config: StrategyConfig) -> None:
         self.config = config
@@ -79,6 +76,9 @@ class TimerStrategy:
         measure.total_cpu_us = (time.perf_counter_ns() - self._iteration_start) / 1000
         self._measure = IterationMeasure()
         return measure
+
+    def stop_iteration(self) -> MeasuredIteration:
+        return MeasuredIteration(self.end_iteration(), self.raw_events())
 
     def end(self) -> None:
         return None

@@ -1,0 +1,346 @@
+"""The one driver of a profiled run: make the strategy, begin, patch, iterate, stop, build the session.
+
+`Driver` holds the steps; two callers put them together:
+- `run()`, for `hybridprof.profile()` and `hybridprof run`: `warmup` unmeasured iterations (the first
+  profiled steps of torch are far slower than the rest, and the profiler's start-up is paid there),
+  then `iters` measured ones, always restoring the model. Ctrl-C during the measured iterations keeps
+  what was measured and marks the session `interrupted`; a model that raises becomes a
+  `ModelRunError` naming the layer.
+- the library `Profile`: the user's with-block is the one iteration, stopped lazily.
+
+The plan a driver is given is trusted: whoever took it from outside (a plan file, a library user)
+has checked it against the model (`planner.plan.checked_plan`); a plan made for this model one line
+earlier is not walked or probed again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+import torch
+from torch import nn
+
+from hybridprof.datamodel import ProfilePlan, ProfileSession
+from hybridprof.errors import HybridprofError, ModelRunError, UsageError
+from hybridprof.loader import ModelInputs, as_model_inputs, keeping_cwd
+from hybridprof.planner.compat import probe
+from hybridprof.planner.module_tree import module_at
+from hybridprof.runtime.aggregate import build_session, environment, never_ran_warning
+from hybridprof.runtime.measure import IterationMeasure
+from hybridprof.runtime.patching import ForwardPatcher
+from hybridprof.runtime.strategies import DEFAULT_STRATEGY, check_backward, make_strategy
+from hybridprof.runtime.strategies.base import IterationResult, Strategy, StrategyConfig
+from hybridprof.runtime.workload import (
+    ShapeRecorder,
+    TrainingState,
+    forward_once,
+    model_device,
+    placed_on,
+    resolve_device,
+    to_device,
+    torch_threads,
+    training_step,
+)
+
+# phase ("warmup" or "measure"), iterations done in that phase, iterations in that phase
+ProgressFn = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """How to run: iterations, what to measure, and what to record about the run."""
+
+    warmup: int = 3
+    iters: int = 20
+    strategy: str | None = None  # None: the plan's strategy, else DEFAULT_STRATEGY
+    device: str | None = None  # None: wherever the model is
+    profile_memory: bool = False
+    backward: bool = False
+    trace_path: str | None = None
+    threads: int | None = None  # torch intra-op threads for the run; None: leave torch's setting
+    command: tuple[str, ...] = ()
+    model_file: str | None = None
+    model_hash: str | None = None
+
+    def check(self) -> None:
+        if self.warmup < 0:
+            raise UsageError(f"warm-up iterations must be 0 or more, got {self.warmup}")
+        if self.iters < 1:
+            raise UsageError(f"iterations must be 1 or more, got {self.iters}")
+        if self.threads is not None and self.threads < 1:
+            raise UsageError(f"--threads must be 1 or more, got {self.threads}")
+
+
+class Driver:
+    """One profiled run of `model` under `plan`: the strategy, the patches and the clock."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        plan: ProfilePlan,
+        strategy_name: str,
+        config: StrategyConfig,
+        *,
+        record_shapes: bool = False,
+    ) -> None:
+        self.model = model
+        self.plan = plan
+        self.strategy_name = strategy_name
+        self.config = config
+        self.strategy: Strategy = make_strategy(strategy_name, config)
+        # Shapes are noted in the first iteration only, outside the strategy's ranges.
+        self.shapes = ShapeRecorder(self.strategy) if record_shapes else None
+        call = self.shapes.call if self.shapes is not None else self.strategy.call
+        self.patcher = ForwardPatcher(model, plan.selected_paths(), call)
+        self.started_at = ""
+        self.seconds = 0.0
+        self._clock = 0.0
+
+    @staticmethod
+    def config_for(
+        plan: ProfilePlan,
+        device: torch.device | None,
+        *,
+        profile_memory: bool = False,
+        backward: bool = False,
+        keep_raw_events: bool = False,
+        trace_path: str | None = None,
+        warmup_iterations: int = 0,
+    ) -> StrategyConfig:
+        return StrategyConfig(
+            paths=plan.selected_paths(),
+            compat=probe(),
+            profile_memory=profile_memory,
+            use_device=device is not None and device.type == "cuda",
+            backward=backward,
+            keep_raw_events=keep_raw_events,
+            trace_path=trace_path,
+            warmup_iterations=warmup_iterations,
+        )
+
+    # -- begin, patch, iterate, stop
+
+    def begin(self) -> None:
+        self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self._clock = time.perf_counter()
+        self.strategy.begin()
+
+    def patch(self) -> None:
+        self.patcher.patch()
+
+    def restore(self) -> None:
+        self.patcher.restore()
+
+    def iteration(self, step: Callable[[], None]) -> IterationMeasure:
+        """One iteration around `step`; a failure closes the iteration and names the layer."""
+        strategy = self.strategy
+        strategy.begin_iteration()
+        try:
+            with keeping_cwd():
+                step()
+        except HybridprofError:
+            self._abandon_iteration()
+            raise
+        except Exception as exc:
+            self._abandon_iteration()
+            raise ModelRunError(self._failure_message(exc)) from exc
+        except BaseException:  # KeyboardInterrupt: close the iteration, the caller decides
+            self._abandon_iteration()
+            raise
+        finally:
+            if self.shapes is not None:
+                self.shapes.recording = False
+        return strategy.end_iteration()
+
+    def stop(self) -> IterationResult | None:
+        """Stop the open iteration (begun by `strategy.begin_iteration`), results left unread."""
+        self.seconds = time.perf_counter() - self._clock
+        return self.strategy.stop_iteration()
+
+    def end(self) -> None:
+        self.strategy.end()
+
+    def build_session(self, measures: Sequence[IterationMeasure], **fields: Any) -> ProfileSession:
+        session = build_session(
+            self.plan,
+            measures,
+            self.strategy_name,
+            use_device=self.config.use_device,
+            profile_memory=self.config.profile_memory,
+            backward=self.config.backward,
+            started_at=self.started_at,
+            **fields,
+        )
+        shapes = self.shapes
+        if shapes is None:
+            return session
+        return replace(session, records=tuple(shapes.apply(r) for r in session.records))
+
+    # -- helpers
+
+    def _abandon_iteration(self) -> None:
+        """Close an iteration that failed half-way so `end()` finds a consistent strategy."""
+        with contextlib.suppress(Exception):
+            self.strategy.end_iteration()
+
+    def _failure_message(self, exc: Exception) -> str:
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        text = lines[0].strip() if lines else ""
+        if not isinstance(exc, RuntimeError) or not text:
+            text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        path = self.patcher.failed_path
+        if path is None:
+            where = "the training step" if self.config.backward else "the forward"
+            return (
+                f"{where} of {type(self.model).__name__} failed outside the profiled layers: {text}"
+            )
+        target = self.plan.target(path)
+        cls = target.class_name if target else type(module_at(self.model, path)).__name__
+        return (
+            f"forward failed in {path or '(root)'} ({cls}): {text}; check that the inputs fit "
+            "the model"
+        )
+
+
+def run(
+    model: nn.Module,
+    inputs: Any,
+    plan: ProfilePlan,
+    opts: RunOptions,
+    *,
+    warnings: Sequence[str] = (),
+    progress: ProgressFn | None = None,
+) -> ProfileSession:
+    """Warm-up and measured iterations of `model` on `inputs` under a checked `plan`.
+
+    The inputs move to `opts.device`, and so does the model for the run if it is elsewhere (it is
+    moved back after); without a device, to the model's own device. The model is left exactly as it
+    was. `warnings` (from checking the plan) go into the session.
+    """
+    opts.check()
+    device = resolve_device(opts.device) or model_device(model)
+    model_inputs = as_model_inputs(inputs, "the inputs")
+    if device is not None:
+        model_inputs = to_device(model_inputs, device)
+    strategy_name = opts.strategy or plan.strategy or DEFAULT_STRATEGY
+    if opts.backward:
+        check_backward(strategy_name)
+    loop = _RunLoop(model, model_inputs, plan, strategy_name, opts, device, progress)
+    with placed_on(model, device), torch_threads(opts.threads):
+        return loop.execute(list(warnings))
+
+
+@dataclass
+class _RunLoop:
+    """One `run()` call's state: kept together so the steps stay small functions."""
+
+    model: nn.Module
+    inputs: ModelInputs
+    plan: ProfilePlan
+    strategy_name: str
+    opts: RunOptions
+    device: torch.device | None
+    progress: ProgressFn | None
+    measures: list[IterationMeasure] = field(default_factory=list)
+    interrupted: bool = False
+
+    def execute(self, warnings: list[str]) -> ProfileSession:
+        opts = self.opts
+        config = Driver.config_for(
+            self.plan,
+            self.device,
+            profile_memory=opts.profile_memory,
+            backward=opts.backward,
+            trace_path=opts.trace_path,
+            warmup_iterations=opts.warmup,
+        )
+        driver = Driver(self.model, self.plan, self.strategy_name, config, record_shapes=True)
+        training = TrainingState(self.model) if opts.backward else None
+        start = time.perf_counter()
+        with _restoring(driver, training), _trace_removed_on_failure(opts.trace_path):
+            self._iterate(driver)
+        if self.interrupted:
+            warnings.append(
+                f"interrupted after {len(self.measures)} of {opts.iters} measured iterations"
+            )
+        session = driver.build_session(
+            self.measures,
+            environment=environment(self.device),
+            warmup=opts.warmup,
+            requested_iterations=opts.iters,
+            interrupted=self.interrupted,
+            warnings=tuple(warnings),
+            command=opts.command,
+            model_file=opts.model_file,
+            model_hash=opts.model_hash,
+            duration_s=round(time.perf_counter() - start, 3),
+            trace_file=opts.trace_path,
+        )
+        nothing = never_ran_warning(session)
+        return replace(session, warnings=session.warnings + ((nothing,) if nothing else ()))
+
+    def _iterate(self, driver: Driver) -> None:
+        opts = self.opts
+        step = training_step if opts.backward else forward_once
+
+        def one() -> None:
+            step(self.model, self.inputs)
+
+        driver.begin()
+        try:
+            self._report("warmup", 0, opts.warmup)
+            for done in range(1, opts.warmup + 1):
+                driver.iteration(one)
+                self._report("warmup", done, opts.warmup)
+            self._report("measure", 0, opts.iters)
+            for done in range(1, opts.iters + 1):
+                self.measures.append(driver.iteration(one))
+                self._report("measure", done, opts.iters)
+        except KeyboardInterrupt:
+            if not self.measures:
+                raise  # nothing measured yet: there is nothing worth saving
+            self.interrupted = True
+        finally:
+            driver.end()
+
+    def _report(self, phase: str, done: int, total: int) -> None:
+        if self.progress is not None and total > 0:
+            self.progress(phase, done, total)
+
+
+@contextlib.contextmanager
+def _trace_removed_on_failure(trace_path: str | None) -> Iterator[None]:
+    """A run that fails leaves no trace file behind (the strategy writes it when it ends)."""
+    fresh = trace_path is not None and not os.path.exists(trace_path)
+    try:
+        yield
+    except BaseException:
+        if fresh and trace_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(trace_path)
+        raise
+
+
+@contextlib.contextmanager
+def _restoring(driver: Driver, training: TrainingState | None) -> Iterator[None]:
+    """Training state outermost, patches inside: undone in reverse, whatever happens."""
+    if training is not None:
+        training.enter()
+    try:
+        driver.patch()
+        try:
+            yield
+        finally:
+            driver.restore()
+    finally:
+        if training is not None:
+            training.restore()
+
+
+__all__ = ["Driver", "ProgressFn", "RunOptions", "run"]
