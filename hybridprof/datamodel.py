@@ -7,20 +7,19 @@ Module paths are PyTorch's dotted form (`features.0`); the root module is `""`.
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import types
 import typing
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from enum import Enum
+from typing import Any
 
-from hybridprof.errors import SessionFileError
+from hybridprof.jsonio import dump, load
 
 SCHEMA_VERSION = 1
+# The strategy a plan and a run use unless told otherwise (the registry in runtime/strategies/
+# lists them all); defined here, the lowest layer, so planner, runtime and CLI share one name.
+DEFAULT_STRATEGY = "session"
 PLAN_KIND = "hybridprof-plan"
 SESSION_KIND = "hybridprof-session"
-
-T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------- static facts (planner)
@@ -97,15 +96,44 @@ class ModuleClassInfo:
     note: str = ""  # why the source could not be read, when it could not
 
 
+class FindingKind(str, Enum):
+    """What a planner finding is about. Declaration order is the order reports list them in;
+    `heading` is the title a report groups them under. Saved as the value (`"never_called"`)."""
+
+    NEVER_CALLED = "never_called"
+    INLINE_OPS = "inline_ops"
+    ALIAS = "alias"
+    LOOP_CALL = "loop_call"
+    BRANCH_CALL = "branch_call"
+    NO_SOURCE = "no_source"
+    STATIC_ONLY = "static_only"
+    OPAQUE = "opaque"
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    @property
+    def heading(self) -> str:
+        return _FINDING_HEADINGS[self]
+
+
+_FINDING_HEADINGS = {
+    FindingKind.NEVER_CALLED: "Children never called",
+    FindingKind.INLINE_OPS: "Parents whose own inline ops take time",
+    FindingKind.ALIAS: "Aliases of shared modules",
+    FindingKind.LOOP_CALL: "Children called in a loop",
+    FindingKind.BRANCH_CALL: "Children called under a condition",
+    FindingKind.NO_SOURCE: "Source not readable",
+    FindingKind.STATIC_ONLY: "Static analysis only",
+    FindingKind.OPAQUE: "Modules measured as one layer",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One thing the planner wants the user to know.
+    """One thing the planner wants the user to know."""
 
-    kind: "never_called", "inline_ops", "loop_call", "branch_call", "alias", "no_source",
-    "static_only", "compat".
-    """
-
-    kind: str
+    kind: FindingKind
     path: str
     message: str
     span: SourceSpan | None = None
@@ -144,7 +172,7 @@ class ProfilePlan:
     root_class: str
     targets: tuple[ModuleTarget, ...]
     compat: tuple[CompatChoice, ...] = ()
-    strategy: str = "session"
+    strategy: str = DEFAULT_STRATEGY
     classes: tuple[ModuleClassInfo, ...] = ()
     findings: tuple[Finding, ...] = ()
     selectors: tuple[str, ...] = ()  # the --paths / --depth the user gave, for the record
@@ -165,11 +193,11 @@ class ProfilePlan:
         return next((c.value for c in self.compat if c.name == name), default)
 
     def to_json(self) -> str:
-        return _dump(PLAN_KIND, self)
+        return dump(PLAN_KIND, self)
 
     @classmethod
     def from_json(cls, text: str) -> ProfilePlan:
-        return _load(PLAN_KIND, cls, text)
+        return load(PLAN_KIND, cls, text, SCHEMA_VERSION)
 
 
 # --------------------------------------------------------------------------- measurements (runtime)
@@ -295,106 +323,22 @@ class ProfileSession:
         return session_frame(self)
 
     def to_json(self) -> str:
-        return _dump(SESSION_KIND, self)
+        return dump(SESSION_KIND, self)
 
     @classmethod
     def from_json(cls, text: str) -> ProfileSession:
-        return _load(SESSION_KIND, cls, text)
-
-
-# --------------------------------------------------------------------------- JSON round trip
-
-
-def to_plain(obj: Any) -> Any:
-    """Dataclasses to dicts, tuples to lists, recursively."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, tuple | list):
-        return [to_plain(v) for v in obj]
-    if isinstance(obj, dict):
-        return {str(k): to_plain(v) for k, v in obj.items()}
-    return obj
-
-
-def from_plain(tp: Any, data: Any) -> Any:
-    """Build an instance of type `tp` (a dataclass or a typing form) from `to_plain` output."""
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        options = [a for a in typing.get_args(tp) if a is not type(None)]
-        return None if data is None else from_plain(options[0], data)
-    if origin is tuple:
-        args = typing.get_args(tp)
-        item = args[0] if args else Any
-        return tuple(from_plain(item, v) for v in _expect(list, data, tp))
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        return _dataclass_from_plain(tp, data)
-    if tp is float:
-        return float(_expect(int | float, data, tp))
-    if tp in (int, str, bool):
-        return _expect(tp, data, tp)
-    return data
-
-
-def _dataclass_from_plain(cls: type[T], data: Any) -> T:
-    fields_data = _expect(dict, data, cls)
-    hints = typing.get_type_hints(cls)
-    kwargs = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name in fields_data:
-            kwargs[f.name] = from_plain(hints[f.name], fields_data[f.name])
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ValueError(f"{cls.__name__} is missing field '{f.name}'")
-    return cls(**kwargs)
-
-
-def _expect(tp: Any, value: Any, what: Any) -> Any:
-    if isinstance(value, bool) and tp in (int, float, int | float):
-        raise ValueError(f"expected a number for {what}, got a bool")
-    if not isinstance(value, tp):
-        raise ValueError(f"expected {getattr(what, '__name__', what)}, got {type(value).__name__}")
-    return value
-
-
-def _dump(kind: str, obj: Any) -> str:
-    return json.dumps({"kind": kind, **to_plain(obj)}, indent=1, sort_keys=False)
-
-
-def _load(kind: str, cls: type[T], text: str) -> T:
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SessionFileError(
-            f"not a JSON file ({exc}); give a file written by hybridprof"
-        ) from exc
-    if not isinstance(data, dict) or data.get("kind") != kind:
-        raise SessionFileError(f'not a {kind} file (no "kind": "{kind}" field)')
-    version = data.get("schema_version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise SessionFileError(
-            f"corrupt {kind} file: schema_version {version!r} is not a positive integer; "
-            "write it again with hybridprof"
-        )
-    if version > SCHEMA_VERSION:
-        raise SessionFileError(
-            f"{kind} schema version {version!r} is newer than this hybridprof reads "
-            f"({SCHEMA_VERSION}); upgrade hybridprof to read it"
-        )
-    data.pop("kind")
-    try:
-        return typing.cast(T, from_plain(cls, data))
-    except (ValueError, TypeError, KeyError, IndexError) as exc:
-        raise SessionFileError(
-            f"corrupt {kind} file: {exc}; write it again with hybridprof"
-        ) from exc
+        return load(SESSION_KIND, cls, text, SCHEMA_VERSION)
 
 
 __all__ = [
+    "DEFAULT_STRATEGY",
     "SCHEMA_VERSION",
     "ChildCall",
     "ChildDef",
     "CompatChoice",
     "Environment",
     "Finding",
+    "FindingKind",
     "InlineOp",
     "ModuleClassInfo",
     "ModuleRecord",
@@ -404,6 +348,4 @@ __all__ = [
     "ProfileSession",
     "SourceSpan",
     "Stat",
-    "from_plain",
-    "to_plain",
 ]

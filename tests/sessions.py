@@ -10,6 +10,7 @@ from hybridprof.datamodel import (
     CompatChoice,
     Environment,
     Finding,
+    FindingKind,
     ModuleRecord,
     ModuleTarget,
     OpStat,
@@ -134,13 +135,17 @@ def nested_session() -> ProfileSession:
             records.append(record(path, cls, t, t, ops=(op("aten::conv2d", 1, t, t),)))
     findings = (
         Finding(
-            "inline_ops",
+            FindingKind.INLINE_OPS,
             "blocks.0",
             "Block.forward calls torch.flatten inline",
             SourceSpan("nets.py", 44),
         ),
-        Finding("never_called", "blocks.1.unused", "unused is created but never called in forward"),
-        Finding("alias", "blocks.1.act", "same module as blocks.0.act"),
+        Finding(
+            FindingKind.NEVER_CALLED,
+            "blocks.1.unused",
+            "unused is created but never called in forward",
+        ),
+        Finding(FindingKind.ALIAS, "blocks.1.act", "same module as blocks.0.act"),
     )
     return _session(
         _plan("Net", tuple(targets), findings=findings),
@@ -190,7 +195,9 @@ def hostile_session() -> ProfileSession:
     path = HOSTILE
     targets = (target("", "Net", leaf=False), target(path, "Evil</script><b>"))
     rec = record(path, "Evil</script><b>", 10.0, 10.0, ops=(op(f"aten::{HOSTILE}", 1, 10.0, 10.0),))
-    finding = Finding("inline_ops", path, f"{HOSTILE} calls ops inline", SourceSpan("<x>.py", 1))
+    finding = Finding(
+        FindingKind.INLINE_OPS, path, f"{HOSTILE} calls ops inline", SourceSpan("<x>.py", 1)
+    )
     return _session(_plan("Net", targets, findings=(finding,)), (rec,), warnings=(HOSTILE,))
 
 

@@ -30,7 +30,7 @@ from torch import nn
 from hybridprof.datamodel import ProfilePlan, ProfileSession
 from hybridprof.planner.module_tree import Selector, tree_plan, walk
 from hybridprof.reporting.format import format_time_us
-from hybridprof.runtime.aggregate import environment
+from hybridprof.runtime.aggregate import RunFacts, environment
 from hybridprof.runtime.driver import Driver
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.patching import live_patches
@@ -157,11 +157,11 @@ class Profile:
     def _build_session(self, measure: IterationMeasure) -> ProfileSession:
         driver = self._driver
         assert driver is not None  # a result exists only after a with-block
-        return driver.build_session(
-            [measure],
+        facts = RunFacts(
             environment=environment("cuda" if self.use_cuda else None),
             duration_s=round(driver.seconds, 3),
         )
+        return driver.build_session([measure], facts)
 
     def _table_session(self, show_events: bool) -> ProfileSession:
         """What `display` renders: the full session once built or needed, else one built from the

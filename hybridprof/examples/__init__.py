@@ -1,14 +1,11 @@
-"""Bundled example models: `hybridprof.examples.alexnet()` and the path of its model file."""
+"""Bundled example models: `hybridprof.examples.alexnet()` (`hybridprof run` with no model file
+profiles the same file, examples/alexnet.py)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from torch import nn
 
 from hybridprof.examples.alexnet import AlexNet
-
-ALEXNET_FILE = Path(__file__).with_name("alexnet.py")
 
 
 def alexnet(num_classes: int = 1000) -> nn.Module:
@@ -16,4 +13,4 @@ def alexnet(num_classes: int = 1000) -> nn.Module:
     return AlexNet(num_classes=num_classes)
 
 
-__all__ = ["ALEXNET_FILE", "AlexNet", "alexnet"]
+__all__ = ["AlexNet", "alexnet"]

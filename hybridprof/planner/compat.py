@@ -62,8 +62,19 @@ class Compat:
 
 Decision = tuple[Any, str]  # (value, reason)
 
-# What the attribution code reads from each raw kineto event; all must exist to walk them directly.
-KINETO_EVENT_FIELDS = ("name", "start_ns", "duration_ns", "is_user_annotation", "start_thread_id")
+# What runtime/kineto.py reads from each raw kineto event; all must exist to walk them directly.
+KINETO_EVENT_FIELDS = (
+    "name",
+    "start_ns",
+    "end_ns",
+    "start_thread_id",
+    "device_type",
+    "nbytes",
+    "sequence_nr",
+    "fwd_thread_id",
+    "correlation_id",
+    "linked_correlation_id",
+)
 
 
 @functools.cache
@@ -88,11 +99,16 @@ def probe_now() -> Compat:
         "fast_ranges": decide_fast_ranges(torch),
         "raw_events": decide_raw_events(torch),
     }
-    values = {name: value for name, (value, _) in decisions.items()}
     return Compat(
+        profiler_device_arg=decisions["profiler_device_arg"][0],
+        event_fields=decisions["event_fields"][0],
+        profile_memory=decisions["profile_memory"][0],
+        children=decisions["children"][0],
+        cuda_available=decisions["cuda_available"][0],
+        fast_ranges=decisions["fast_ranges"][0],
+        raw_events=decisions["raw_events"][0],
         torch_version=str(torch.__version__),
         reasons=tuple((name, reason) for name, (_, reason) in decisions.items()),
-        **values,
     )
 
 

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 import torch
 from torch import nn
 
-from hybridprof.datamodel import ModuleTarget, ProfilePlan
+from hybridprof.datamodel import DEFAULT_STRATEGY, ModuleTarget, ProfilePlan
 from hybridprof.errors import SelectionError, UsageError
 
 Selector = str | Sequence[str]
@@ -231,7 +231,7 @@ def tree_plan(
     paths: Sequence[Selector] | None = None,
     globs: Sequence[str] = (),
     depth: int | None = None,
-    strategy: str = "session",
+    strategy: str = DEFAULT_STRATEGY,
 ) -> ProfilePlan:
     """A ProfilePlan from the live model alone (no source reading); the static planner enriches it."""
     import torch

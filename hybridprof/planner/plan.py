@@ -18,9 +18,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hybridprof.datamodel import (
+    DEFAULT_STRATEGY,
     ChildCall,
     ChildDef,
     Finding,
+    FindingKind,
     ModuleClassInfo,
     ModuleTarget,
     ProfilePlan,
@@ -89,7 +91,7 @@ def inline_op_finding(path: str, info: ModuleClassInfo) -> Finding | None:
     shown = ", ".join(names[:MAX_OPS_SHOWN]) + (", ..." if len(names) > MAX_OPS_SHOWN else "")
     short = info.qualname.rpartition(".")[2]
     return Finding(
-        "inline_ops",
+        FindingKind.INLINE_OPS,
         path,
         f"{short}.forward runs {len(info.inline_ops)} op(s) directly ({shown}); their time is "
         f"its self time, not any child's: select it too ({_how_to_select(path)})",
@@ -112,7 +114,7 @@ def call_findings(path: str, info: ModuleClassInfo, rel: str) -> list[Finding]:
         if call.in_loop:
             found.append(
                 Finding(
-                    "loop_call",
+                    FindingKind.LOOP_CALL,
                     path,
                     f"called in a loop ({call.via}); calls per forward vary",
                     where,
@@ -120,14 +122,16 @@ def call_findings(path: str, info: ModuleClassInfo, rel: str) -> list[Finding]:
             )
         elif call.in_branch or call.via == "arg":
             how = "in a branch" if call.in_branch else "passed as an argument"
-            found.append(Finding("branch_call", path, f"called {how}; may run or not", where))
+            found.append(
+                Finding(FindingKind.BRANCH_CALL, path, f"called {how}; may run or not", where)
+            )
     return found
 
 
 def with_parents_selected(
     targets: tuple[ModuleTarget, ...], findings: Sequence[Finding]
 ) -> tuple[ModuleTarget, ...]:
-    owners = {f.path for f in findings if f.kind == "inline_ops"}
+    owners = {f.path for f in findings if f.kind == FindingKind.INLINE_OPS}
     return tuple(
         replace(t, selected=True, reason="parent with inline ops (--with-parents)")
         if t.path in owners and not t.selected
@@ -155,7 +159,7 @@ def plan_model(
     globs: Sequence[str] = (),
     depth: int | None = None,
     with_parents: bool = False,
-    strategy: str = "session",
+    strategy: str = DEFAULT_STRATEGY,
     model_file: str | None = None,
     entry: str | None = None,
 ) -> ProfilePlan:
@@ -267,7 +271,7 @@ class _LiveFacts:
         if target.class_name.endswith("(TorchScript)"):
             found.append(
                 Finding(
-                    "opaque",
+                    FindingKind.OPAQUE,
                     target.path,
                     "TorchScript module: its children run inside TorchScript, where no Python "
                     "forward is called, so it is measured as one layer; profile the eager module "
@@ -278,7 +282,7 @@ class _LiveFacts:
             if info.note:
                 found.append(
                     Finding(
-                        "no_source",
+                        FindingKind.NO_SOURCE,
                         target.path,
                         f"{info.qualname}: {info.note}; expected calls of its children are unknown",
                     )
@@ -295,7 +299,7 @@ class _LiveFacts:
         for alias in target.aliases:
             found.append(
                 Finding(
-                    "alias",
+                    FindingKind.ALIAS,
                     target.path,
                     f"the same module object is also '{alias}'; it is measured once, here",
                 )
@@ -306,7 +310,7 @@ class _LiveFacts:
 def _never_called(target: ModuleTarget, caller: ModuleClassInfo) -> Finding:
     owner = caller.qualname.rpartition(".")[2]
     return Finding(
-        "never_called",
+        FindingKind.NEVER_CALLED,
         target.path,
         f"{owner}.forward never calls it (used another way, e.g. through its weights, or "
         "left over); it stays selected but expect 0 calls",

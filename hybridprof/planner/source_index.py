@@ -44,9 +44,6 @@ class FileIndex:
     infos: dict[int, ModuleClassInfo] = field(default_factory=dict)  # by class line
     bases: dict[int, tuple[str, ...]] = field(default_factory=dict)  # resolved, by class line
 
-    def class_at(self, line: int) -> cst.ClassDef | None:
-        return self.classes_by_line.get(line)
-
     def classes_named(self, name: str) -> list[int]:
         return [ln for ln, node in self.classes_by_line.items() if node.name.value == name]
 

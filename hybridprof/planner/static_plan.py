@@ -16,7 +16,14 @@ from typing import Any
 
 import libcst as cst
 
-from hybridprof.datamodel import ChildDef, Finding, ModuleClassInfo, ModuleTarget, ProfilePlan
+from hybridprof.datamodel import (
+    ChildDef,
+    Finding,
+    FindingKind,
+    ModuleClassInfo,
+    ModuleTarget,
+    ProfilePlan,
+)
 from hybridprof.loader import read_model_source
 from hybridprof.planner.plan import (
     call_findings,
@@ -62,7 +69,7 @@ class _StaticTree:
         if expected == 0 and container_kind(child.class_name) not in ("modulelist", "moduledict"):
             self.findings.append(
                 Finding(
-                    "never_called",
+                    FindingKind.NEVER_CALLED,
                     path,
                     "the forward never calls it; expect 0 calls",
                     caller.forward_span,
@@ -166,7 +173,9 @@ def static_plan(
 
     targets = select_among(tuple(tree.targets), paths, globs, depth, infos[root].qualname)
     note = Finding(
-        "static_only", "", f"plan made from the source alone (nothing executed); root {how}"
+        FindingKind.STATIC_ONLY,
+        "",
+        f"plan made from the source alone (nothing executed); root {how}",
     )
     if with_parents:
         targets = with_parents_selected(targets, tree.findings)

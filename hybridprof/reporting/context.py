@@ -10,7 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from hybridprof.datamodel import ModuleRecord, ModuleTarget, OpStat, ProfileSession, Stat
+from hybridprof.datamodel import (
+    FindingKind,
+    ModuleRecord,
+    ModuleTarget,
+    OpStat,
+    ProfileSession,
+    Stat,
+)
 from hybridprof.reporting.charts import Chart, session_charts
 from hybridprof.reporting.findings import group_findings
 from hybridprof.reporting.format import format_bytes, format_calls, format_percent, format_time_us
@@ -20,16 +27,6 @@ Mode = Literal["html", "pdf"]
 PDF_MAX_ROWS = 200
 PDF_OP_LAYERS = 10
 PDF_MAX_OPS = 10
-FINDING_TITLES = {
-    "never_called": "Children never called",
-    "inline_ops": "Parents whose own inline ops take time",
-    "alias": "Aliases of shared modules",
-    "loop_call": "Children called in a loop",
-    "branch_call": "Children called under a condition",
-    "no_source": "Source not readable",
-    "static_only": "Static analysis only",
-    "compat": "Compatibility",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,15 +224,14 @@ def _param_count(session: ProfileSession) -> int:
 
 
 def _findings(session: ProfileSession) -> tuple[FindingView, ...]:
-    order = list(FINDING_TITLES)
+    order = list(FindingKind)  # the enum's declaration order is the report's
     groups = sorted(
-        group_findings(session.plan.findings),
-        key=lambda g: order.index(g.finding.kind) if g.finding.kind in order else 99,
+        group_findings(session.plan.findings), key=lambda g: order.index(g.finding.kind)
     )
     return tuple(
         FindingView(
-            g.finding.kind,
-            FINDING_TITLES.get(g.finding.kind, g.finding.kind),
+            g.finding.kind.value,
+            g.finding.kind.heading,
             g.paths_text(),
             g.finding.message,
             g.finding.span.short() if g.finding.span else "",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from hybridprof.datamodel import Finding, ModuleTarget, ProfilePlan
+from hybridprof.datamodel import Finding, FindingKind, ModuleTarget, ProfilePlan
 from hybridprof.reporting.findings import group_findings
 
 SELECTED, SKIPPED = "[x]", "[ ]"
@@ -76,11 +76,9 @@ def _row(target: ModuleTarget, base: str | None, flags: tuple[str, ...]) -> tupl
 def _flags(findings: tuple[Finding, ...]) -> dict[str, tuple[str, ...]]:
     flags: dict[str, list[str]] = defaultdict(list)
     for finding in findings:
-        if (
-            finding.kind not in ("static_only", "compat")
-            and finding.kind not in flags[finding.path]
-        ):
-            flags[finding.path].append(finding.kind)
+        kind = finding.kind.value
+        if finding.kind is not FindingKind.STATIC_ONLY and kind not in flags[finding.path]:
+            flags[finding.path].append(kind)
     return {path: tuple(kinds) for path, kinds in flags.items()}
 
 
@@ -92,7 +90,7 @@ def _finding_lines(findings: tuple[Finding, ...], base: str | None) -> list[str]
 def _finding(finding: Finding, base: str | None, paths: str | None = None) -> str:
     where = f" ({_short(finding.span.short(), base)})" if finding.span else ""
     path = paths or finding.path or "(root)"
-    return f"{finding.kind}: {path}: {finding.message}{where}"
+    return f"{finding.kind.value}: {path}: {finding.message}{where}"
 
 
 def _short(location: str, base: str | None) -> str:

@@ -12,12 +12,13 @@ import os
 import platform
 import statistics
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 
 from hybridprof.datamodel import (
     Environment,
+    FindingKind,
     ModuleRecord,
     ModuleTarget,
     OpStat,
@@ -27,30 +28,64 @@ from hybridprof.datamodel import (
 )
 from hybridprof.runtime.measure import IterationMeasure, OpMeasure, PathMeasure
 
-BACKWARD_SUFFIX = " [bwd]"  # how strategies key a backward op in PathMeasure.ops
+
+@dataclass(frozen=True, slots=True)
+class RunFacts:
+    """What a session records about its run besides the measures: ProfileSession's own fields
+    (the measured ones, `iterations`, `iteration_cpu_us` and `never_called`, come from the
+    measures)."""
+
+    environment: Environment
+    profile_memory: bool = False
+    use_device: bool = False  # device (CUDA) time was measured
+    backward: bool = False
+    warmup: int = 0
+    requested_iterations: int = 1
+    interrupted: bool = False
+    warnings: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+    model_file: str | None = None
+    model_hash: str | None = None
+    started_at: str = ""
+    duration_s: float = 0.0
+    trace_file: str | None = None
 
 
 def build_session(
     plan: ProfilePlan,
     measures: Sequence[IterationMeasure],
     strategy_name: str,
-    **session_fields: Any,
+    facts: RunFacts | None = None,
 ) -> ProfileSession:
-    """A ProfileSession from a plan and its measured iterations.
-
-    `session_fields` are ProfileSession's other fields (warmup, profile_memory, use_device, ...);
-    `environment` defaults to this process's, `iterations` to `len(measures)`.
-    """
-    fields = dict(session_fields)
-    use_device = bool(fields.get("use_device", False))
-    backward = bool(fields.get("backward", False))
-    records = aggregate(plan.targets, measures, use_device=use_device, backward=backward)
+    """A ProfileSession from a plan, its measured iterations and the facts of the run (by default,
+    this process's environment and nothing else)."""
+    facts = facts or RunFacts(environment=environment())
+    records = aggregate(
+        plan.targets, measures, use_device=facts.use_device, backward=facts.backward
+    )
     called = {r.path for r in records}
-    fields.setdefault("environment", environment())
-    fields.setdefault("iterations", len(measures))
-    fields.setdefault("iteration_cpu_us", tuple(m.total_cpu_us for m in measures))
-    fields.setdefault("never_called", tuple(p for p in plan.selected_paths() if p not in called))
-    return ProfileSession(plan=plan, records=records, strategy=strategy_name, **fields)
+    return ProfileSession(
+        plan=plan,
+        environment=facts.environment,
+        records=records,
+        strategy=strategy_name,
+        warmup=facts.warmup,
+        iterations=len(measures),
+        requested_iterations=facts.requested_iterations,
+        interrupted=facts.interrupted,
+        profile_memory=facts.profile_memory,
+        use_device=facts.use_device,
+        backward=facts.backward,
+        iteration_cpu_us=tuple(m.total_cpu_us for m in measures),
+        never_called=tuple(p for p in plan.selected_paths() if p not in called),
+        warnings=facts.warnings,
+        command=facts.command,
+        model_file=facts.model_file,
+        model_hash=facts.model_hash,
+        started_at=facts.started_at,
+        duration_s=facts.duration_s,
+        trace_file=facts.trace_file,
+    )
 
 
 def aggregate(
@@ -104,18 +139,21 @@ def _record(
 
 def _op_stats(per_iter: list[PathMeasure]) -> tuple[OpStat, ...]:
     """Per op, the median over iterations (an iteration without the op counts as 0)."""
+    first = {k: op for p in reversed(per_iter) for k, op in p.ops.items()}  # earliest wins
     keys = list(dict.fromkeys(k for p in per_iter for k in p.ops))
-    stats = [_op_stat(key, [p.ops.get(key) or OpMeasure(key) for p in per_iter]) for key in keys]
+    stats = [_op_stat(first[key], [p.ops.get(key) for p in per_iter]) for key in keys]
     return tuple(sorted(stats, key=lambda s: (-s.self_cpu_us, s.name)))
 
 
-def _op_stat(key: str, values: list[OpMeasure]) -> OpStat:
+def _op_stat(op: OpMeasure, found: list[OpMeasure | None]) -> OpStat:
+    """`op` names the operator (name, backward or not); `found` is it per iteration, or None."""
+    values = [v or OpMeasure(op.name, backward=op.backward) for v in found]
+
     def med(field: Callable[[OpMeasure], float]) -> float:
         return float(statistics.median(field(v) for v in values))
 
-    is_backward = key.endswith(BACKWARD_SUFFIX) or any(v.backward for v in values)
     return OpStat(
-        name=key.removesuffix(BACKWARD_SUFFIX),
+        name=op.name,
         calls=round(med(lambda v: v.calls)),
         self_cpu_us=med(lambda v: v.self_cpu_us),
         total_cpu_us=med(lambda v: v.total_cpu_us),
@@ -125,7 +163,7 @@ def _op_stat(key: str, values: list[OpMeasure]) -> OpStat:
         cpu_mem=round(med(lambda v: v.cpu_mem)),
         self_device_mem=round(med(lambda v: v.self_device_mem)),
         device_mem=round(med(lambda v: v.device_mem)),
-        backward=is_backward,
+        backward=op.backward,
     )
 
 
@@ -197,7 +235,7 @@ def never_ran_warning(session: ProfileSession) -> str | None:
 
 def _skipped_by_parents(session: ProfileSession) -> str | None:
     """Some layers never ran because an unselected parent with inline ops does their work."""
-    doers = {f.path for f in session.plan.findings if f.kind == "inline_ops"}
+    doers = {f.path for f in session.plan.findings if f.kind == FindingKind.INLINE_OPS}
     selected = set(session.plan.selected_paths())
     skipped = [
         p
@@ -227,7 +265,7 @@ def _outermost(paths: set[str]) -> list[str]:
 
 
 __all__ = [
-    "BACKWARD_SUFFIX",
+    "RunFacts",
     "aggregate",
     "build_session",
     "cpu_model",

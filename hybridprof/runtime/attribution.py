@@ -37,10 +37,9 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 from hybridprof.runtime.kineto import Event
-from hybridprof.runtime.measure import IterationMeasure, OpMeasure, PathMeasure
+from hybridprof.runtime.measure import IterationMeasure, OpMeasure, PathMeasure, op_key
 
 BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
-BACKWARD_SUFFIX = " [bwd]"
 ROOT_RANGE = "(root)"
 
 
@@ -276,7 +275,9 @@ def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
         _fold_range(frame, duration, total_mem, total_dmem, walk)
     elif frame[BWD] is not None:
         if kind == OP and frame[RANGE] is not None:  # an op of a recomputed forward
-            _fold_op(frame, frame[RANGE][MEASURE].ops, event.name + BACKWARD_SUFFIX, backward=True)
+            _fold_op(
+                frame, frame[RANGE][MEASURE].ops, op_key(event.name, backward=True), backward=True
+            )
         else:
             walk.deferred.append(frame)
     elif frame[CHAIN]:
@@ -347,7 +348,7 @@ def _fold_backward(frame: Frame, walk: _Walk) -> None:
         return  # a node whose forward ran outside every selected layer (e.g. the loss)
     measure = walk.measure
     event = frame[EVENT]
-    _fold_op(frame, measure.path(chain[-1]).ops, event.name + BACKWARD_SUFFIX, backward=True)
+    _fold_op(frame, measure.path(chain[-1]).ops, op_key(event.name, backward=True), backward=True)
     if frame[KIND] == BWD_ROOT:  # its time less the forwards recomputed in it (NESTED_NS)
         duration_us = (event.end_ns - event.start_ns - frame[NESTED_NS]) / 1000
         for path in dict.fromkeys(chain):
@@ -375,7 +376,7 @@ def _fold_host(frame: Frame, walk: _Walk) -> None:
     event = frame[EVENT]
     self_us = (event.end_ns - event.start_ns - frame[CHILD_NS]) / 1000
     caller = walk.measure.path(callers[-1])
-    _fold_op(frame, caller.ops, event.name + BACKWARD_SUFFIX, backward=True)
+    _fold_op(frame, caller.ops, op_key(event.name, backward=True), backward=True)
     caller.backward_self_cpu_us += self_us
     for path in dict.fromkeys(callers):
         walk.measure.path(path).backward_total_cpu_us += self_us
@@ -390,14 +391,16 @@ def _fold_device(device: list[Event], walk: _Walk) -> None:
         duration_us = (event.end_ns - event.start_ns) / 1000
         if launcher[BWD] is not None and launcher[RANGE] is not None:  # a recomputed forward
             layer = launcher[RANGE][MEASURE]
-            _add_device(layer, launcher[EVENT].name + BACKWARD_SUFFIX, duration_us)
+            _add_device(layer, op_key(launcher[EVENT].name, backward=True), duration_us)
             layer.backward_self_device_us += duration_us
             continue
         if launcher[BWD] is not None:
             chain = walk.seq_chains.get(launcher[BWD], ())
             if chain:
                 _add_device(
-                    measure.path(chain[-1]), launcher[EVENT].name + BACKWARD_SUFFIX, duration_us
+                    measure.path(chain[-1]),
+                    op_key(launcher[EVENT].name, backward=True),
+                    duration_us,
                 )
                 measure.path(chain[-1]).backward_self_device_us += duration_us
             continue

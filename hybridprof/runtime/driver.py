@@ -31,7 +31,7 @@ from hybridprof.errors import HybridprofError, ModelRunError, UsageError
 from hybridprof.loader import ModelInputs, as_model_inputs, keeping_cwd
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import module_at
-from hybridprof.runtime.aggregate import build_session, environment, never_ran_warning
+from hybridprof.runtime.aggregate import RunFacts, build_session, environment, never_ran_warning
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.patching import ForwardPatcher
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, check_backward, make_strategy
@@ -166,17 +166,18 @@ class Driver:
     def end(self) -> None:
         self.strategy.end()
 
-    def build_session(self, measures: Sequence[IterationMeasure], **fields: Any) -> ProfileSession:
-        session = build_session(
-            self.plan,
-            measures,
-            self.strategy_name,
-            use_device=self.config.use_device,
+    def build_session(
+        self, measures: Sequence[IterationMeasure], facts: RunFacts
+    ) -> ProfileSession:
+        """The session of `measures`; what was measured and when it started come from here."""
+        facts = replace(
+            facts,
             profile_memory=self.config.profile_memory,
+            use_device=self.config.use_device,
             backward=self.config.backward,
             started_at=self.started_at,
-            **fields,
         )
+        session = build_session(self.plan, measures, self.strategy_name, facts)
         shapes = self.shapes
         if shapes is None:
             return session
@@ -269,8 +270,7 @@ class _RunLoop:
             warnings.append(
                 f"interrupted after {len(self.measures)} of {opts.iters} measured iterations"
             )
-        session = driver.build_session(
-            self.measures,
+        facts = RunFacts(
             environment=environment(self.device),
             warmup=opts.warmup,
             requested_iterations=opts.iters,
@@ -282,6 +282,7 @@ class _RunLoop:
             duration_s=round(time.perf_counter() - start, 3),
             trace_file=opts.trace_path,
         )
+        session = driver.build_session(self.measures, facts)
         nothing = never_ran_warning(session)
         return replace(session, warnings=session.warnings + ((nothing,) if nothing else ()))
 

@@ -9,6 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# A backward op is kept apart from the forward op of the same name under one layer: its key in
+# `PathMeasure.ops` is its name plus this suffix, and its `OpMeasure.backward` is True. `op_key`
+# is the one place that joins the two; readers use `OpMeasure.name` and `.backward`, never the key.
+BACKWARD_SUFFIX = " [bwd]"
+
+
+def op_key(name: str, backward: bool) -> str:
+    return name + BACKWARD_SUFFIX if backward else name
+
 
 @dataclass(slots=True)
 class OpMeasure:
@@ -44,9 +53,7 @@ class PathMeasure:
     backward_self_cpu_us: float = 0.0
     backward_total_cpu_us: float = 0.0
     backward_self_device_us: float = 0.0
-    ops: dict[str, OpMeasure] = field(
-        default_factory=dict
-    )  # key: op name (+ " [bwd]" for backward)
+    ops: dict[str, OpMeasure] = field(default_factory=dict)  # key: op_key(name, backward)
 
 
 @dataclass(slots=True)

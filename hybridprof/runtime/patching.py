@@ -128,10 +128,6 @@ class ForwardPatcher:
         self._patches: list[_Patch] = []
         self._modes: list[tuple[nn.Module, bool]] = []
 
-    @property
-    def active(self) -> bool:
-        return bool(self._patches)
-
     def note_failure(self, path: str) -> None:
         if self.failed_path is None:
             self.failed_path = path

@@ -69,4 +69,4 @@ def test_missing_private_apis_fall_back() -> None:
     result = types.SimpleNamespace(events=1)
     fake_c._autograd = types.SimpleNamespace(_ProfilerResult=result, _KinetoEvent=event)
     value, reason = compat.decide_raw_events(fake_torch)
-    assert value == "function_events" and "duration_ns" in reason
+    assert value == "function_events" and "end_ns" in reason

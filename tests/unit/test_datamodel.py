@@ -12,6 +12,7 @@ from hybridprof.datamodel import (
     CompatChoice,
     Environment,
     Finding,
+    FindingKind,
     ModuleRecord,
     ModuleTarget,
     OpStat,
@@ -42,7 +43,7 @@ def make_session() -> ProfileSession:
             ),
         ),
         compat=(CompatChoice("profiler_device_arg", "use_device", "2.13 has it"),),
-        findings=(Finding("alias", "fc", "also reachable as head"),),
+        findings=(Finding(FindingKind.ALIAS, "fc", "also reachable as head"),),
     )
     record = ModuleRecord(
         "fc",
@@ -133,3 +134,20 @@ def test_loading_names_the_file_and_refuses_folders(tmp_path: Path) -> None:
     good = tmp_path / "ok.json"
     good.write_text(make_session().to_json())
     assert load_session(good) == make_session()
+
+
+def test_finding_kinds_are_saved_as_their_names_and_checked_on_load() -> None:
+    plan = make_session().plan
+    data = json.loads(plan.to_json())
+    assert data["findings"][0]["kind"] == "alias"
+    loaded = ProfilePlan.from_json(plan.to_json()).findings[0]
+    assert loaded.kind is FindingKind.ALIAS
+    data["findings"][0]["kind"] = "compat"  # never a kind the planner makes
+    with pytest.raises(SessionFileError, match="corrupt"):
+        ProfilePlan.from_json(json.dumps(data))
+
+
+def test_every_finding_kind_has_a_heading_and_prints_as_its_name() -> None:
+    headings = [kind.heading for kind in FindingKind]
+    assert all(headings) and len(set(headings)) == len(headings)
+    assert f"{FindingKind.OPAQUE}" == str(FindingKind.OPAQUE) == "opaque"

@@ -6,7 +6,8 @@ Layers, top to bottom (README, "How it is built"):
     runtime  ->  planner       runtime may use the planner; neither uses reporting
     reporting                  beside planner and runtime; uses neither
     storage, loader, outputs   file I/O: saved sessions/plans, the user's model file, atomic writes
-    datamodel, tree, frames    the data model (and the tables every report and frame is made of)
+    datamodel, tree, frames,   the data model (and the tables every report and frame is made of),
+    jsonio                     its JSON round trip
     errors
 
 Every `import` counts, wherever it stands (module level, inside a function, under TYPE_CHECKING),
@@ -36,6 +37,7 @@ PACKAGE = ROOT / "hybridprof"
 # The layer of each top-level part of the package, and the layers each may import.
 LAYER_OF = {
     "errors": "errors",
+    "jsonio": "data",
     "datamodel": "data",
     "tree": "data",
     "frames": "data",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hybridprof.datamodel import Finding, ModuleTarget, ProfilePlan, SourceSpan
+from hybridprof.datamodel import Finding, FindingKind, ModuleTarget, ProfilePlan, SourceSpan
 from hybridprof.reporting.plan_text import render_plan
 
 
@@ -14,13 +14,15 @@ def stack_plan(blocks: int) -> ProfilePlan:
         targets.append(ModuleTarget(f"{i}.fc", "Linear", "torch.nn.Linear", 2, True, True, "leaf"))
         findings.append(
             Finding(
-                "inline_ops",
+                FindingKind.INLINE_OPS,
                 f"{i}",
                 "Block.forward runs 1 op(s) directly (+)",
                 SourceSpan("/m/net.py", 9),
             )
         )
-    findings.append(Finding("never_called", "0.fc", "never called", SourceSpan("/m/net.py", 4)))
+    findings.append(
+        Finding(FindingKind.NEVER_CALLED, "0.fc", "never called", SourceSpan("/m/net.py", 4))
+    )
     return ProfilePlan(root_class="Net", targets=tuple(targets), findings=tuple(findings))
 
 

@@ -153,17 +153,22 @@ def test_share_of_a_training_step_counts_both_passes() -> None:
 def test_findings_from_one_source_line_are_one_row_and_root_is_named() -> None:
     from dataclasses import replace
 
-    from hybridprof.datamodel import Finding, SourceSpan
+    from hybridprof.datamodel import Finding, FindingKind, SourceSpan
     from tests.sessions import small_session
 
     base = small_session()
     repeated = tuple(
         Finding(
-            "inline_ops", str(i), "Block.forward runs 1 op(s) directly (+)", SourceSpan("n.py", 9)
+            FindingKind.INLINE_OPS,
+            str(i),
+            "Block.forward runs 1 op(s) directly (+)",
+            SourceSpan("n.py", 9),
         )
         for i in range(50)
     )
-    root = Finding("inline_ops", "", "Net.forward runs torch.flatten", SourceSpan("n.py", 30))
+    root = Finding(
+        FindingKind.INLINE_OPS, "", "Net.forward runs torch.flatten", SourceSpan("n.py", 30)
+    )
     session = replace(base, plan=replace(base.plan, findings=(*repeated, root)))
     views = build_context(session).findings
     assert [(v.path, v.where) for v in views] == [

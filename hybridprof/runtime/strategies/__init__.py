@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+from hybridprof.datamodel import DEFAULT_STRATEGY
 from hybridprof.errors import UsageError
 from hybridprof.runtime.strategies.base import Strategy, StrategyConfig
 
@@ -49,7 +50,6 @@ SPECS = (
     ),
 )
 STRATEGIES = {spec.name: spec for spec in SPECS}
-DEFAULT_STRATEGY = "session"  # the one definition; the data model's own default says the same
 
 
 def spec_of(name: str) -> StrategySpec:

@@ -1,0 +1,108 @@
+"""The data model's JSON round trip: frozen dataclasses to plain JSON and back, checked on the way in.
+
+Generic (it knows no class of the data model): `datamodel.py` calls it for `to_json`/`from_json`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from enum import Enum
+from typing import Any, TypeVar
+
+from hybridprof.errors import SessionFileError
+
+T = TypeVar("T")
+
+
+def to_plain(obj: Any) -> Any:
+    """Dataclasses to dicts, tuples to lists, recursively."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Enum):
+        return obj.value
+    if isinstance(obj, tuple | list):
+        return [to_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): to_plain(v) for k, v in obj.items()}
+    return obj
+
+
+def from_plain(tp: Any, data: Any) -> Any:
+    """Build an instance of type `tp` (a dataclass or a typing form) from `to_plain` output."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(tp) if a is not type(None)]
+        return None if data is None else from_plain(options[0], data)
+    if origin is tuple:
+        args = typing.get_args(tp)
+        item = args[0] if args else Any
+        return tuple(from_plain(item, v) for v in _expect(list, data, tp))
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return _dataclass_from_plain(tp, data)
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return tp(_expect(str, data, tp))
+    if tp is float:
+        return float(_expect(int | float, data, tp))
+    if tp in (int, str, bool):
+        return _expect(tp, data, tp)
+    return data
+
+
+def _dataclass_from_plain(cls: type[T], data: Any) -> T:
+    fields_data = _expect(dict, data, cls)
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name in fields_data:
+            kwargs[f.name] = from_plain(hints[f.name], fields_data[f.name])
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ValueError(f"{cls.__name__} is missing field '{f.name}'")
+    return cls(**kwargs)
+
+
+def _expect(tp: Any, value: Any, what: Any) -> Any:
+    if isinstance(value, bool) and tp in (int, float, int | float):
+        raise ValueError(f"expected a number for {what}, got a bool")
+    if not isinstance(value, tp):
+        raise ValueError(f"expected {getattr(what, '__name__', what)}, got {type(value).__name__}")
+    return value
+
+
+def dump(kind: str, obj: Any) -> str:
+    return json.dumps({"kind": kind, **to_plain(obj)}, indent=1, sort_keys=False)
+
+
+def load(kind: str, cls: type[T], text: str, schema_version: int) -> T:
+    """`cls` from JSON text that `dump(kind, ...)` wrote, checked: SessionFileError if it is not."""
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SessionFileError(
+            f"not a JSON file ({exc}); give a file written by hybridprof"
+        ) from exc
+    if not isinstance(data, dict) or data.get("kind") != kind:
+        raise SessionFileError(f'not a {kind} file (no "kind": "{kind}" field)')
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise SessionFileError(
+            f"corrupt {kind} file: schema_version {version!r} is not a positive integer; "
+            "write it again with hybridprof"
+        )
+    if version > schema_version:
+        raise SessionFileError(
+            f"{kind} schema version {version!r} is newer than this hybridprof reads "
+            f"({schema_version}); upgrade hybridprof to read it"
+        )
+    data.pop("kind")
+    try:
+        return typing.cast(T, from_plain(cls, data))
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        raise SessionFileError(
+            f"corrupt {kind} file: {exc}; write it again with hybridprof"
+        ) from exc
+
+
+__all__ = ["dump", "from_plain", "load", "to_plain"]
