@@ -14,7 +14,8 @@ from typing import Any
 
 from hybridprof.jsonio import dump, load
 
-SCHEMA_VERSION = 1
+# 2 added the optional `flops` object of a session (absent without --flops); 1 files still load.
+SCHEMA_VERSION = 2
 # The strategy a plan and a run use unless told otherwise (the registry in runtime/strategies/
 # lists them all); defined here, the lowest layer, so planner, runtime and CLI share one name.
 DEFAULT_STRATEGY = "session"
@@ -284,6 +285,64 @@ class Environment:
 
 
 @dataclass(frozen=True, slots=True)
+class OpCount:
+    """An op name and how often it ran in one pass (forward, or forward and backward)."""
+
+    name: str
+    calls: int
+
+
+@dataclass(frozen=True, slots=True)
+class LayerWork:
+    """FLOPs and bytes moved by one module path in one step, counted in the extra (unmeasured) pass.
+
+    `flops`/`bytes` are self (ops in this layer not inside a profiled layer below it, like self
+    time); `total_*` its whole subtree. A module that is not profiled gets a row only for work done
+    outside every profiled layer (e.g. a parent's inline attention), so the self figures of all
+    rows add up to the model's. `not_counted` names ops with no FLOP formula (their FLOPs, if any,
+    are not in `flops`), both passes together.
+    """
+
+    path: str
+    flops: int = 0
+    bytes: int = 0
+    total_flops: int = 0
+    total_bytes: int = 0
+    backward_flops: int = 0
+    backward_bytes: int = 0
+    backward_total_flops: int = 0
+    backward_total_bytes: int = 0
+    not_counted: tuple[OpCount, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MachinePeak:
+    """The machine's peak FLOP/s and bytes/s on the run's device, threads and dtype."""
+
+    gflops: float
+    gbps: float
+    source: str  # "measured", "cached (measured <date>)", "given", or a mix per figure
+    how: str  # what was measured, e.g. "1024x1024 float32 matmul, 64 MiB copy, cpu, 1 thread"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkProfile:
+    """`run --flops`: per-layer FLOPs and bytes, the whole step's totals, and the machine's peak."""
+
+    layers: tuple[LayerWork, ...]
+    peak: MachinePeak
+    forward_flops: int  # the whole forward, inside the model or not (FlopCounterMode's total)
+    forward_bytes: int
+    backward_flops: int = 0
+    backward_bytes: int = 0
+    method: str = ""  # how ops were attributed to layers, said in the reports
+    pass_s: float = 0.0  # wall time of the counting pass
+
+    def layer(self, path: str) -> LayerWork | None:
+        return next((w for w in self.layers if w.path == path), None)
+
+
+@dataclass(frozen=True, slots=True)
 class ProfileSession:
     """One profiling run: the plan, the environment and the per-path records. Reporters see only this."""
 
@@ -307,6 +366,7 @@ class ProfileSession:
     started_at: str = ""
     duration_s: float = 0.0
     trace_file: str | None = None
+    flops: WorkProfile | None = None  # only with --flops; the key is left out of the file otherwise
     schema_version: int = SCHEMA_VERSION
 
     def calls_title(self) -> str:
@@ -323,7 +383,7 @@ class ProfileSession:
         return session_frame(self)
 
     def to_json(self) -> str:
-        return dump(SESSION_KIND, self)
+        return dump(SESSION_KIND, self, omit_none=("flops",))
 
     @classmethod
     def from_json(cls, text: str) -> ProfileSession:
@@ -340,12 +400,16 @@ __all__ = [
     "Finding",
     "FindingKind",
     "InlineOp",
+    "LayerWork",
+    "MachinePeak",
     "ModuleClassInfo",
     "ModuleRecord",
     "ModuleTarget",
+    "OpCount",
     "OpStat",
     "ProfilePlan",
     "ProfileSession",
     "SourceSpan",
     "Stat",
+    "WorkProfile",
 ]

@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from hybridprof.roofline import by_path
 from hybridprof.tree import depth_of, step_share_us, total_profiled_us, tree_rows
 
 if TYPE_CHECKING:  # the data model imports this module (to_dataframe); types only, no cycle
-    from hybridprof.datamodel import ModuleRecord, ProfileSession, Stat
+    from hybridprof.datamodel import LayerWork, ModuleRecord, ProfileSession, Stat
+    from hybridprof.roofline import LayerRoofline
 
 FLOAT_COLUMNS = (
     "self_cpu_us",
@@ -125,13 +127,66 @@ def _typed(frame: pd.DataFrame, floats: tuple[str, ...], ints: tuple[str, ...]) 
 
 
 def session_frame(session: ProfileSession) -> pd.DataFrame:
-    """One row per profiled path, in module-tree order; columns as `COLUMNS` (times us, memory bytes)."""
+    """One row per profiled path, in module-tree order; columns as `COLUMNS` (times us, memory bytes),
+    then `WORK_COLUMNS` when the session counted FLOPs (`run --flops`)."""
     total = total_profiled_us(session)
     order = [row.record for row in tree_rows(session) if row.record is not None]
     frame = pd.DataFrame(
         [_record_row(r, total, session.iterations) for r in order], columns=list(COLUMNS)
     )
-    return _typed(frame, FLOAT_COLUMNS, INT_COLUMNS)
+    frame = _typed(frame, FLOAT_COLUMNS, INT_COLUMNS)
+    return frame if session.flops is None else _with_work(frame, session)
+
+
+WORK_INT_COLUMNS = (
+    "flops",
+    "bytes",
+    "total_flops",
+    "total_bytes",
+    "backward_flops",
+    "backward_bytes",
+)
+WORK_FLOAT_COLUMNS = ("intensity", "achieved_gflops", "achieved_gbps", "pct_peak")
+WORK_COLUMNS = (*WORK_INT_COLUMNS, *WORK_FLOAT_COLUMNS, "verdict", "not_counted")
+
+
+def _work_row(
+    path: str, works: dict[str, LayerWork], lines: dict[str, LayerRoofline]
+) -> dict[str, object]:
+    work, line = works.get(path), lines.get(path)
+    if work is None or line is None:
+        return {c: (0 if c in WORK_INT_COLUMNS else math.nan) for c in WORK_COLUMNS} | {
+            "verdict": "",
+            "not_counted": "",
+        }
+    return {
+        "flops": work.flops,  # forward, self; backward_flops beside it
+        "bytes": work.bytes,
+        "total_flops": work.total_flops,
+        "total_bytes": work.total_bytes,
+        "backward_flops": work.backward_flops,
+        "backward_bytes": work.backward_bytes,
+        "intensity": _or_nan(line.intensity),
+        "achieved_gflops": _or_nan(line.gflops),
+        "achieved_gbps": _or_nan(line.gbps),
+        "pct_peak": _or_nan(line.pct_peak),
+        "verdict": line.verdict,
+        "not_counted": line.not_counted,
+    }
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+def _with_work(frame: pd.DataFrame, session: ProfileSession) -> pd.DataFrame:
+    works = {w.path: w for w in session.flops.layers} if session.flops else {}
+    lines = by_path(session)
+    rows = [_work_row(p, works, lines) for p in frame["path"]]
+    work = pd.DataFrame(rows, columns=list(WORK_COLUMNS))
+    types = {c: "int64" for c in WORK_INT_COLUMNS} | {c: "float64" for c in WORK_FLOAT_COLUMNS}
+    work = work.astype(types | {"verdict": "str", "not_counted": "str"})
+    return pd.concat([frame, work.set_index(frame.index)], axis=1)
 
 
 def ops_frame(session: ProfileSession) -> pd.DataFrame:

@@ -71,8 +71,10 @@ def _expect(tp: Any, value: Any, what: Any) -> Any:
     return value
 
 
-def dump(kind: str, obj: Any) -> str:
-    return json.dumps({"kind": kind, **to_plain(obj)}, indent=1, sort_keys=False)
+def dump(kind: str, obj: Any, omit_none: tuple[str, ...] = ()) -> str:
+    """The object as JSON; optional parts named in `omit_none` are left out when None."""
+    plain = {k: v for k, v in to_plain(obj).items() if not (k in omit_none and v is None)}
+    return json.dumps({"kind": kind, **plain}, indent=1, sort_keys=False)
 
 
 def load(kind: str, cls: type[T], text: str, schema_version: int) -> T:

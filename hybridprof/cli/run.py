@@ -10,6 +10,7 @@ examples:
   hybridprof run net.py --plan plan.json --iters 50 -o session.json --report net.pdf
   hybridprof run net.py --backward --paths 'blocks.*' --report train.html
   hybridprof run net.py --with-parents   # attention and fused blocks that skip their children
+  hybridprof run net.py --flops           # FLOPs, bytes and a roofline verdict per layer
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from hybridprof.cli.common import (
     model_prints_to_stderr,
 )
 from hybridprof.cli.progress import ProgressBar, wanted
-from hybridprof.cli.terminal import emit, summary_line, terminal_table
+from hybridprof.cli.terminal import emit, roofline_lines, summary_line, terminal_table
 from hybridprof.errors import UsageError
 from hybridprof.loader import DEFAULT_ENTRY, parse_shape, read_model_source
 from hybridprof.outputs import check_output_path, write_atomic
@@ -103,6 +104,18 @@ def _add_measure_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--backward", action="store_true", help="profile a training step: forward and backward"
+    )
+    parser.add_argument(
+        "--flops",
+        action="store_true",
+        help="count FLOPs and bytes per layer in one extra unmeasured pass, measure the machine's "
+        "peak once (cached), and say per layer whether it is compute-, memory- or overhead-bound",
+    )
+    parser.add_argument(
+        "--peak-gflops", type=float, metavar="N", help="with --flops: the peak GFLOP/s to use"
+    )
+    parser.add_argument(
+        "--peak-gbps", type=float, metavar="N", help="with --flops: the peak GB/s to use"
     )
 
 
@@ -192,12 +205,23 @@ def _check_values(args: argparse.Namespace) -> None:
         raise UsageError(
             "--plan fixes the selection; drop --paths/--depth/--with-parents or edit the plan"
         )
+    _check_peak_values(args)
     able = backward_strategies()
     if args.backward and args.strategy is not None and args.strategy not in able:
         raise UsageError(
             f"--backward needs {' or '.join(f'--strategy {name}' for name in able)} (it attributes "
             f"backward ops to layers); '{args.strategy}' cannot: drop --strategy or drop --backward"
         )
+
+
+def _check_peak_values(args: argparse.Namespace) -> None:
+    for option, value in (("--peak-gflops", args.peak_gflops), ("--peak-gbps", args.peak_gbps)):
+        if value is None:
+            continue
+        if not args.flops:
+            raise UsageError(f"{option} is used with --flops; add --flops or drop {option}")
+        if not value > 0 or value == float("inf"):
+            raise UsageError(f"{option} must be a positive number, got {value}")
 
 
 def _load_plan(path: str) -> ProfilePlan:
@@ -337,6 +361,9 @@ def _run_options(
         device=args.device,
         profile_memory=args.profile_memory,
         backward=args.backward,
+        flops=args.flops,
+        peak_gflops=args.peak_gflops,
+        peak_gbps=args.peak_gbps,
         threads=args.threads,
         trace_path=str(outputs.trace) if outputs.trace else None,
         command=("hybridprof", "run", *argv),
@@ -361,7 +388,7 @@ def _save(session: ProfileSession, outputs: Outputs, force: bool) -> None:
 
 
 def _where_lines(session: ProfileSession, outputs: Outputs) -> list[str]:
-    lines = [summary_line(session)]
+    lines = [summary_line(session), *roofline_lines(session)]
     if outputs.session is not None:
         lines.append(
             f"session: {outputs.session}  (re-render: hybridprof report {outputs.session} -o FILE)"

@@ -76,3 +76,35 @@ def emit(lines: Iterable[str]) -> None:
         # Point stdout at /dev/null so the interpreter's final flush does not fail again.
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+VERDICT_LAYERS = 5
+
+
+def roofline_lines(session: ProfileSession) -> list[str]:
+    """With --flops: the peak, then the verdicts of the heaviest layers and what was not counted."""
+    from hybridprof.roofline import by_path, format_count, peak_text
+
+    if session.flops is None:
+        return []
+    work = session.flops
+    rooflines = by_path(session)
+    lines = [
+        f"FLOPs per step: {format_count(work.forward_flops, 'FLOP')} forward"
+        + (f", {format_count(work.backward_flops, 'FLOP')} backward" if session.backward else "")
+        + f"; {peak_text(work.peak)}"
+    ]
+    judged = [r for r in sorted(session.records, key=weight, reverse=True) if r.path in rooflines]
+    for record in judged[:VERDICT_LAYERS]:
+        line = rooflines[record.path]
+        lines.append(
+            f"  {record.path or '(root)'}: {line.verdict or 'not timed'} "
+            f"({format_count(line.flops, 'FLOP')}, {line.intensity or 0:.3g} FLOP/byte)"
+        )
+    skipped = sorted({o.name for w in work.layers for o in w.not_counted})
+    if skipped:
+        shown = ", ".join(skipped[:6]) + (
+            f" and {len(skipped) - 6} more" if len(skipped) > 6 else ""
+        )
+        lines.append(f"  not counted (no FLOP formula): {shown}")
+    return lines

@@ -6,7 +6,7 @@ formatted numbers, heat, op breakdowns, findings, and the limits the PDF applies
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,6 +21,8 @@ from hybridprof.datamodel import (
 from hybridprof.reporting.charts import Chart, session_charts
 from hybridprof.reporting.findings import group_findings
 from hybridprof.reporting.format import format_bytes, format_calls, format_percent, format_time_us
+from hybridprof.reporting.roofline_view import RooflineView, cells, roofline_view
+from hybridprof.roofline import by_path
 from hybridprof.tree import TreeRow, parent_of, step_share_us, total_profiled_us, tree_rows
 
 Mode = Literal["html", "pdf"]
@@ -76,6 +78,9 @@ class RowView:
     output_shape: str
     source: str
     op_count: int
+    flops: str = ""  # with --flops: the layer's FLOPs per step, achieved GFLOP/s, verdict
+    gflops: str = ""
+    verdict: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +124,7 @@ class ReportContext:
     never_called: tuple[str, ...]
     notes: tuple[str, ...]
     data: dict[str, Any] = field(default_factory=dict)  # for the page script, as |tojson
+    roofline: RooflineView | None = None  # with --flops
 
 
 def _stat_text(stat: Stat | None) -> str:
@@ -336,6 +342,7 @@ def build_context(
         _row_view(r, targets.get(r.path), total, peak, session.iterations)
         for r in tree_rows(session)
     ]
+    all_rows = _with_work_cells(all_rows, session)
     rows, notes = (
         _pdf_limits(all_rows, pdf_max_rows, pdf_op_layers) if mode == "pdf" else (all_rows, [])
     )
@@ -364,4 +371,20 @@ def build_context(
         never_called=session.never_called,
         notes=tuple(notes),
         data=_js_data(session) if mode == "html" else {},
+        roofline=roofline_view(session),
     )
+
+
+def _with_work_cells(rows: list[RowView], session: ProfileSession) -> list[RowView]:
+    """Rows with their FLOPs, GFLOP/s and verdict filled in (a --flops session; else as they are)."""
+    if session.flops is None:
+        return rows
+    lines = by_path(session)
+    shown = [r for r in rows if r.path in lines]
+    filled = {
+        r.path: replace(r, flops=flops, gflops=gflops, verdict=verdict)
+        for r in shown
+        if r.profiled or lines[r.path].flops or lines[r.path].bytes
+        for flops, gflops, verdict in (cells(lines[r.path]),)
+    }
+    return [filled.get(r.path, r) for r in rows]

@@ -15,6 +15,15 @@ from dataclasses import dataclass
 
 from hybridprof.datamodel import ModuleRecord, OpStat, ProfileSession
 from hybridprof.reporting.format import format_bytes, format_calls, format_time_us
+from hybridprof.roofline import (
+    LayerRoofline,
+    by_path,
+    format_count,
+    format_rate,
+    peak_text,
+    session_rooflines,
+    unattributed_flops,
+)
 from hybridprof.tree import TreeRow, tree_rows
 
 
@@ -87,6 +96,7 @@ def columns(session: ProfileSession) -> list[Column]:
                     lambda o: format_bytes(o.device_mem),
                 ),
             ]
+    cols += roofline_columns(session)
     iterations = session.iterations
     cols.append(
         Column(
@@ -96,6 +106,53 @@ def columns(session: ProfileSession) -> list[Column]:
         )
     )
     return cols
+
+
+def roofline_columns(session: ProfileSession) -> list[Column]:
+    """With --flops: the layer's FLOPs, intensity, achieved GFLOP/s and verdict for one step."""
+    if session.flops is None:
+        return []
+    lines = by_path(session)
+
+    def cell(show: Callable[[LayerRoofline], str]) -> Callable[[ModuleRecord], str]:
+        return lambda r: show(lines[r.path]) if r.path in lines else ""
+
+    return [
+        Column("FLOPs", cell(lambda x: format_count(x.flops, "")), lambda o: ""),
+        Column("FLOP/B", cell(lambda x: format_rate(x.intensity, "")), lambda o: ""),
+        Column("GFLOP/s", cell(lambda x: format_rate(x.gflops, "")), lambda o: ""),
+        Column("Verdict", cell(lambda x: x.verdict), lambda o: ""),
+    ]
+
+
+def roofline_section(session: ProfileSession) -> list[str]:
+    """The .txt report's roofline table: every layer with counted work, with what was not counted."""
+    work = session.flops
+    if work is None:
+        return []
+    body = [
+        [
+            x.path or "(root)",
+            format_count(x.flops, "FLOP"),
+            format_count(x.bytes, "B"),
+            format_rate(x.intensity, ""),
+            format_rate(x.gflops, ""),
+            format_rate(x.pct_peak, "%"),
+            x.verdict if x.self_us is not None else "(not profiled)",
+            x.not_counted,
+        ]
+        for x in session_rooflines(session)
+        if x.self_us is not None or x.flops or x.bytes or x.not_counted
+    ]
+    header = ["Layer", "FLOPs", "Bytes", "FLOP/B", "GFLOP/s", "% peak", "Verdict", "Not counted"]
+    outside = unattributed_flops(session)
+    return [
+        "",
+        f"roofline, self figures per step ({peak_text(work.peak)}):",
+        _table(header, body),
+        f"counted in one extra pass ({work.pass_s:.2f} s) by a {work.method}"
+        + (f"; {format_count(outside, 'FLOP')} outside the model" if outside else ""),
+    ]
 
 
 def _time(stat: object) -> str:
@@ -133,6 +190,7 @@ def render_text_report(session: ProfileSession) -> str:
         f"{runs}, torch {env.torch_version}, {env.device}, {env.threads} thread(s)",
         "",
         render_text(session, show_events=True),
+        *roofline_section(session),
     ]
     if session.never_called:
         lines += ["", "selected but never called: " + ", ".join(session.never_called)]
@@ -195,4 +253,11 @@ def _line(cells: list[str], widths: list[int]) -> str:
     return " | ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
 
 
-__all__ = ["Column", "columns", "render_text", "render_text_report"]
+__all__ = [
+    "Column",
+    "columns",
+    "render_text",
+    "render_text_report",
+    "roofline_columns",
+    "roofline_section",
+]

@@ -32,6 +32,7 @@ from hybridprof.loader import ModelInputs, as_model_inputs, keeping_cwd
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import module_at
 from hybridprof.runtime.aggregate import RunFacts, build_session, environment, never_ran_warning
+from hybridprof.runtime.flops import with_work
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.patching import ForwardPatcher
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, check_backward, make_strategy
@@ -67,6 +68,9 @@ class RunOptions:
     command: tuple[str, ...] = ()
     model_file: str | None = None
     model_hash: str | None = None
+    flops: bool = False  # count FLOPs and bytes per layer in one extra pass, measure the peak
+    peak_gflops: float | None = None  # the machine's peak, given instead of measured
+    peak_gbps: float | None = None
 
     def check(self) -> None:
         if self.warmup < 0:
@@ -75,6 +79,9 @@ class RunOptions:
             raise UsageError(f"iterations must be 1 or more, got {self.iters}")
         if self.threads is not None and self.threads < 1:
             raise UsageError(f"--threads must be 1 or more, got {self.threads}")
+        for name, value in (("peak_gflops", self.peak_gflops), ("peak_gbps", self.peak_gbps)):
+            if value is not None and not 0 < value < float("inf"):
+                raise UsageError(f"{name} must be a positive number, got {value}")
 
 
 class Driver:
@@ -234,7 +241,8 @@ def run(
         check_backward(strategy_name)
     loop = _RunLoop(model, model_inputs, plan, strategy_name, opts, device, progress)
     with placed_on(model, device), torch_threads(opts.threads):
-        return loop.execute(list(warnings))
+        session = loop.execute(list(warnings))
+        return with_work(session, model, model_inputs, opts) if opts.flops else session
 
 
 @dataclass

@@ -7,7 +7,7 @@ Layers, top to bottom (README, "How it is built"):
     reporting                  beside planner and runtime; uses neither
     storage, loader, outputs   file I/O: saved sessions/plans, the user's model file, atomic writes
     datamodel, tree, frames,   the data model (and the tables every report and frame is made of),
-    jsonio                     its JSON round trip
+    jsonio, roofline           its JSON round trip, the roofline arithmetic of a --flops session
     errors
 
 Every `import` counts, wherever it stands (module level, inside a function, under TYPE_CHECKING),
@@ -41,6 +41,7 @@ LAYER_OF = {
     "datamodel": "data",
     "tree": "data",
     "frames": "data",
+    "roofline": "data",
     "storage": "io",
     "loader": "io",
     "outputs": "io",

@@ -1,0 +1,106 @@
+"""What the HTML and PDF reports show of a `--flops` session: the roofline chart and table.
+
+Plain, formatted data (templates only display it), built from `roofline.session_rooflines`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from markupsafe import Markup
+
+from hybridprof.datamodel import ProfileSession
+from hybridprof.reporting.roofline_chart import chart_dots, render_roofline
+from hybridprof.roofline import (
+    LayerRoofline,
+    format_count,
+    format_rate,
+    peak_text,
+    session_rooflines,
+    unattributed_flops,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RooflineRow:
+    path: str
+    class_name: str
+    profiled: bool
+    flops: str
+    bytes: str
+    intensity: str
+    gflops: str
+    pct_peak: str
+    verdict: str
+    not_counted: str
+
+
+@dataclass(frozen=True, slots=True)
+class RooflineView:
+    svg: Markup
+    peak: str
+    totals: str
+    method: str
+    notes: tuple[str, ...]
+    rows: tuple[RooflineRow, ...]
+
+
+def cells(line: LayerRoofline) -> tuple[str, str, str]:
+    """FLOPs, achieved GFLOP/s and verdict as the tree table shows them."""
+    return format_count(line.flops, "FLOP"), format_rate(line.gflops, ""), line.verdict
+
+
+def _row(line: LayerRoofline) -> RooflineRow:
+    return RooflineRow(
+        path=line.path or "(root)",
+        class_name=line.class_name,
+        profiled=line.self_us is not None,
+        flops=format_count(line.flops, "FLOP"),
+        bytes=format_count(line.bytes, "B"),
+        intensity=format_rate(line.intensity, ""),
+        gflops=format_rate(line.gflops, ""),
+        pct_peak=format_rate(line.pct_peak, "%"),
+        verdict=line.verdict if line.self_us is not None else "not profiled",
+        not_counted=line.not_counted,
+    )
+
+
+def _totals(session: ProfileSession) -> str:
+    work = session.flops
+    assert work is not None
+    text = f"{format_count(work.forward_flops, 'FLOP')} and {format_count(work.forward_bytes, 'B')} forward"
+    if session.backward:
+        text += (
+            f", {format_count(work.backward_flops, 'FLOP')} and "
+            f"{format_count(work.backward_bytes, 'B')} backward"
+        )
+    outside = unattributed_flops(session)
+    return text + (f"; {format_count(outside, 'FLOP')} outside the model" if outside else "")
+
+
+def roofline_view(session: ProfileSession) -> RooflineView | None:
+    """None without --flops; else the chart, the peak, and one row per layer with work."""
+    work = session.flops
+    if work is None:
+        return None
+    lines = session_rooflines(session)
+    shown = [x for x in lines if x.self_us is not None or x.flops or x.bytes or x.not_counted]
+    placed = len(chart_dots(lines))
+    timed = sum(1 for x in lines if x.self_us is not None)
+    notes = []
+    if placed < timed:
+        notes.append(
+            f"{timed - placed} of {timed} profiled layers are not on the chart: no counted FLOPs "
+            "(their verdict comes from bytes moved alone)"
+        )
+    return RooflineView(
+        svg=render_roofline(lines, work.peak),
+        peak=peak_text(work.peak),
+        totals=_totals(session),
+        method=f"Counted in one extra pass ({work.pass_s:.2f} s) by a {work.method}.",
+        notes=tuple(notes),
+        rows=tuple(_row(x) for x in shown),
+    )
+
+
+__all__ = ["RooflineRow", "RooflineView", "cells", "roofline_view"]

@@ -1,0 +1,133 @@
+"""Roofline arithmetic, verdicts, the chart and every report format for a hand-made --flops session."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import replace
+
+import pytest
+
+from hybridprof.datamodel import (
+    LayerWork,
+    MachinePeak,
+    OpCount,
+    ProfileSession,
+    Stat,
+    WorkProfile,
+)
+from hybridprof.reporting.context import build_context
+from hybridprof.reporting.export import render_csv, render_json
+from hybridprof.reporting.html import render_html
+from hybridprof.reporting.roofline_chart import chart_dots, render_roofline
+from hybridprof.reporting.text import render_text, render_text_report
+from hybridprof.roofline import session_rooflines, verdict
+from tests.sessions import HOSTILE, hostile_session, small_session
+
+PEAK = MachinePeak(100.0, 10.0, "given", "given")  # ridge point: 10 FLOP/byte
+
+
+def flops_session(base: ProfileSession | None = None) -> ProfileSession:
+    """small_session (fc1 520 us, act 100 us, fc2 300 us self) with counted work."""
+    session = base or small_session()
+    layers = (
+        LayerWork("", bytes=800, total_flops=26_000_000 + 300_000, total_bytes=5_000_800),
+        # 26 MFLOP in 520 us = 50 GFLOP/s; 26e6 / 1e6 = 26 FLOP/byte: right of the ridge
+        LayerWork("fc1", flops=26_000_000, bytes=1_000_000, total_flops=26_000_000),
+        # 0 FLOP, 2 MB in 100 us = 20 GB/s: memory
+        LayerWork("act", bytes=2_000_000, not_counted=(OpCount("aten.relu", 3),)),
+        # 300 kFLOP, 2 MB in 300 us: 1 GFLOP/s, 6.7 GB/s: 67% of bandwidth
+        LayerWork("fc2", flops=300_000, bytes=2_000_000, total_flops=300_000),
+    )
+    work = WorkProfile(layers, PEAK, forward_flops=26_300_000 + 1000, forward_bytes=5_000_800)
+    return replace(session, flops=work)
+
+
+def test_verdicts_follow_the_roofline() -> None:
+    assert verdict(26_000_000, 1_000_000, 520.0, PEAK) == "compute-bound at 50% of peak"
+    assert verdict(0, 2_000_000, 100.0, PEAK) == "memory-bound at 200% of peak bandwidth"
+    assert verdict(300_000, 2_000_000, 300.0, PEAK) == "memory-bound at 67% of peak bandwidth"
+    assert verdict(1000, 1000, 100.0, PEAK) == "overhead-bound"  # far below both roofs
+    assert verdict(0, 0, 5.0, PEAK) == "overhead-bound"  # a view-only layer (Flatten)
+    assert verdict(1000, 1000, 0.0, PEAK) == ""  # no time: no verdict
+
+
+def test_layer_figures_and_unprofiled_rows() -> None:
+    lines = {x.path: x for x in session_rooflines(flops_session())}
+    fc1 = lines["fc1"]
+    assert fc1.intensity == pytest.approx(26.0)
+    assert fc1.gflops == pytest.approx(50.0) and fc1.pct_peak == pytest.approx(50.0)
+    assert lines["act"].not_counted == "aten.relu x3"
+    assert lines[""].self_us is None and lines[""].verdict == ""  # the root was not profiled
+
+
+def test_a_backward_step_joins_both_passes() -> None:
+    session = flops_session()
+    work = session.flops
+    assert work is not None
+    layers = tuple(replace(w, backward_flops=2 * w.flops) for w in work.layers)
+    records = tuple(
+        replace(r, backward_self_cpu_us=Stat(2 * r.self_cpu_us.median, 0, 0))
+        for r in session.records
+    )
+    step = replace(session, backward=True, records=records, flops=replace(work, layers=layers))
+    fc1 = {x.path: x for x in session_rooflines(step)}["fc1"]
+    assert fc1.flops == 3 * 26_000_000 and fc1.self_us == pytest.approx(3 * 520.0)
+    assert fc1.gflops == pytest.approx(50.0)
+
+
+def test_text_table_and_report_show_the_verdicts() -> None:
+    session = flops_session()
+    table = render_text(session)
+    assert "Verdict" in table.splitlines()[0] and "compute-bound at 50% of peak" in table
+    report = render_text_report(session)
+    assert "roofline, self figures per step" in report and "aten.relu x3" in report
+    assert "1 kFLOP outside the model" in report
+
+
+def test_without_flops_nothing_changes() -> None:
+    session = small_session()
+    assert "FLOPs" not in render_text(session) and "roofline" not in render_text_report(session)
+    assert "flops" not in render_csv(session) and build_context(session).roofline is None
+    assert "roofline" not in render_html(session)
+
+
+def test_csv_and_json_carry_the_work_columns() -> None:
+    rows = list(csv.DictReader(io.StringIO(render_csv(flops_session()))))
+    fc1 = next(r for r in rows if r["path"] == "fc1")
+    assert fc1["flops"] == "26000000" and fc1["verdict"] == "compute-bound at 50% of peak"
+    records = json.loads(render_json(flops_session()))
+    act = next(r for r in records if r["path"] == "act")
+    assert act["flops"] == 0 and act["not_counted"] == "aten.relu x3" and act["intensity"] == 0
+
+
+def test_chart_places_layers_with_flops_and_escapes_names() -> None:
+    session = hostile_session()
+    (rec,) = session.records
+    work = WorkProfile((LayerWork(rec.path, flops=10**6, bytes=10**5),), PEAK, 10**6, 10**5)
+    hostile = replace(session, flops=work)
+    lines = session_rooflines(hostile)
+    assert [d.path for d in chart_dots(lines)] == [HOSTILE]
+    svg = str(render_roofline(lines, PEAK))
+    assert HOSTILE not in svg and "&lt;img" in svg and svg.count("<circle") == 1
+    html = render_html(hostile)
+    assert HOSTILE not in html and 'id="chart-roofline"' in html
+
+
+def test_html_context_fills_the_tree_rows() -> None:
+    ctx = build_context(flops_session())
+    by_path = {r.path: r for r in ctx.rows}
+    assert by_path["fc1"].verdict == "compute-bound at 50% of peak"
+    assert by_path["fc1"].flops == "26 MFLOP"
+    assert ctx.roofline is not None and len(ctx.roofline.rows) == 4
+    assert "1 of 3 profiled layers are not on the chart" in ctx.roofline.notes[0]
+
+
+def test_session_file_round_trip_and_v1_files() -> None:
+    session = flops_session()
+    assert ProfileSession.from_json(session.to_json()) == session
+    plain = json.loads(small_session().to_json())
+    assert "flops" not in plain
+    plain["schema_version"] = 1  # written before flops existed
+    assert ProfileSession.from_json(json.dumps(plain)).flops is None
