@@ -7,15 +7,21 @@ Module paths are PyTorch's dotted form (`features.0`); the root module is `""`.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import typing
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
-from hybridprof.jsonio import dump, load
+from hybridprof.errors import SessionFileError
+from hybridprof.jsonio import dump, expect, load
 
 # 2 added the optional `flops` object of a session (absent without --flops); 1 files still load.
-SCHEMA_VERSION = 2
+# 3 added each record's per-iteration series (`ModuleRecord.per_iteration`), the session's
+# `stability`, `requested_warmup`, `stop_reason`, `max_time_s` and "auto" iteration counts; 1 and 2
+# files still load, with those absent (None or their defaults).
+SCHEMA_VERSION = 3
 # The strategy a plan and a run use unless told otherwise (the registry in runtime/strategies/
 # lists them all); defined here, the lowest layer, so planner, runtime and CLI share one name.
 DEFAULT_STRATEGY = "session"
@@ -239,6 +245,87 @@ class OpStat:
     backward: bool = False  # the op ran in the backward pass of this layer
 
 
+SERIES_DECIMALS = 1  # per-iteration values are kept to 0.1 us
+_SERIES_ITEM = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One quantity's value in each measured iteration, in order, in microseconds (0.1 us kept).
+
+    Saved as one string of space-separated numbers ("84.2 85 83.9"): a JSON list would take a line per
+    number, and a 10,000-layer session keeps 20,000 or more of these.
+    """
+
+    values: tuple[float, ...]
+
+    @classmethod
+    def of(cls, values: typing.Iterable[float]) -> Series:
+        return cls(tuple(round(float(v), SERIES_DECIMALS) for v in values))
+
+    def encode(self) -> str:
+        return " ".join(_short_number(v) for v in self.values)
+
+    @classmethod
+    def decode(cls, text: Any) -> Series:
+        items = expect(str, text, "a per-iteration series").split()
+        bad = next((item for item in items if not _SERIES_ITEM.fullmatch(item)), None)
+        if bad is not None:
+            raise ValueError(f"per-iteration series holds {bad[:20]!r}, not a number")
+        return cls(tuple(float(item) for item in items))
+
+    # the JSON round trip (jsonio): a string, not a dict
+    def json_encode(self) -> str:
+        return self.encode()
+
+    @classmethod
+    def json_decode(cls, data: Any) -> Series:
+        return cls.decode(data)
+
+
+def _short_number(value: float) -> str:
+    text = f"{value:.{SERIES_DECIMALS}f}".rstrip("0").rstrip(".")
+    return "0" if text in ("", "-0") else text
+
+
+@dataclass(frozen=True, slots=True)
+class IterationSeries:
+    """A record's per-iteration values (iteration i of every record is the same measured iteration).
+
+    They give each layer's median a confidence interval (`hybridprof.stats`) and let two runs be
+    compared iteration by iteration. A total is None when it equals its self time in every
+    iteration (a layer with no profiled layer inside), so leaves store one series, not two; an
+    unmeasured quantity (device or backward time) is None too. None series are left out of the file.
+    """
+
+    self_cpu_us: Series
+    total_cpu_us: Series | None = None
+    self_device_us: Series | None = None
+    total_device_us: Series | None = None
+    backward_self_cpu_us: Series | None = None
+    backward_total_cpu_us: Series | None = None
+
+    def total_cpu(self) -> Series:
+        return self.total_cpu_us or self.self_cpu_us
+
+    def total_device(self) -> Series | None:
+        return self.total_device_us or self.self_device_us
+
+    def backward_total_cpu(self) -> Series | None:
+        return self.backward_total_cpu_us or self.backward_self_cpu_us
+
+    def present(self) -> dict[str, Series]:
+        return {
+            f.name: s for f in dataclasses.fields(self) if (s := getattr(self, f.name)) is not None
+        }
+
+    def lengths(self) -> set[int]:
+        return {len(s.values) for s in self.present().values()}
+
+    def json_encode(self) -> dict[str, str]:
+        return {name: s.encode() for name, s in self.present().items()}
+
+
 @dataclass(frozen=True, slots=True)
 class ModuleRecord:
     """Everything measured for one profiled path.
@@ -267,6 +354,7 @@ class ModuleRecord:
     ops: tuple[OpStat, ...] = ()
     aliases: tuple[str, ...] = ()
     is_leaf: bool = True
+    per_iteration: IterationSeries | None = None  # None with one iteration, or in schema < 3 files
 
     def calls_per_iteration(self, iterations: int) -> float:
         """Calls in one iteration (times and OpStat calls are per iteration too)."""
@@ -342,6 +430,29 @@ class WorkProfile:
         return next((w for w in self.layers if w.path == path), None)
 
 
+Verdict = Literal["stable", "noisy"]
+# Why the measured iterations stopped: the count asked for was reached ("count"), `--iters auto`'s
+# interval got narrow enough ("converged"), the time limit ran out ("max_time"), auto's iteration cap
+# was reached ("max_iterations"), or Ctrl-C ("interrupted").
+StopReason = Literal["count", "converged", "max_time", "max_iterations", "interrupted"]
+
+
+@dataclass(frozen=True, slots=True)
+class Stability:
+    """Can the run's numbers be trusted? Judged from the iterations' spread and the machine's load.
+
+    iteration_cv: coefficient of variation of the whole-iteration times; load: the 1-minute load
+    average divided by the cores; threads: torch's intra-op threads during the run; advice: what to
+    change when the verdict is "noisy" (empty when "stable").
+    """
+
+    verdict: Verdict
+    iteration_cv: float
+    load: float
+    threads: int
+    advice: str
+
+
 @dataclass(frozen=True, slots=True)
 class ProfileSession:
     """One profiling run: the plan, the environment and the per-path records. Reporters see only this."""
@@ -352,7 +463,7 @@ class ProfileSession:
     strategy: str
     warmup: int = 0
     iterations: int = 1  # measured iterations actually done
-    requested_iterations: int = 1
+    requested_iterations: int | Literal["auto"] = 1
     interrupted: bool = False
     profile_memory: bool = False
     use_device: bool = False  # device (CUDA) timing was measured
@@ -367,6 +478,10 @@ class ProfileSession:
     duration_s: float = 0.0
     trace_file: str | None = None
     flops: WorkProfile | None = None  # only with --flops; the key is left out of the file otherwise
+    stability: Stability | None = None  # None only in files older than schema 3
+    requested_warmup: int | Literal["auto"] | None = None  # None: as `warmup` (older files)
+    stop_reason: StopReason = "count"
+    max_time_s: float | None = None  # the time limit the iterations ran under, if any
     schema_version: int = SCHEMA_VERSION
 
     def calls_title(self) -> str:
@@ -387,7 +502,19 @@ class ProfileSession:
 
     @classmethod
     def from_json(cls, text: str) -> ProfileSession:
-        return load(SESSION_KIND, cls, text, SCHEMA_VERSION)
+        session = load(SESSION_KIND, cls, text, SCHEMA_VERSION)
+        short = [r.path for r in session.records if not _series_fit(r, session.iterations)]
+        if short:
+            raise SessionFileError(
+                f"corrupt {SESSION_KIND} file: the per-iteration series of {short[0]!r} do not "
+                f"hold {session.iterations} values (its iterations); write it again with hybridprof"
+            )
+        return session
+
+
+def _series_fit(record: ModuleRecord, iterations: int) -> bool:
+    series = record.per_iteration
+    return series is None or series.lengths() == {iterations}
 
 
 __all__ = [
@@ -400,6 +527,7 @@ __all__ = [
     "Finding",
     "FindingKind",
     "InlineOp",
+    "IterationSeries",
     "LayerWork",
     "MachinePeak",
     "ModuleClassInfo",
@@ -409,7 +537,11 @@ __all__ = [
     "OpStat",
     "ProfilePlan",
     "ProfileSession",
+    "Series",
     "SourceSpan",
+    "Stability",
     "Stat",
+    "StopReason",
+    "Verdict",
     "WorkProfile",
 ]

@@ -1,6 +1,9 @@
 """The data model's JSON round trip: frozen dataclasses to plain JSON and back, checked on the way in.
 
 Generic (it knows no class of the data model): `datamodel.py` calls it for `to_json`/`from_json`.
+A class may write itself in a form of its own (a compact string, a dict without its empty parts):
+it then has a `json_encode()` method, and a `json_decode(data)` class method if the default
+(dataclass) reading does not fit that form.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import json
 import types
 import typing
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from hybridprof.errors import SessionFileError
 
@@ -18,7 +21,9 @@ T = TypeVar("T")
 
 
 def to_plain(obj: Any) -> Any:
-    """Dataclasses to dicts, tuples to lists, recursively."""
+    """Dataclasses to dicts, tuples to lists, recursively (or what their `json_encode` gives)."""
+    if hasattr(obj, "json_encode"):
+        return obj.json_encode()
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, Enum):
@@ -35,24 +40,41 @@ def from_plain(tp: Any, data: Any) -> Any:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         options = [a for a in typing.get_args(tp) if a is not type(None)]
-        return None if data is None else from_plain(options[0], data)
+        return None if data is None else _first_fitting(options, data, tp)
+    if origin is Literal:
+        if isinstance(data, bool) or data not in typing.get_args(tp):
+            raise ValueError(f"expected one of {typing.get_args(tp)}, got {data!r}")
+        return data
+    if isinstance(tp, type) and hasattr(tp, "json_decode"):
+        return tp.json_decode(data)
     if origin is tuple:
         args = typing.get_args(tp)
         item = args[0] if args else Any
-        return tuple(from_plain(item, v) for v in _expect(list, data, tp))
+        return tuple(from_plain(item, v) for v in expect(list, data, tp))
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return _dataclass_from_plain(tp, data)
     if isinstance(tp, type) and issubclass(tp, Enum):
-        return tp(_expect(str, data, tp))
+        return tp(expect(str, data, tp))
     if tp is float:
-        return float(_expect(int | float, data, tp))
+        return float(expect(int | float, data, tp))
     if tp in (int, str, bool):
-        return _expect(tp, data, tp)
+        return expect(tp, data, tp)
     return data
 
 
+def _first_fitting(options: list[Any], data: Any, tp: Any) -> Any:
+    """The value as the first of a union's types that takes it (`int | Literal["auto"]`)."""
+    errors = []
+    for option in options:
+        try:
+            return from_plain(option, data)
+        except ValueError as exc:
+            errors.append(str(exc))
+    raise ValueError(" or ".join(errors) or f"no type of {tp} fits {data!r}")
+
+
 def _dataclass_from_plain(cls: type[T], data: Any) -> T:
-    fields_data = _expect(dict, data, cls)
+    fields_data = expect(dict, data, cls)
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
@@ -63,7 +85,7 @@ def _dataclass_from_plain(cls: type[T], data: Any) -> T:
     return cls(**kwargs)
 
 
-def _expect(tp: Any, value: Any, what: Any) -> Any:
+def expect(tp: Any, value: Any, what: Any) -> Any:
     if isinstance(value, bool) and tp in (int, float, int | float):
         raise ValueError(f"expected a number for {what}, got a bool")
     if not isinstance(value, tp):
@@ -107,4 +129,4 @@ def load(kind: str, cls: type[T], text: str, schema_version: int) -> T:
         ) from exc
 
 
-__all__ = ["dump", "from_plain", "load", "to_plain"]
+__all__ = ["dump", "expect", "from_plain", "load", "to_plain"]

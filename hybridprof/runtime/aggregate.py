@@ -19,11 +19,13 @@ import torch
 from hybridprof.datamodel import (
     Environment,
     FindingKind,
+    IterationSeries,
     ModuleRecord,
     ModuleTarget,
     OpStat,
     ProfilePlan,
     ProfileSession,
+    Series,
     Stat,
 )
 from hybridprof.runtime.measure import IterationMeasure, OpMeasure, PathMeasure
@@ -134,6 +136,36 @@ def _record(
         ops=_op_stats(per_iter),
         aliases=target.aliases,
         is_leaf=target.is_leaf,
+        per_iteration=_series(per_iter, use_device, backward) if len(per_iter) > 1 else None,
+    )
+
+
+def _series(per_iter: list[PathMeasure], use_device: bool, backward: bool) -> IterationSeries:
+    """Each iteration's times, kept so a report can give every median its confidence interval."""
+
+    def series(field: Callable[[PathMeasure], float]) -> Series:
+        return Series.of(field(p) for p in per_iter)
+
+    def total(own: Series, field: Callable[[PathMeasure], float]) -> Series | None:
+        whole = series(field)
+        return None if whole == own else whole  # a layer with nothing profiled inside: the same
+
+    self_cpu = series(lambda p: p.self_cpu_us)
+    self_device = series(lambda p: p.self_device_us) if use_device else None
+    backward_self = series(lambda p: p.backward_self_cpu_us) if backward else None
+    return IterationSeries(
+        self_cpu_us=self_cpu,
+        total_cpu_us=total(self_cpu, lambda p: p.total_cpu_us),
+        self_device_us=self_device,
+        total_device_us=(
+            total(self_device, lambda p: p.total_device_us) if self_device is not None else None
+        ),
+        backward_self_cpu_us=backward_self,
+        backward_total_cpu_us=(
+            total(backward_self, lambda p: p.backward_total_cpu_us)
+            if backward_self is not None
+            else None
+        ),
     )
 
 

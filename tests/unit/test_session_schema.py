@@ -1,0 +1,101 @@
+"""Schema 3: per-iteration series, stability, auto counts; schema 1 and 2 files still load."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from hybridprof.datamodel import (
+    SCHEMA_VERSION,
+    IterationSeries,
+    ProfileSession,
+    Series,
+    Stability,
+)
+from hybridprof.errors import SessionFileError
+from tests.sessions import small_session
+
+STABILITY = Stability("noisy", 0.2345, 1.05, 2, "use one torch thread (--threads 1)")
+
+
+def with_series(session: ProfileSession) -> ProfileSession:
+    """Every record gets one value per iteration (3 here); totals only where they differ."""
+    records = []
+    for i, rec in enumerate(session.records):
+        own = Series.of([rec.self_cpu_us.median + d for d in (0.04, -1.25, 2.0)])
+        total = None if i else Series.of([rec.total_cpu_us.median] * 3)
+        records.append(replace(rec, per_iteration=IterationSeries(own, total)))
+    return replace(session, records=tuple(records), stability=STABILITY)
+
+
+def test_series_are_saved_as_one_compact_string() -> None:
+    assert Series.of([84.24, 85.0, -0.04, 12345.678]).encode() == "84.2 85 0 12345.7"
+    assert Series.decode("84.2 85 0 12345.7") == Series((84.2, 85.0, 0.0, 12345.7))
+    assert Series.decode("") == Series(())
+
+
+@pytest.mark.parametrize("text", ["1 nan 2", "1 inf", "1e3", "1,2", "0x10"])
+def test_series_refuse_anything_but_plain_numbers(text: str) -> None:
+    with pytest.raises(ValueError, match="not a number"):
+        Series.decode(text)
+
+
+def test_schema_3_round_trips_series_stability_and_auto_counts() -> None:
+    session = replace(
+        with_series(small_session()),
+        requested_iterations="auto",
+        requested_warmup="auto",
+        stop_reason="converged",
+        max_time_s=30.0,
+    )
+    text = session.to_json()
+    data = json.loads(text)
+    assert data["schema_version"] == SCHEMA_VERSION == 3
+    assert data["stability"] == {
+        "verdict": "noisy",
+        "iteration_cv": 0.2345,
+        "load": 1.05,
+        "threads": 2,
+        "advice": "use one torch thread (--threads 1)",
+    }
+    assert data["records"][1]["per_iteration"]["self_cpu_us"] == "100 98.8 102"
+    assert "total_cpu_us" not in data["records"][1]["per_iteration"]
+    assert ProfileSession.from_json(text) == session
+
+
+def test_a_schema_1_session_still_loads() -> None:
+    data = json.loads(small_session().to_json())
+    data["schema_version"] = 1
+    for key in ("stability", "requested_warmup", "stop_reason", "max_time_s"):
+        del data[key]
+    for record in data["records"]:
+        del record["per_iteration"]
+    old = ProfileSession.from_json(json.dumps(data))
+    assert old.stability is None
+    assert old.schema_version == 1
+    assert all(r.per_iteration is None for r in old.records)
+
+
+def corrupt(mutate: object) -> str:
+    data = json.loads(with_series(small_session()).to_json())
+    mutate(data)  # type: ignore[operator]
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d["records"][0]["per_iteration"].update(self_cpu_us="1 2"), "do not hold 3"),
+        (lambda d: d["records"][0]["per_iteration"].update(self_cpu_us=[1, 2, 3]), "expected"),
+        (lambda d: d["records"][0]["per_iteration"].update(self_cpu_us="1 x 3"), "not a number"),
+        (lambda d: d["stability"].update(verdict="fine"), "expected one of"),
+        (lambda d: d["stability"].pop("advice"), "missing field 'advice'"),
+        (lambda d: d.update(stop_reason="bored"), "expected one of"),
+        (lambda d: d.update(requested_iterations="many"), "expected"),
+    ],
+)
+def test_malformed_schema_3_fields_are_corrupt(mutate: object, message: str) -> None:
+    with pytest.raises(SessionFileError, match=message):
+        ProfileSession.from_json(corrupt(mutate))
