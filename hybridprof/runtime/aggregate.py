@@ -26,9 +26,12 @@ from hybridprof.datamodel import (
     ProfilePlan,
     ProfileSession,
     Series,
+    Stability,
     Stat,
+    StopReason,
 )
 from hybridprof.runtime.measure import IterationMeasure, OpMeasure, PathMeasure
+from hybridprof.runtime.stopping import Count
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +45,11 @@ class RunFacts:
     use_device: bool = False  # device (CUDA) time was measured
     backward: bool = False
     warmup: int = 0
-    requested_iterations: int = 1
+    requested_warmup: Count | None = None
+    requested_iterations: Count = 1
+    stop_reason: StopReason = "count"
+    max_time_s: float | None = None
+    stability: Stability | None = None
     interrupted: bool = False
     warnings: tuple[str, ...] = ()
     command: tuple[str, ...] = ()
@@ -72,8 +79,12 @@ def build_session(
         records=records,
         strategy=strategy_name,
         warmup=facts.warmup,
+        requested_warmup=facts.requested_warmup,
         iterations=len(measures),
         requested_iterations=facts.requested_iterations,
+        stop_reason=facts.stop_reason,
+        max_time_s=facts.max_time_s,
+        stability=facts.stability,
         interrupted=facts.interrupted,
         profile_memory=facts.profile_memory,
         use_device=facts.use_device,

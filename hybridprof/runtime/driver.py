@@ -3,10 +3,14 @@
 `Driver` holds the steps; two callers put them together:
 - `run()`, for `hybridprof.profile()` and `hybridprof run`: `warmup` unmeasured iterations (the first
   profiled steps of torch are far slower than the rest, and the profiler's start-up is paid there),
-  then `iters` measured ones, always restoring the model. Ctrl-C during the measured iterations keeps
+  then `iters` measured ones, always restoring the model. Either count may be "auto", with a time
+  limit (`runtime/stopping.py` decides when each phase ends). Ctrl-C during the measured iterations keeps
   what was measured and marks the session `interrupted`; a model that raises becomes a
   `ModelRunError` naming the layer.
 - the library `Profile`: the user's with-block is the one iteration, stopped lazily.
+
+Either way the driver samples the machine's load between iterations (`runtime/machine.py`), and
+every session it builds carries the stability verdict.
 
 The plan a driver is given is trusted: whoever took it from outside (a plan file, a library user)
 has checked it against the model (`planner.plan.checked_plan`); a plan made for this model one line
@@ -26,15 +30,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from hybridprof.datamodel import ProfilePlan, ProfileSession
+from hybridprof.datamodel import ProfilePlan, ProfileSession, StopReason
 from hybridprof.errors import HybridprofError, ModelRunError, UsageError
 from hybridprof.loader import ModelInputs, as_model_inputs, keeping_cwd
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import module_at
 from hybridprof.runtime.aggregate import RunFacts, build_session, environment, never_ran_warning
 from hybridprof.runtime.flops import with_work
+from hybridprof.runtime.machine import LoadWatch
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.patching import ForwardPatcher
+from hybridprof.runtime.stopping import AUTO, Count, IterationRule, unconverged
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, check_backward, make_strategy
 from hybridprof.runtime.strategies.base import IterationResult, Strategy, StrategyConfig
 from hybridprof.runtime.workload import (
@@ -49,16 +55,18 @@ from hybridprof.runtime.workload import (
     training_step,
 )
 
-# phase ("warmup" or "measure"), iterations done in that phase, iterations in that phase
-ProgressFn = Callable[[str, int, int], None]
+# phase ("warmup" or "measure"), iterations done in that phase, iterations in that phase (None:
+# decided as the run goes, "auto")
+ProgressFn = Callable[[str, int, int | None], None]
 
 
 @dataclass(frozen=True, slots=True)
 class RunOptions:
     """How to run: iterations, what to measure, and what to record about the run."""
 
-    warmup: int = 3
-    iters: int = 20
+    warmup: Count = 3  # or "auto": until iteration times stop falling
+    iters: Count = 20  # or "auto": until the median iteration time is known to ±3% (stopping.py)
+    max_time_s: float | None = None  # time limit of the iterations; None: 30 s for auto, else none
     strategy: str | None = None  # None: the plan's strategy, else DEFAULT_STRATEGY
     device: str | None = None  # None: wherever the model is
     profile_memory: bool = False
@@ -72,16 +80,14 @@ class RunOptions:
     peak_gflops: float | None = None  # the machine's peak, given instead of measured
     peak_gbps: float | None = None
 
-    def check(self) -> None:
-        if self.warmup < 0:
-            raise UsageError(f"warm-up iterations must be 0 or more, got {self.warmup}")
-        if self.iters < 1:
-            raise UsageError(f"iterations must be 1 or more, got {self.iters}")
+    def check(self) -> IterationRule:
+        """Refuse bad values; the rule that decides how many iterations run."""
         if self.threads is not None and self.threads < 1:
             raise UsageError(f"--threads must be 1 or more, got {self.threads}")
         for name, value in (("peak_gflops", self.peak_gflops), ("peak_gbps", self.peak_gbps)):
             if value is not None and not 0 < value < float("inf"):
                 raise UsageError(f"{name} must be a positive number, got {value}")
+        return IterationRule.of(self.warmup, self.iters, self.max_time_s)
 
 
 class Driver:
@@ -107,6 +113,9 @@ class Driver:
         self.patcher = ForwardPatcher(model, plan.selected_paths(), call)
         self.started_at = ""
         self.seconds = 0.0
+        self.step_us = 0.0  # wall time of the last iteration's step (what an auto warm-up judges)
+        self.watch = LoadWatch()  # other work on the machine, sampled between iterations
+        self.threads = torch.get_num_threads()
         self._clock = 0.0
 
     @staticmethod
@@ -136,6 +145,8 @@ class Driver:
     def begin(self) -> None:
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self._clock = time.perf_counter()
+        self.threads = torch.get_num_threads()
+        self.watch.sample()
         self.strategy.begin()
 
     def patch(self) -> None:
@@ -150,7 +161,9 @@ class Driver:
         strategy.begin_iteration()
         try:
             with keeping_cwd():
+                start = time.perf_counter()
                 step()
+                self.step_us = (time.perf_counter() - start) * 1e6
         except HybridprofError:
             self._abandon_iteration()
             raise
@@ -163,12 +176,16 @@ class Driver:
         finally:
             if self.shapes is not None:
                 self.shapes.recording = False
-        return strategy.end_iteration()
+        measure = strategy.end_iteration()
+        self.watch.sample()
+        return measure
 
     def stop(self) -> IterationResult | None:
         """Stop the open iteration (begun by `strategy.begin_iteration`), results left unread."""
         self.seconds = time.perf_counter() - self._clock
-        return self.strategy.stop_iteration()
+        result = self.strategy.stop_iteration()
+        self.watch.sample()
+        return result
 
     def end(self) -> None:
         self.strategy.end()
@@ -183,6 +200,7 @@ class Driver:
             use_device=self.config.use_device,
             backward=self.config.backward,
             started_at=self.started_at,
+            stability=self.watch.stability([m.total_cpu_us for m in measures], self.threads),
         )
         session = build_session(self.plan, measures, self.strategy_name, facts)
         shapes = self.shapes
@@ -231,7 +249,7 @@ def run(
     moved back after); without a device, to the model's own device. The model is left exactly as it
     was. `warnings` (from checking the plan) go into the session.
     """
-    opts.check()
+    rule = opts.check()
     device = resolve_device(opts.device) or model_device(model)
     model_inputs = as_model_inputs(inputs, "the inputs")
     if device is not None:
@@ -239,7 +257,7 @@ def run(
     strategy_name = opts.strategy or plan.strategy or DEFAULT_STRATEGY
     if opts.backward:
         check_backward(strategy_name)
-    loop = _RunLoop(model, model_inputs, plan, strategy_name, opts, device, progress)
+    loop = _RunLoop(model, model_inputs, plan, strategy_name, opts, rule, device, progress)
     with placed_on(model, device), torch_threads(opts.threads):
         session = loop.execute(list(warnings))
         return with_work(session, model, model_inputs, opts) if opts.flops else session
@@ -254,10 +272,15 @@ class _RunLoop:
     plan: ProfilePlan
     strategy_name: str
     opts: RunOptions
+    rule: IterationRule
     device: torch.device | None
     progress: ProgressFn | None
     measures: list[IterationMeasure] = field(default_factory=list)
+    iteration_us: list[float] = field(default_factory=list)  # what `--iters auto` judges
+    warmup_done: int = 0
+    stop_reason: StopReason = "count"
     interrupted: bool = False
+    started: float = 0.0
 
     def execute(self, warnings: list[str]) -> ProfileSession:
         opts = self.opts
@@ -267,7 +290,9 @@ class _RunLoop:
             profile_memory=opts.profile_memory,
             backward=opts.backward,
             trace_path=opts.trace_path,
-            warmup_iterations=opts.warmup,
+            # An auto warm-up's length is not known in advance: its iterations are then worked
+            # out like measured ones (and traced); only this loop knows to drop them.
+            warmup_iterations=self.rule.warmup_total() or 0,
         )
         driver = Driver(self.model, self.plan, self.strategy_name, config, record_shapes=True)
         training = TrainingState(self.model) if opts.backward else None
@@ -275,13 +300,19 @@ class _RunLoop:
         with _restoring(driver, training), _trace_removed_on_failure(opts.trace_path):
             self._iterate(driver)
         if self.interrupted:
-            warnings.append(
-                f"interrupted after {len(self.measures)} of {opts.iters} measured iterations"
-            )
+            asked = "" if opts.iters == AUTO else f" of {opts.iters}"
+            warnings.append(f"interrupted after {len(self.measures)}{asked} measured iterations")
+        elif opts.iters == AUTO and (
+            short := unconverged(self.stop_reason, self.rule, self.measures)
+        ):
+            warnings.append(short)
         facts = RunFacts(
             environment=environment(self.device),
-            warmup=opts.warmup,
+            warmup=self.warmup_done,
+            requested_warmup=opts.warmup,
             requested_iterations=opts.iters,
+            stop_reason=self.stop_reason,
+            max_time_s=self.rule.max_time_s,
             interrupted=self.interrupted,
             warnings=tuple(warnings),
             command=opts.command,
@@ -295,31 +326,51 @@ class _RunLoop:
         return replace(session, warnings=session.warnings + ((nothing,) if nothing else ()))
 
     def _iterate(self, driver: Driver) -> None:
-        opts = self.opts
-        step = training_step if opts.backward else forward_once
+        step = training_step if self.opts.backward else forward_once
 
         def one() -> None:
             step(self.model, self.inputs)
 
         driver.begin()
+        self.started = time.perf_counter()
         try:
-            self._report("warmup", 0, opts.warmup)
-            for done in range(1, opts.warmup + 1):
-                driver.iteration(one)
-                self._report("warmup", done, opts.warmup)
-            self._report("measure", 0, opts.iters)
-            for done in range(1, opts.iters + 1):
-                self.measures.append(driver.iteration(one))
-                self._report("measure", done, opts.iters)
+            self._warm_up(driver, one)
+            self._measure(driver, one)
         except KeyboardInterrupt:
             if not self.measures:
                 raise  # nothing measured yet: there is nothing worth saving
             self.interrupted = True
+            self.stop_reason = "interrupted"
         finally:
             driver.end()
 
-    def _report(self, phase: str, done: int, total: int) -> None:
-        if self.progress is not None and total > 0:
+    def _warm_up(self, driver: Driver, one: Callable[[], None]) -> None:
+        """Unmeasured iterations, as many as asked or (auto) until their times stop falling."""
+        times: list[float] = []
+        total = self.rule.warmup_total()
+        self._report("warmup", 0, total)
+        while not self.rule.warmup_done(times, self._elapsed()):
+            driver.iteration(one)
+            times.append(driver.step_us)
+            self._report("warmup", len(times), total)
+        self.warmup_done = len(times)
+
+    def _measure(self, driver: Driver, one: Callable[[], None]) -> None:
+        """Measured iterations until the rule says stop (count reached, converged, time out)."""
+        total = self.rule.iters_total()
+        self._report("measure", 0, total)
+        while (reason := self.rule.stop_reason(self.iteration_us, self._elapsed())) is None:
+            measure = driver.iteration(one)
+            self.measures.append(measure)
+            self.iteration_us.append(measure.total_cpu_us or driver.step_us)
+            self._report("measure", len(self.measures), total)
+        self.stop_reason = reason
+
+    def _elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def _report(self, phase: str, done: int, total: int | None) -> None:
+        if self.progress is not None and total != 0:
             self.progress(phase, done, total)
 
 
