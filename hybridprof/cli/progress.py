@@ -51,7 +51,8 @@ class ProgressBar:
                 transient=True,  # the tree table replaces it when done
             )
 
-    def __call__(self, phase: str, done: int, total: int) -> None:
+    def __call__(self, phase: str, done: int, total: int | None) -> None:
+        """total None: decided as the run goes (auto); rich then draws a pulsing bar."""
         if self._progress is None:
             return
         task = self._tasks.get(phase)

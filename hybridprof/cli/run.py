@@ -11,6 +11,7 @@ examples:
   hybridprof run net.py --backward --paths 'blocks.*' --report train.html
   hybridprof run net.py --with-parents   # attention and fused blocks that skip their children
   hybridprof run net.py --flops           # FLOPs, bytes and a roofline verdict per layer
+  hybridprof run net.py --warmup auto --iters auto --max-time 60 --threads 1
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from hybridprof.errors import UsageError
 from hybridprof.loader import DEFAULT_ENTRY, parse_shape, read_model_source
 from hybridprof.outputs import check_output_path, write_atomic
 from hybridprof.reporting import known_extensions, renderer_for, write_report
+from hybridprof.reporting.trust import stability_line
+from hybridprof.runtime.stopping import AUTO_TARGET_PCT, DEFAULT_MAX_TIME_S, Count, parse_count
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES, backward_strategies
 
 if TYPE_CHECKING:
@@ -87,8 +90,26 @@ def _add_selection_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_measure_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--warmup", type=int, default=3, help="unmeasured iterations first (3)")
-    parser.add_argument("--iters", type=int, default=20, help="measured iterations (20)")
+    parser.add_argument(
+        "--warmup",
+        type=_count,
+        default=3,
+        help="unmeasured iterations first (3), or auto: until iteration times stop falling",
+    )
+    parser.add_argument(
+        "--iters",
+        type=_count,
+        default=20,
+        help="measured iterations (20), or auto: until the median iteration time's 95%% "
+        f"confidence interval is within ±{AUTO_TARGET_PCT:g}%% (at least 5 iterations)",
+    )
+    parser.add_argument(
+        "--max-time",
+        type=float,
+        metavar="SECONDS",
+        help=f"time limit of the iterations (default {DEFAULT_MAX_TIME_S:g} s with auto, "
+        "none otherwise)",
+    )
     parser.add_argument(
         "--threads",
         type=int,
@@ -132,6 +153,13 @@ def _add_output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out-dir", help=f"folder for session and report (demo: ./{DEFAULT_OUT_DIR})"
     )
+
+
+def _count(text: str) -> Count:
+    try:
+        return parse_count(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,9 +208,10 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     emit([*terminal_table(session), *_where_lines(session, outputs)])
     if session.interrupted:
         where = f"; partial session saved to {outputs.session}" if outputs.session else ""
+        asked = session.requested_iterations
         print(
-            f"hybridprof: interrupted after {session.iterations} of "
-            f"{session.requested_iterations} iterations{where}",
+            f"hybridprof: interrupted after {session.iterations}"
+            f"{'' if asked == 'auto' else f' of {asked}'} iterations{where}",
             file=sys.stderr,
         )
         return 130
@@ -191,10 +220,12 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _check_values(args: argparse.Namespace) -> None:
     """Option values that can be judged without torch or the model."""
-    if args.iters < 1:
-        raise UsageError(f"--iters must be 1 or more, got {args.iters}")
-    if args.warmup < 0:
-        raise UsageError(f"--warmup must be 0 or more, got {args.warmup}")
+    if isinstance(args.iters, int) and args.iters < 1:
+        raise UsageError(f"--iters must be 1 or more, got {args.iters}; or give auto")
+    if isinstance(args.warmup, int) and args.warmup < 0:
+        raise UsageError(f"--warmup must be 0 or more, got {args.warmup}; or give auto")
+    if args.max_time is not None and not args.max_time > 0:
+        raise UsageError(f"--max-time must be more than 0 seconds, got {args.max_time:g}")
     if args.depth is not None and args.depth < 0:
         raise UsageError(f"--depth must be 0 or more, got {args.depth}")
     for spec in args.input_shape:
@@ -357,6 +388,7 @@ def _run_options(
     return RunOptions(
         warmup=args.warmup,
         iters=args.iters,
+        max_time_s=args.max_time,
         strategy=args.strategy,
         device=args.device,
         profile_memory=args.profile_memory,
@@ -400,5 +432,6 @@ def _where_lines(session: ProfileSession, outputs: Outputs) -> list[str]:
         )
     if outputs.session is None and not outputs.reports:
         lines.append("nothing saved: add -o session.json and/or --report report.html")
-    lines += [f"warning: {w}" for w in session.warnings]
+    noisy = stability_line(session)
+    lines += [f"warning: {w}" for w in ([noisy] if noisy else []) + list(session.warnings)]
     return lines

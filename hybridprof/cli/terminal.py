@@ -50,18 +50,22 @@ def terminal_table(session: ProfileSession, rows: int = TABLE_ROWS) -> list[str]
 
 def summary_line(session: ProfileSession) -> str:
     """One line under the table: what was run, how long a step took, and the heaviest layers."""
-    from hybridprof.datamodel import Stat
+    from hybridprof.datamodel import Series, Stat
     from hybridprof.reporting.format import format_time_us
+    from hybridprof.reporting.trust import iterations_text, time_with_interval
 
     top = sorted(session.records, key=weight, reverse=True)[:3]
     tops = ", ".join(f"{r.path or '(root)'} {format_time_us(weight(r))}" for r in top)
     tops = tops or "none (no selected layer ran; see the warning)"
     kind = "training step" if session.backward else "forward"
     kind += "" if session.iterations == 1 else "s"
-    step = format_time_us(Stat.of(session.iteration_cpu_us).median)
+    step = time_with_interval(
+        Stat.of(session.iteration_cpu_us).median, Series.of(session.iteration_cpu_us)
+    )
     return (
-        f"{session.iterations} measured {kind} (median {step} profiled CPU each) after "
-        f"{session.warmup} warm-up, {session.duration_s:.1f} s in all, strategy {session.strategy}; "
+        f"{session.iterations} measured {kind}, median {step} profiled CPU each "
+        f"(iterations: {iterations_text(session)}; {session.duration_s:.1f} s in all), "
+        f"strategy {session.strategy}; "
         f"heaviest: {tops}"
     )
 

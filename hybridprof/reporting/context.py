@@ -22,6 +22,13 @@ from hybridprof.reporting.charts import Chart, session_charts
 from hybridprof.reporting.findings import group_findings
 from hybridprof.reporting.format import format_bytes, format_calls, format_percent, format_time_us
 from hybridprof.reporting.roofline_view import RooflineView, cells, roofline_view
+from hybridprof.reporting.trust import (
+    INTERVAL_NOTE,
+    has_intervals,
+    iterations_text,
+    stability_text,
+    time_with_interval,
+)
 from hybridprof.roofline import by_path
 from hybridprof.tree import TreeRow, parent_of, step_share_us, total_profiled_us, tree_rows
 
@@ -101,6 +108,14 @@ class SourceView:
 
 
 @dataclass(frozen=True, slots=True)
+class StabilityView:
+    """The verdict shown at the top of the report: "stable" or "noisy", and the sentence saying why."""
+
+    verdict: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class ReportContext:
     mode: Mode
     title: str
@@ -123,12 +138,23 @@ class ReportContext:
     warnings: tuple[str, ...]
     never_called: tuple[str, ...]
     notes: tuple[str, ...]
+    stability: StabilityView | None = None  # None for sessions saved before it was measured
     data: dict[str, Any] = field(default_factory=dict)  # for the page script, as |tojson
     roofline: RooflineView | None = None  # with --flops
 
 
 def _stat_text(stat: Stat | None) -> str:
     return "-" if stat is None else format_time_us(stat.median)
+
+
+def _self_text(rec: ModuleRecord) -> str:
+    series = rec.per_iteration.self_cpu_us if rec.per_iteration else None
+    return time_with_interval(rec.self_cpu_us.median, series)
+
+
+def _total_text(rec: ModuleRecord) -> str:
+    series = rec.per_iteration.total_cpu() if rec.per_iteration else None
+    return time_with_interval(rec.total_cpu_us.median, series)
 
 
 def _heat(self_us: float, peak: float) -> int:
@@ -162,8 +188,8 @@ def _row_view(
         total_us=total_us,
         pct=100.0 * share_us / total if total > 0 else 0.0,
         heat=_heat(self_us, peak),
-        self_cpu=_stat_text(rec.self_cpu_us) if rec else "",
-        total_cpu=_stat_text(rec.total_cpu_us) if rec else "",
+        self_cpu=_self_text(rec) if rec else "",
+        total_cpu=_total_text(rec) if rec else "",
         self_device=_stat_text(rec.self_device_us) if rec else "",
         total_device=_stat_text(rec.total_device_us) if rec else "",
         backward=_stat_text(rec.backward_self_cpu_us) if rec else "",
@@ -196,9 +222,7 @@ def _sorted_ops(rec: ModuleRecord) -> list[OpStat]:
 
 def _header(session: ProfileSession, total: float) -> tuple[HeaderItem, ...]:
     env, plan = session.environment, session.plan
-    runs = f"{session.warmup} warm-up, {session.iterations} measured"
-    if session.interrupted:
-        runs += f" (interrupted; {session.requested_iterations} requested)"
+    runs = iterations_text(session)
     items = [
         ("Model file", session.model_file or plan.model_file or "-"),
         ("Entry", plan.entry or "-"),
@@ -216,6 +240,13 @@ def _header(session: ProfileSession, total: float) -> tuple[HeaderItem, ...]:
         ("Total profiled time", f"{format_time_us(total)} per iteration (median)"),
     ]
     return tuple(HeaderItem(k, v) for k, v in items)
+
+
+def _stability(session: ProfileSession) -> StabilityView | None:
+    stability = session.stability
+    if stability is None:
+        return None
+    return StabilityView(stability.verdict, stability_text(stability))
 
 
 def _param_count(session: ProfileSession) -> int:
@@ -346,6 +377,8 @@ def build_context(
     rows, notes = (
         _pdf_limits(all_rows, pdf_max_rows, pdf_op_layers) if mode == "pdf" else (all_rows, [])
     )
+    if has_intervals(session):
+        notes = [INTERVAL_NOTE, *notes]
     plan = session.plan
     model_name = Path(session.model_file or plan.model_file or plan.root_class).name
     return ReportContext(
@@ -370,6 +403,7 @@ def build_context(
         warnings=session.warnings,
         never_called=session.never_called,
         notes=tuple(notes),
+        stability=_stability(session),
         data=_js_data(session) if mode == "html" else {},
         roofline=roofline_view(session),
     )

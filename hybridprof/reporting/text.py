@@ -4,7 +4,8 @@ Columns: Self CPU total, CPU total; Self CUDA total, CUDA total only when device
 Self CPU Mem, CPU Mem (and Self CUDA Mem, CUDA Mem with a device) only when memory was profiled;
 Number of Calls (per iteration when the session has several). With backward, the backward self and
 total time follow the forward ones. Times are per-iteration medians, formatted as torchprof did
-(us/ms/s, B/KB/MB). `show_events` adds one row per op under each layer (backward ops carry their own
+(us/ms/s, B/KB/MB); where the session kept enough iterations, the CPU times carry their 95%
+confidence interval (`84.200us ±3%`, see trust.py). `show_events` adds one row per op under each layer (backward ops carry their own
 forward-looking columns: an op's self/total is its time, in whichever pass it ran).
 """
 
@@ -15,6 +16,13 @@ from dataclasses import dataclass
 
 from hybridprof.datamodel import ModuleRecord, OpStat, ProfileSession
 from hybridprof.reporting.format import format_bytes, format_calls, format_time_us
+from hybridprof.reporting.trust import (
+    INTERVAL_NOTE,
+    has_intervals,
+    iterations_text,
+    stability_text,
+    time_with_interval,
+)
 from hybridprof.roofline import (
     LayerRoofline,
     by_path,
@@ -37,16 +45,8 @@ class Column:
 def columns(session: ProfileSession) -> list[Column]:
     """The columns this session has data for, in torchprof's order."""
     cols = [
-        Column(
-            "Self CPU total",
-            lambda r: format_time_us(r.self_cpu_us.median),
-            lambda o: format_time_us(o.self_cpu_us),
-        ),
-        Column(
-            "CPU total",
-            lambda r: format_time_us(r.total_cpu_us.median),
-            lambda o: format_time_us(o.total_cpu_us),
-        ),
+        Column("Self CPU total", _self_cpu, lambda o: format_time_us(o.self_cpu_us)),
+        Column("CPU total", _total_cpu, lambda o: format_time_us(o.total_cpu_us)),
     ]
     if session.backward:
         cols += [
@@ -155,6 +155,16 @@ def roofline_section(session: ProfileSession) -> list[str]:
     ]
 
 
+def _self_cpu(record: ModuleRecord) -> str:
+    series = record.per_iteration.self_cpu_us if record.per_iteration else None
+    return time_with_interval(record.self_cpu_us.median, series)
+
+
+def _total_cpu(record: ModuleRecord) -> str:
+    series = record.per_iteration.total_cpu() if record.per_iteration else None
+    return time_with_interval(record.total_cpu_us.median, series)
+
+
 def _time(stat: object) -> str:
     median = getattr(stat, "median", None)
     return format_time_us(median) if isinstance(median, float | int) else ""
@@ -181,17 +191,18 @@ def render_text_report(session: ProfileSession) -> str:
     what ran and carries the warnings and never-called paths the HTML report shows.
     """
     plan, env = session.plan, session.environment
-    runs = f"{session.warmup} warm-up + {session.iterations} measured iteration(s)"
-    if session.interrupted:
-        runs += f" (interrupted; {session.requested_iterations} requested)"
     lines = [
         f"hybridprof {env.hybridprof_version}: {plan.root_class} "
         f"({session.model_file or plan.model_file or 'library'}), strategy {session.strategy}, "
-        f"{runs}, torch {env.torch_version}, {env.device}, {env.threads} thread(s)",
-        "",
-        render_text(session, show_events=True),
-        *roofline_section(session),
+        f"iterations: {iterations_text(session)}, torch {env.torch_version}, {env.device}, "
+        f"{env.threads} thread(s)",
     ]
+    if session.stability is not None:
+        stability = session.stability
+        lines.append(f"stability: {stability.verdict}: {stability_text(stability)}")
+    lines += ["", render_text(session, show_events=True), *roofline_section(session)]
+    if has_intervals(session):
+        lines += ["", INTERVAL_NOTE]
     if session.never_called:
         lines += ["", "selected but never called: " + ", ".join(session.never_called)]
     if session.warnings:
