@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 CONFIDENCE = 0.95
-CI_METHOD = "distribution-free order-statistic confidence interval of the median (binomial ranks)"
+CI_METHOD = "a distribution-free order-statistic interval: binomial ranks"
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,8 +16,8 @@ from hybridprof.reporting.format import format_time_us
 from hybridprof.stats import CI_METHOD, CONFIDENCE, median_ci
 
 INTERVAL_NOTE = (
-    f"± is the {100 * CONFIDENCE:.0f}% confidence interval of the median over the measured "
-    f"iterations ({CI_METHOD}), in % of the median, its wider side; shown from 6 iterations on"
+    f"± is the {100 * CONFIDENCE:.0f}% confidence interval of each median over the measured "
+    f"iterations ({CI_METHOD}), its wider side in % of the median; shown from 6 iterations on."
 )
 
 
