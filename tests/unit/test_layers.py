@@ -42,6 +42,8 @@ LAYER_OF = {
     "tree": "data",
     "frames": "data",
     "roofline": "data",
+    "stats": "data",
+    "stability": "data",
     "storage": "io",
     "loader": "io",
     "outputs": "io",
