@@ -15,6 +15,8 @@ from hybridprof.datamodel import (
     Stability,
 )
 from hybridprof.errors import SessionFileError
+from hybridprof.reporting.html import render_html
+from hybridprof.reporting.text import render_text_report
 from tests.sessions import small_session
 
 STABILITY = Stability("noisy", 0.2345, 1.05, 2, "use one torch thread (--threads 1)")
@@ -76,6 +78,8 @@ def test_a_schema_1_session_still_loads() -> None:
     assert old.stability is None
     assert old.schema_version == 1
     assert all(r.per_iteration is None for r in old.records)
+    assert "fc1" in render_html(old) and "Noisy timings" not in render_html(old)
+    assert "fc1" in render_text_report(old) and "±" not in render_text_report(old)
 
 
 def corrupt(mutate: object) -> str:
