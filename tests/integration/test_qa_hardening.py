@@ -175,7 +175,9 @@ def test_with_parents_profiles_the_fused_layers(
     session = load_session(session_file)
     assert {"layers.0", "layers.1"} <= {r.path for r in session.records}
     assert session.warnings == ()
-    assert "warning:" not in capsys.readouterr().out
+    printed = capsys.readouterr().out.splitlines()
+    # the stability verdict may warn on a busy machine; nothing else may
+    assert not [line for line in printed if line.startswith("warning:") and "noisy" not in line]
 
 
 ATTENTION_MODEL = """
