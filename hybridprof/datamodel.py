@@ -65,8 +65,8 @@ class ChildDef:
 class ChildCall:
     """A call of a child inside `forward`.
 
-    via: "attr" (self.x(...)), "loop" (for m in self.layers: m(...)), "getattr" (getattr(self, "x")),
-    "index" (self.layers[0](...)).
+    via: "attr" (self.x(...)), "loop" (for m in self.layers: m(...)), "getattr" (getattr(self,
+    "x")), "index" (self.layers[0](...)).
     """
 
     name: str
@@ -78,7 +78,8 @@ class ChildCall:
 
 @dataclass(frozen=True, slots=True)
 class InlineOp:
-    """A functional or tensor op called directly in `forward` (its time lands in the parent's self time).
+    """A functional or tensor op called directly in `forward` (its time lands in the parent's self
+    time).
 
     name is the resolved name where known (`torch.nn.functional.relu`, `torch.flatten`), an operator
     (`+`, `@`), or a tensor method (`.view`).
@@ -455,7 +456,8 @@ class Stability:
 
 @dataclass(frozen=True, slots=True)
 class ProfileSession:
-    """One profiling run: the plan, the environment and the per-path records. Reporters see only this."""
+    """One profiling run: the plan, the environment and the per-path records. Reporters see only
+    this."""
 
     plan: ProfilePlan
     environment: Environment

@@ -1,4 +1,5 @@
-"""A session as pandas DataFrames: one row per profiled path (and one per op), typed, in us and bytes.
+"""A session as pandas DataFrames: one row per profiled path (and one per op), typed, in us and
+bytes.
 
 `session_frame` is what `ProfileSession.to_dataframe()` (and `Profile.to_dataframe()`) return and
 what the CSV/JSON exports write. It lives in the data layer, beside the data model that offers it;
@@ -127,8 +128,8 @@ def _typed(frame: pd.DataFrame, floats: tuple[str, ...], ints: tuple[str, ...]) 
 
 
 def session_frame(session: ProfileSession) -> pd.DataFrame:
-    """One row per profiled path, in module-tree order; columns as `COLUMNS` (times us, memory bytes),
-    then `WORK_COLUMNS` when the session counted FLOPs (`run --flops`)."""
+    """One row per profiled path, in module-tree order; columns as `COLUMNS` (times us, memory
+    bytes), then `WORK_COLUMNS` when the session counted FLOPs (`run --flops`)."""
     total = total_profiled_us(session)
     order = [row.record for row in tree_rows(session) if row.record is not None]
     frame = pd.DataFrame(

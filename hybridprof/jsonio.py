@@ -1,4 +1,5 @@
-"""The data model's JSON round trip: frozen dataclasses to plain JSON and back, checked on the way in.
+"""The data model's JSON round trip: frozen dataclasses to plain JSON and back, checked on the way
+in.
 
 Generic (it knows no class of the data model): `datamodel.py` calls it for `to_json`/`from_json`.
 A class may write itself in a form of its own (a compact string, a dict without its empty parts):

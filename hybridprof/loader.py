@@ -88,7 +88,8 @@ def read_model_source(path: str | Path) -> str:
 
 
 def import_model_file(path: str | Path) -> types.ModuleType:
-    """Import the file as a uniquely named module (kept in sys.modules so `inspect` finds sources)."""
+    """Import the file as a uniquely named module (kept in sys.modules so `inspect` finds
+    sources)."""
     file = Path(path).resolve()
     read_model_source(file)
     name = f"hybridprof_user_{_safe_identifier(file.stem)}_{file_sha256(file)[:10]}"

@@ -57,14 +57,13 @@ def main() -> None:
         imports.append(timed(IMPORT)[0])
     ratios = [a / i for a, i in zip(analysis, imports, strict=True)]
     print(f"file: {args.file} ({lines} lines, {classes} classes analyzed)")
+    analysis_s, import_s = statistics.median(analysis), statistics.median(imports)
+    print(f"analysis (import libcst + parse + metadata, every class): median {analysis_s:.3f} s")
+    print(f"python -c 'import torch.nn':                               median {import_s:.3f} s")
     print(
-        f"analysis (import libcst + parse + metadata, every class): median {statistics.median(analysis):.3f} s"
+        f"ratio analysis / import torch.nn: median {statistics.median(ratios):.2f} "
+        f"(min {min(ratios):.2f}, max {max(ratios):.2f}, {args.rounds} paired rounds; target < 1)"
     )
-    print(
-        f"python -c 'import torch.nn':                               median {statistics.median(imports):.3f} s"
-    )
-    print(f"ratio analysis / import torch.nn: median {statistics.median(ratios):.2f} "
-          f"(min {min(ratios):.2f}, max {max(ratios):.2f}, {args.rounds} paired rounds; target < 1)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ def leaf_paths(model: nn.Module) -> tuple[str, ...]:
     return tree_plan(model, None, (), None).selected_paths()
 
 
-# ----------------------------------------------------------------------------- torchprof, faithfully
+# ------------------------------------------------------------------------ torchprof, faithfully
 
 
 class TorchprofStyle:
@@ -101,7 +101,7 @@ class TorchprofStyle:
         return out
 
 
-# ----------------------------------------------------------------------------- one timed forward per config
+# --------------------------------------------------------------- one timed forward per config
 
 
 @dataclass
@@ -210,7 +210,7 @@ def ratios(
     }
 
 
-# ----------------------------------------------------------------------------- whole cost, RSS, agreement
+# ------------------------------------------------------------- whole cost, RSS, agreement
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,7 +335,8 @@ def table(
     bare = f", bare forward peak RSS {rss['bare']:.0f} MB" if "bare" in rss else ""
     lines = [
         f"\n### {model_name}, {threads} thread(s){bare}\n",
-        "| configuration | ratio to bare (median of rounds) | forward ms | post-processing ms | peak RSS MB |",
+        "| configuration | ratio to bare (median of rounds) | forward ms | post-processing ms "
+        "| peak RSS MB |",
         "|---|---|---|---|---|",
     ]
     for name, (ratio, fwd_ms, post_ms) in result.items():
@@ -363,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
     default_threads = torch.get_num_threads()
     thread_counts = (1,) if args.quick else tuple(dict.fromkeys((1, default_threads)))
     lines = [
-        f"torch {torch.__version__}, {rounds} rounds after {warmup} warm-up, default threads {default_threads}"
+        f"torch {torch.__version__}, {rounds} rounds after {warmup} warm-up, "
+        f"default threads {default_threads}"
     ]
     for model_name in ("mlp", "alexnet"):
         rss = {} if args.quick else {c: peak_rss(model_name, c, 23) for c in ("bare", *CONFIGS)}
@@ -378,7 +380,8 @@ def main(argv: list[str] | None = None) -> int:
         peak_rss("mlp", "hybridprof.profile", 200),
     )
     lines.append(
-        f"peak RSS of hybridprof.profile on the MLP: 20 iterations {few:.0f} MB, 200 iterations {many:.0f} MB, ratio {many / few:.2f} (target <= 1.3)"
+        f"peak RSS of hybridprof.profile on the MLP: 20 iterations {few:.0f} MB, "
+        f"200 iterations {many:.0f} MB, ratio {many / few:.2f} (target <= 1.3)"
     )
     lines.append("\nagreement on AlexNet, 1 thread, session vs per-call:")
     lines += agreement(10 if args.quick else 20)

@@ -1,12 +1,13 @@
 """Render time and size of the HTML and PDF reports for a 100-leaf and a 2,000-leaf model.
 
-    .venv/bin/python scripts/bench_reports.py [--leaves 100 2000] [--repeats 3] [--iters 3] [--browser]
+    .venv/bin/python scripts/bench_reports.py [--leaves 100 2000] [--repeats 3] [--iters 3] \
+        [--browser]
 
-Each model (blocks of Linear+ReLU, all leaves profiled) is profiled for real by `hybridprof.profile`;
-the baseline, measured in the same run and interleaved with ours, is what torch itself needs to
-print a table of the same events: a `torch.profiler.profile` over the same number of forwards, then
-`prof.key_averages().table()` (its first call, which also builds torch's event list, as a user pays
-it). Medians over repeats, 1 thread. Ratios are ours / baseline.
+Each model (blocks of Linear+ReLU, all leaves profiled) is profiled for real by
+`hybridprof.profile`; the baseline, measured in the same run and interleaved with ours, is what
+torch itself needs to print a table of the same events: a `torch.profiler.profile` over the same
+number of forwards, then `prof.key_averages().table()` (its first call, which also builds torch's
+event list, as a user pays it). Medians over repeats, 1 thread. Ratios are ours / baseline.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def make_model(leaves: int) -> nn.Module:
 
 
 def timed(fn: Callable[[], object]) -> float:
-    # Collect first, so no block pays for the garbage the one before it left (weasyprint leaves a lot).
+    # Collect first, so no block pays for the garbage the one before it left (weasyprint leaves a
+    # lot).
     gc.collect()
     start = time.perf_counter()
     fn()
@@ -119,7 +121,8 @@ def main() -> int:
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(
-        f"torch {torch.__version__}, 1 thread, {args.iters} profiled iterations, medians of {args.repeats}"
+        f"torch {torch.__version__}, 1 thread, {args.iters} profiled iterations, "
+        f"medians of {args.repeats}"
     )
     print(
         f"{'leaves':>6} {'records':>7} {'html s':>7} {'html MB':>8} {'pdf s':>7} {'pdf KB':>7} "
@@ -129,7 +132,8 @@ def main() -> int:
         for leaves in args.leaves:
             r = bench(leaves, args.repeats, args.iters, Path(tmp))
             print(
-                f"{leaves:>6} {int(r['records']):>7} {r['html_s']:>7.3f} {r['html_bytes'] / 2**20:>8.2f} "
+                f"{leaves:>6} {int(r['records']):>7} {r['html_s']:>7.3f} "
+                f"{r['html_bytes'] / 2**20:>8.2f} "
                 f"{r['pdf_s']:>7.2f} {r['pdf_bytes'] / 1024:>7.0f} {r['baseline_s']:>13.3f} "
                 f"{r['html_s'] / r['baseline_s']:>10.2f} {r['pdf_s'] / r['baseline_s']:>9.2f}"
             )

@@ -91,7 +91,8 @@ def check_contents(wheel: Path) -> list[str]:
     missing = [f for f in REQUIRED if f"hybridprof/_templates/{f}" not in names]
     if missing:
         sys.exit(
-            f"check_wheel: {wheel.name} lacks templates {missing}; fix package-data in pyproject.toml"
+            f"check_wheel: {wheel.name} lacks templates {missing}; "
+            "fix package-data in pyproject.toml"
         )
     return templates
 
@@ -125,7 +126,8 @@ def main() -> int:
         )
         if done.returncode != 0:
             sys.exit(
-                f"check_wheel: rendering from the installed wheel failed:\n{done.stdout}{done.stderr}"
+                "check_wheel: rendering from the installed wheel failed:\n"
+                f"{done.stdout}{done.stderr}"
             )
         print(
             f"wheel OK: {wheel.name} ships {len(templates)} template files; {done.stdout.strip()}"

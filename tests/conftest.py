@@ -9,7 +9,8 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def no_module_left_patched() -> Iterator[None]:
-    """Fail any test that leaves a patched forward behind: the user's model is never left modified."""
+    """Fail any test that leaves a patched forward behind: the user's model is never left
+    modified."""
     yield
     from hybridprof.runtime.patching import live_patches
 

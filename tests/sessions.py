@@ -1,7 +1,7 @@
 """Hand-made ProfileSessions with fixed numbers, for reporter tests and benchmarks.
 
-Every factory returns a real `ProfileSession` (no torch needed), so frames, templates and files can be
-checked against numbers known in advance.
+Every factory returns a real `ProfileSession` (no torch needed), so frames, templates and files can
+be checked against numbers known in advance.
 """
 
 from __future__ import annotations
@@ -123,7 +123,8 @@ def small_session() -> ProfileSession:
 
 
 def nested_session() -> ProfileSession:
-    """Two blocks of two leaves each, plus the blocks and the root profiled too (non-leaf records)."""
+    """Two blocks of two leaves each, plus the blocks and the root profiled too (non-leaf
+    records)."""
     targets = [target("", "Net", leaf=False)]
     records = [record("", "Net", 50.0, 1000.0, is_leaf=False)]
     for b in range(2):

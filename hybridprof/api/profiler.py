@@ -39,12 +39,14 @@ from hybridprof.runtime.strategies import DEFAULT_STRATEGY
 from hybridprof.runtime.strategies.base import IterationResult
 from hybridprof.runtime.workload import resolve_device
 
-# torchprof's trace record: path is a tuple from the root class name, e.g. ("AlexNet", "features", "0").
+# torchprof's trace record: path is a tuple from the root class name, e.g. ("AlexNet", "features",
+# "0").
 Trace = namedtuple("Trace", ["path", "leaf", "module"])
 
 
 class Profile:
-    """Profile the selected layers of `model` during one with-block (leaves when `paths` is None)."""
+    """Profile the selected layers of `model` during one with-block (leaves when `paths` is
+    None)."""
 
     def __init__(
         self,
@@ -123,7 +125,8 @@ class Profile:
             self._finish(failed=exc_type is not None)
 
     def _finish(self, failed: bool) -> None:
-        """Stop the strategy; after a failed block keep what was measured but never mask the error."""
+        """Stop the strategy; after a failed block keep what was measured but never mask the
+        error."""
         driver = self._driver
         if driver is None:
             return
@@ -238,7 +241,8 @@ class CallEvents(list[Any]):
 
 
 def _printable(call: Any) -> Any:
-    """torch's EventList (per-call strategy) prints itself; a plain list of RawEvents gets a table."""
+    """torch's EventList (per-call strategy) prints itself; a plain list of RawEvents gets a
+    table."""
     return CallEvents(call) if type(call) is list else call
 
 

@@ -37,8 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--entry", default=DEFAULT_ENTRY, help="function returning the nn.Module")
     parser.add_argument("--inputs", metavar="NAME", help="function in the file returning inputs")
     parser.add_argument("--input-shape", action="append", default=[], metavar="SHAPE")
-    parser.add_argument("--paths", nargs="+", default=[], metavar="GLOB",
-                        help="dotted paths or globs to select (features.0, 'blocks.*.attn')")  # fmt: skip
+    parser.add_argument(
+        "--paths",
+        nargs="+",
+        default=[],
+        metavar="GLOB",
+        help="dotted paths or globs to select (features.0, 'blocks.*.attn')",
+    )
     parser.add_argument("--depth", type=int, help="select every module at this depth")
     parser.add_argument("--with-parents", action="store_true",
                         help="also select parents whose forward runs ops directly")  # fmt: skip

@@ -34,7 +34,8 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
 
 
 def guarded(action: Callable[[], int], debug: bool) -> int:
-    """Run a command body; map errors to one stderr line and an exit code (traceback with --debug)."""
+    """Run a command body; map errors to one stderr line and an exit code (traceback with
+    --debug)."""
     try:
         return action()
     except HybridprofError as exc:

@@ -31,7 +31,8 @@ def wanted(stream: TextIO | None = None) -> bool:
 
 
 class ProgressBar:
-    """A `ProgressFn` (phase, done, total) drawing one bar per phase; a no-op when `enabled` is False."""
+    """A `ProgressFn` (phase, done, total) drawing one bar per phase; a no-op when `enabled` is
+    False."""
 
     def __init__(self, enabled: bool, stream: TextIO | None = None) -> None:
         self.enabled = enabled

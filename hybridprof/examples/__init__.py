@@ -9,7 +9,8 @@ from hybridprof.examples.alexnet import AlexNet
 
 
 def alexnet(num_classes: int = 1000) -> nn.Module:
-    """An AlexNet-like model laid out as torchvision's (features.0..12, avgpool, classifier.0..6)."""
+    """An AlexNet-like model laid out as torchvision's (features.0..12, avgpool,
+    classifier.0..6)."""
     return AlexNet(num_classes=num_classes)
 
 

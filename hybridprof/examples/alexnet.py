@@ -49,7 +49,8 @@ class AlexNet(nn.Module):
 
 
 def build_model() -> nn.Module:
-    """The CLI entry: an AlexNet in eval mode with fixed weights (seeded), so runs are comparable."""
+    """The CLI entry: an AlexNet in eval mode with fixed weights (seeded), so runs are
+    comparable."""
     torch.manual_seed(0)
     return AlexNet().eval()
 

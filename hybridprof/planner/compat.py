@@ -1,8 +1,8 @@
 """Decide torch compatibility once, from the installed torch, and say why.
 
 `probe()` inspects the installed torch a single time (signatures and attributes, never by calling
-user code and catching TypeError) and returns a `Compat`; `Compat.choices()` gives the same decisions
-as `CompatChoice`s with reasons for the plan and the report.
+user code and catching TypeError) and returns a `Compat`; `Compat.choices()` gives the same
+decisions as `CompatChoice`s with reasons for the plan and the report.
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ def probe() -> Compat:
 
 
 def probe_now() -> Compat:
-    """Probe without the cache (tests simulate older torch APIs by patching torch, then call this)."""
+    """Probe without the cache (tests simulate older torch APIs by patching torch, then call
+    this)."""
     import torch
     import torch.autograd.profiler as autograd_profiler
     from torch.autograd import profiler_util

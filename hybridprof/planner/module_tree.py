@@ -1,8 +1,9 @@
 """The module tree of a live model: dotted paths, aliases, and which paths a user selected.
 
 Paths follow `named_modules` order with the root as `""`. A module object reachable under two paths
-(a shared block) gets one canonical path (the first one `named_modules` reaches) and lists the others
-as `aliases`; selecting an alias selects the canonical path, so the module is patched and counted once.
+(a shared block) gets one canonical path (the first one `named_modules` reaches) and lists the
+others as `aliases`; selecting an alias selects the canonical path, so the module is patched and
+counted once.
 
 `param_count` counts a module's OWN parameters (`recurse=False`), so summing it over a tree never
 counts a weight twice; a container such as `nn.Sequential` therefore has 0.
@@ -70,7 +71,8 @@ def is_scripted(module: nn.Module) -> bool:
 
 
 def refuse_compiled(model: nn.Module) -> None:
-    """Layer-by-layer profiling needs eager modules; a torch.compile wrapper would trace our ranges."""
+    """Layer-by-layer profiling needs eager modules; a torch.compile wrapper would trace our
+    ranges."""
     for path, module in model.named_modules():
         if type(module).__module__.startswith("torch._dynamo"):
             where = "the model" if path == "" else f"'{path}'"
@@ -233,7 +235,8 @@ def tree_plan(
     depth: int | None = None,
     strategy: str = DEFAULT_STRATEGY,
 ) -> ProfilePlan:
-    """A ProfilePlan from the live model alone (no source reading); the static planner enriches it."""
+    """A ProfilePlan from the live model alone (no source reading); the static planner enriches
+    it."""
     import torch
 
     from hybridprof.planner.compat import probe

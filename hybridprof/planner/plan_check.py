@@ -51,7 +51,8 @@ def _check_plan_paths(plan: ProfilePlan, model: nn.Module) -> None:
 
 
 def check_plan_compat(plan: ProfilePlan) -> list[str]:
-    """Warnings for running `plan` here: another torch version (choices re-probed) or static-only."""
+    """Warnings for running `plan` here: another torch version (choices re-probed) or
+    static-only."""
     import torch
 
     from hybridprof.planner.compat import probe

@@ -2,9 +2,9 @@
 
 `self.x = nn.Linear(...)`, `self.add_module(f"layer{i}", ...)`, `setattr(self, name, ...)`,
 `self.blocks.append(...)`, and the entries of Sequential/ModuleList/ModuleDict built from literals
-or comprehensions. The walker (`ClassWalker` in static.py) calls `init_statement` on each statement of
-`__init__`; this module sees it only through `InitWalker`, the part of it that the `__init__` walk
-reads and fills, so the dependency runs one way (static.py -> static_init.py).
+or comprehensions. The walker (`ClassWalker` in static.py) calls `init_statement` on each statement
+of `__init__`; this module sees it only through `InitWalker`, the part of it that the `__init__`
+walk reads and fills, so the dependency runs one way (static.py -> static_init.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Horizontal bar charts as inline SVG, drawn on the server so the PDF (no JavaScript) shows them too.
+"""Horizontal bar charts as inline SVG, drawn on the server so the PDF (no JavaScript) shows them
+too.
 
 Labels are user-controlled (module paths can hold any character through `add_module`), so every
 piece of text goes through `markupsafe.escape`; the result is `Markup` so the autoescaping template
@@ -147,7 +148,8 @@ def backward_chart(session: ProfileSession, n: int = TOP_LAYERS) -> Chart:
 
 
 def session_charts(session: ProfileSession) -> tuple[Chart, ...]:
-    """Top layers and time by class always; forward vs backward when the session measured backward."""
+    """Top layers and time by class always; forward vs backward when the session measured
+    backward."""
     charts = [top_layers_chart(session), class_chart(session)]
     if session.backward:
         charts.append(backward_chart(session))

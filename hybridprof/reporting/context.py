@@ -1,7 +1,8 @@
 """The plain data the HTML and PDF templates display, built from a session (templates only display).
 
 Everything a template shows is decided here and can be tested without rendering: which rows, their
-formatted numbers, heat, op breakdowns, findings, and the limits the PDF applies (stated in `notes`).
+formatted numbers, heat, op breakdowns, findings, and the limits the PDF applies (stated in
+`notes`).
 """
 
 from __future__ import annotations
@@ -334,7 +335,8 @@ def _top_op_tables(
 
 
 def _js_data(session: ProfileSession) -> dict[str, Any]:
-    # Compact arrays (not objects) keep a 2,000-layer report small; the page builds op tables lazily.
+    # Compact arrays (not objects) keep a 2,000-layer report small; the page builds op tables
+    # lazily.
     ops = {
         rec.path: [
             [v.name, v.calls, v.self_cpu, v.total_cpu, v.self_device, v.memory, v.backward]
@@ -353,8 +355,8 @@ def _pdf_limits(
     kept, note = _pdf_rows(rows, max_rows)
     with_ops = sum(1 for r in rows if r.op_count)
     ops_note = (
-        f"Op breakdowns are shown for the top {min(with_ops, op_layers)} of {with_ops} layers by self "
-        f"CPU time (at most {PDF_MAX_OPS} ops each); the HTML report has all of them."
+        f"Op breakdowns are shown for the top {min(with_ops, op_layers)} of {with_ops} layers "
+        f"by self CPU time (at most {PDF_MAX_OPS} ops each); the HTML report has all of them."
     )
     return kept, [n for n in (note, ops_note) if n]
 
@@ -365,7 +367,8 @@ def build_context(
     pdf_max_rows: int = PDF_MAX_ROWS,
     pdf_op_layers: int = PDF_OP_LAYERS,
 ) -> ReportContext:
-    """Everything the report shows. In "pdf" mode the table and op breakdowns are limited (see notes)."""
+    """Everything the report shows. In "pdf" mode the table and op breakdowns are limited (see
+    notes)."""
     total = total_profiled_us(session)
     peak = max((r.self_cpu_us.median for r in session.records), default=0.0)
     targets = {t.path: t for t in session.plan.targets}  # plan.target() is a linear scan

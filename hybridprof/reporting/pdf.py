@@ -1,7 +1,8 @@
-"""The archival PDF: the same template in "pdf" mode (no script, limits stated), laid out by weasyprint.
+"""The archival PDF: the same template in "pdf" mode (no script, limits stated), laid out by
+weasyprint.
 
-weasyprint needs Pango and HarfBuzz from the system; when they are missing its import raises OSError,
-which becomes a ReportDependencyError with the one command that installs them.
+weasyprint needs Pango and HarfBuzz from the system; when they are missing its import raises
+OSError, which becomes a ReportDependencyError with the one command that installs them.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def load_weasyprint() -> Any:
         ) from exc
     except ImportError as exc:
         raise ReportDependencyError(
-            f"PDF reports need the weasyprint package ({exc}); install it with: pip install weasyprint"
+            f"PDF reports need the weasyprint package ({exc}); "
+            "install it with: pip install weasyprint"
         ) from exc
 
 

@@ -1,4 +1,5 @@
-"""The one driver of a profiled run: make the strategy, begin, patch, iterate, stop, build the session.
+"""The one driver of a profiled run: make the strategy, begin, patch, iterate, stop, build the
+session.
 
 `Driver` holds the steps; two callers put them together:
 - `run()`, for `hybridprof.profile()` and `hybridprof run`: `warmup` unmeasured iterations (the first

@@ -83,7 +83,8 @@ class CallFolder:
         return own
 
     def _walk_ops(self, event: Any, ops: dict[str, OpMeasure], children: _Totals) -> None:
-        """Count `event` and its descendants as ops of the path; ranges found inside are children."""
+        """Count `event` and its descendants as ops of the path; ranges found inside are
+        children."""
         self._add_op(ops, event)
         for child in event.cpu_children:
             if _is_range(child):  # a module called from inside an op (rare): the op includes it

@@ -21,7 +21,8 @@ def op_key(name: str, backward: bool) -> str:
 
 @dataclass(slots=True)
 class OpMeasure:
-    """One operator under one layer within one iteration (mutable: summed while events are folded)."""
+    """One operator under one layer within one iteration (mutable: summed while events are
+    folded)."""
 
     name: str
     calls: int = 0

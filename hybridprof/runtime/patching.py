@@ -1,15 +1,15 @@
 """Patch the `forward` of selected modules, and undo every change exactly.
 
-Each selected module gets an instance attribute `forward` (a `PatchedForward`) that hands the call to
-a strategy: `call(path, original_forward, args, kwargs)`. Patching `forward` rather than `__call__`
-keeps `nn.Module.__call__` and so every user hook intact. The undo log restores, in reverse order:
-the added attribute is DELETED (assigning a bound method back would leave an instance attribute that
-`copy.deepcopy` then carries to copies), a module's own instance `forward` is put back as that exact
-object, and train/eval flags changed while patched are reset.
+Each selected module gets an instance attribute `forward` (a `PatchedForward`) that hands the call
+to a strategy: `call(path, original_forward, args, kwargs)`. Patching `forward` rather than
+`__call__` keeps `nn.Module.__call__` and so every user hook intact. The undo log restores, in
+reverse order: the added attribute is DELETED (assigning a bound method back would leave an instance
+attribute that `copy.deepcopy` then carries to copies), a module's own instance `forward` is put
+back as that exact object, and train/eval flags changed while patched are reset.
 
 A patched model stays copy-safe: `copy.deepcopy` gives the copy an inert forward bound to the copy
-(an instance forward otherwise keeps calling the ORIGINAL module), and pickling (torch.save) stores the
-same inert forward instead of the profiler.
+(an instance forward otherwise keeps calling the ORIGINAL module), and pickling (torch.save) stores
+the same inert forward instead of the profiler.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from torch import nn
 
 CallFn = Callable[[str, Callable[..., Any], tuple[Any, ...], Mapping[str, Any]], Any]
 
-# Every module patched right now in this process, by (id(patcher), id(module)): the test suite asserts it is empty.
+# Every module patched right now in this process, by (id(patcher), id(module)): the test suite
+# asserts it is empty.
 _LIVE: dict[tuple[int, int], str] = {}
 _LIVE_LOCK = threading.Lock()
 
@@ -36,7 +37,8 @@ def live_patches() -> tuple[str, ...]:
 
 
 class InertForward:
-    """A forward that just runs the module's class `forward`: what copies of a patched module get."""
+    """A forward that just runs the module's class `forward`: what copies of a patched module
+    get."""
 
     __slots__ = ("module",)
 

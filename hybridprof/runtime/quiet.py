@@ -1,12 +1,12 @@
 """Keep kineto's start/stop chatter off the user's terminal.
 
 Kineto writes `USDT:... profiler_start` / `profiler_stop` lines from C++ straight to file descriptor
-2, where Python's `sys.stderr` never sees them. `KINETO_LOG_LEVEL` only works if set before the first
-profiler start in the process and also hides kineto's real error lines, so instead fd 2 is pointed at
-a scratch file around each profiler start/stop, and every line that is not that chatter is written
-back to the real fd 2 afterwards (nothing else is lost, only delayed until the window closes).
-A CUDA build without a GPU driver also prints a `gpuGetDeviceCount failed` line at the first start;
-it says nothing about CPU profiling and is dropped too.
+2, where Python's `sys.stderr` never sees them. `KINETO_LOG_LEVEL` only works if set before the
+first profiler start in the process and also hides kineto's real error lines, so instead fd 2 is
+pointed at a scratch file around each profiler start/stop, and every line that is not that chatter
+is written back to the real fd 2 afterwards (nothing else is lost, only delayed until the window
+closes). A CUDA build without a GPU driver also prints a `gpuGetDeviceCount failed` line at the
+first start; it says nothing about CPU profiling and is dropped too.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""What the profiling strategies open, as the compat choices say: a profiler, and a range per layer call."""
+"""What the profiling strategies open, as the compat choices say: a profiler, and a range per layer
+call."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """One unit of work the driver repeats: a forward, or a training step (forward, loss, backward).
 
-Forwards without `backward` run under `torch.no_grad()`, not `torch.inference_mode()`: tensors a model
-caches on itself during an inference-mode forward become inference tensors, and training the model
-later raises "Inference tensors cannot be saved for backward" (checked on torch 2.13), and `profile()` hands the model back to a user who may do just that. The
-no_grad cost over inference_mode (version-counter bumps) is small next to the profiler's.
+Forwards without `backward` run under `torch.no_grad()`, not `torch.inference_mode()`: tensors a
+model caches on itself during an inference-mode forward become inference tensors, and training the
+model later raises "Inference tensors cannot be saved for backward" (checked on torch 2.13), and
+`profile()` hands the model back to a user who may do just that. The no_grad cost over
+inference_mode (version-counter bumps) is small next to the profiler's.
 
 A training step changes state that `TrainingState` saves first and puts back after: training mode of
 every module, `requires_grad` of every floating parameter (all on, so every layer has a backward),
@@ -129,7 +130,8 @@ class TrainingState:
     buffers: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
     def enter(self) -> None:
-        """Save the state, then put the model in train mode with gradients on every float parameter."""
+        """Save the state, then put the model in train mode with gradients on every float
+        parameter."""
         self.modes = [(m, m.training) for m in self.model.modules()]
         self.flags = [(p, p.requires_grad, p.grad) for p in self.model.parameters()]
         self.buffers = [(b, b.detach().clone()) for b in self.model.buffers()]
@@ -187,7 +189,8 @@ class ShapeRecorder:
 
 
 def describe(value: Any) -> str:
-    """A tensor as '1x3x224x224' (a scalar tensor as 'scalar'), containers in brackets, else the type."""
+    """A tensor as '1x3x224x224' (a scalar tensor as 'scalar'), containers in brackets, else the
+    type."""
     if isinstance(value, torch.Tensor):
         return "x".join(str(d) for d in value.shape) or "scalar"
     if isinstance(value, tuple | list):

@@ -1,4 +1,5 @@
-"""CUDA: kernels are linked to their launching op's layer; the timer synchronises. Skipped without CUDA."""
+"""CUDA: kernels are linked to their launching op's layer; the timer synchronises. Skipped without
+CUDA."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Profile(use_cuda=True) on a real GPU: device columns and device time per layer (skipped without CUDA)."""
+"""Profile(use_cuda=True) on a real GPU: device columns and device time per layer (skipped without
+CUDA)."""
 
 from __future__ import annotations
 

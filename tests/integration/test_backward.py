@@ -56,7 +56,8 @@ def test_every_leaf_has_a_backward_time() -> None:
 
 
 def test_forward_plus_backward_self_times_cover_the_step(one_thread: None) -> None:
-    """In one training step, the layers' forward + backward self time is the step's profiled CPU time.
+    """In one training step, the layers' forward + backward self time is the step's profiled CPU
+    time.
 
     What no layer owns is the loss (`aten::mean` and its `MeanBackward0`, ~70 us whatever the
     model): 3.6% of a step of the 256-wide MLP, and over 10% on this shared machine under load.

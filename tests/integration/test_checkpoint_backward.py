@@ -60,7 +60,8 @@ def test_each_layer_owns_its_own_recompute() -> None:
     assert "aten::addmm" in backward_ops(session, "seq.0")
     assert "aten::relu" in backward_ops(session, "seq.1")
     assert not {"aten::addmm", "aten::linear"} & backward_ops(session, "seq.1")
-    # The checkpoint's bookkeeping around the recompute (in ReLU's node) is its caller's, the root's.
+    # The checkpoint's bookkeeping around the recompute (in ReLU's node) is its caller's, the
+    # root's.
     assert "ReluBackward0" in backward_ops(session, "")
     assert "ReluBackward0" not in backward_ops(session, "seq.1")
     for path in SEGMENT:

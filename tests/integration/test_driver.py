@@ -1,4 +1,5 @@
-"""The one driver and the strategy registry: capability flags that hold, plans trusted or checked."""
+"""The one driver and the strategy registry: capability flags that hold, plans trusted or
+checked."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Modules whose children never run a Python forward: TorchScript is one layer, torch.compile refused."""
+"""Modules whose children never run a Python forward: TorchScript is one layer, torch.compile
+refused."""
 
 from __future__ import annotations
 

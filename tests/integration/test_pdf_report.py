@@ -77,7 +77,8 @@ class _NoPango(importlib.abc.MetaPathFinder):
     def find_spec(self, name: str, path: object, target: object = None) -> None:
         if name == "weasyprint" or name.startswith("weasyprint."):
             raise OSError(
-                "cannot load library 'libpango-1.0-0': libpango-1.0-0: cannot open shared object file"
+                "cannot load library 'libpango-1.0-0': "
+                "libpango-1.0-0: cannot open shared object file"
             )
 
 

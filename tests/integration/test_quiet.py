@@ -1,4 +1,5 @@
-"""No kineto chatter on file descriptor 2 and no warnings caused by hybridprof, seen from outside."""
+"""No kineto chatter on file descriptor 2 and no warnings caused by hybridprof, seen from
+outside."""
 
 from __future__ import annotations
 
@@ -85,6 +86,9 @@ def test_other_fd2_output_inside_the_window_is_replayed() -> None:
 
 
 def test_filter_drops_gpu_probe_error_of_cuda_builds_without_driver() -> None:
-    line = b"ERROR:2026-11-30 11:16:25 21500:21500 DeviceProperties.cpp:56] gpuGetDeviceCount failed with code 35\n"
+    line = (
+        b"ERROR:2026-11-30 11:16:25 21500:21500 DeviceProperties.cpp:56] "
+        b"gpuGetDeviceCount failed with code 35\n"
+    )
     other = b"ERROR:2026-11-30 11:16:25 1:1 CuptiActivityApi.cpp:1] something else\n"
     assert filter_chatter(line + other) == other

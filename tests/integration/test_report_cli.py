@@ -1,4 +1,5 @@
-"""`hybridprof report`: a saved session re-rendered to every format, without torch, with clear errors."""
+"""`hybridprof report`: a saved session re-rendered to every format, without torch, with clear
+errors."""
 
 from __future__ import annotations
 

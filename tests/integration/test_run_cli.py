@@ -1,4 +1,5 @@
-"""`hybridprof run` in-process: outputs, options, and every error case with its exit code and line."""
+"""`hybridprof run` in-process: outputs, options, and every error case with its exit code and
+line."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The runner on real CPU torch: iterations, shapes, plans, failures, Ctrl-C, restoring the model."""
+"""The runner on real CPU torch: iterations, shapes, plans, failures, Ctrl-C, restoring the
+model."""
 
 from __future__ import annotations
 
@@ -164,7 +165,8 @@ def test_plan_from_another_model_is_a_clear_error() -> None:
     plan = tree_plan(nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.ReLU())))
     with pytest.raises(
         UsageError,
-        match=r"the plan's paths '0', '1.0' are not in this model \(Net, the plan was made for Sequential\)",
+        match=r"the plan's paths '0', '1.0' are not in this model "
+        r"\(Net, the plan was made for Sequential\)",
     ):
         profile(Net(), torch.rand(2, 12), plan=plan, warmup=0, iters=1)
 

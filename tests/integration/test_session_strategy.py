@@ -188,7 +188,8 @@ def layer_numbers(measure: IterationMeasure) -> dict[str, tuple[int, float, floa
 
 def test_layer_ranges_alone_give_the_same_layer_numbers_as_the_full_pass() -> None:
     """The lazy first pass (ranges only) and the full pass agree exactly on calls, self and total,
-    with nesting, a module called twice and an op in the root; the full pass runs only when asked."""
+    with nesting, a module called twice and an op in the root; the full pass runs only when
+    asked."""
     torch.manual_seed(0)
     net, x = Net(), torch.randn(4, 8)
     strategy = SessionStrategy(StrategyConfig(paths=PATHS, compat=probe()))

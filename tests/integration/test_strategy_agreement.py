@@ -16,7 +16,8 @@ from hybridprof.runtime.strategies import STRATEGIES
 
 
 class Twice(nn.Module):
-    """Calls its shared activation twice and runs a nested block: the cases attribution can get wrong."""
+    """Calls its shared activation twice and runs a nested block: the cases attribution can get
+    wrong."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -1,4 +1,5 @@
-"""Code written for torchprof runs unchanged: its README's calls and its test's checks, on AlexNet."""
+"""Code written for torchprof runs unchanged: its README's calls and its test's checks, on
+AlexNet."""
 
 from __future__ import annotations
 

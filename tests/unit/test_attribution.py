@@ -1,4 +1,5 @@
-"""Attribution of hand-made raw events (no profiler): nesting, sharing, backward, memory, devices."""
+"""Attribution of hand-made raw events (no profiler): nesting, sharing, backward, memory,
+devices."""
 
 from __future__ import annotations
 

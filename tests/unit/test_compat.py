@@ -1,4 +1,5 @@
-"""The compat probe on the installed torch, and on simulated older torch APIs (fakes allowed here)."""
+"""The compat probe on the installed torch, and on simulated older torch APIs (fakes allowed
+here)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The layer rule, read from the source: every import points down, and no modules import in a circle.
+"""The layer rule, read from the source: every import points down, and no modules import in a
+circle.
 
 Layers, top to bottom (README, "How it is built"):
 

@@ -1,4 +1,5 @@
-"""ForwardPatcher: patches route through the strategy call, and restore leaves modules exactly as before."""
+"""ForwardPatcher: patches route through the strategy call, and restore leaves modules exactly as
+before."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The HTML report parsed as HTML: structure, formatted numbers, escaping, and no network address."""
+"""The HTML report parsed as HTML: structure, formatted numbers, escaping, and no network
+address."""
 
 from __future__ import annotations
 

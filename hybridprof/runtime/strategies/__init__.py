@@ -1,4 +1,5 @@
-"""The measuring strategies: what each can do, by the name a user gives (`strategy=` / `--strategy`).
+"""The measuring strategies: what each can do, by the name a user gives (`strategy=` /
+`--strategy`).
 
 Torch-free: the CLI reads the names and capabilities before it imports torch. Each strategy's module
 is imported on use, so choosing one never loads the others. Adding a strategy: its module here (a
@@ -64,7 +65,8 @@ def backward_strategies() -> tuple[str, ...]:
 
 
 def check_backward(name: str) -> None:
-    """A backward run needs a strategy that attributes backward ops (UsageError if `name` does not)."""
+    """A backward run needs a strategy that attributes backward ops (UsageError if `name` does
+    not)."""
     if not spec_of(name).backward:
         raise UsageError(
             "--backward needs a strategy that attributes backward ops "

@@ -37,8 +37,8 @@ class StrategyConfig:
     backward: bool = False  # attribute backward ops to the layer whose forward made them
     keep_raw_events: bool = False  # keep per-call event lists for Profile.raw()
     trace_path: str | None = None  # write a Chrome/Perfetto trace of the measured iterations
-    # The run loop's first `warmup_iterations` iterations are warm-up: a strategy may skip working out
-    # their measures (the driver discards them) and leaves them out of the trace.
+    # The run loop's first `warmup_iterations` iterations are warm-up: a strategy may skip working
+    # out their measures (the driver discards them) and leaves them out of the trace.
     warmup_iterations: int = 0
 
 

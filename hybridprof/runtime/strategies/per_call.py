@@ -2,8 +2,9 @@
 
 Each outermost selected call runs under its own `torch.autograd.profiler.profile`, and its EventList
 is kept for `Profile.raw()` exactly as torchprof kept them. The autograd profiler cannot nest, so a
-selected module called while a selected parent is being profiled gets a profiler range instead (named
-by `events.range_label`); its ops are then attributed to it, and the parent's self time excludes them.
+selected module called while a selected parent is being profiled gets a profiler range instead
+(named by `events.range_label`); its ops are then attributed to it, and the parent's self time
+excludes them.
 
 What changed from torchprof: totals are the sum of top-level ops (torchprof summed every nested
 event's inclusive time, counting a conv three times), and events are folded after the iteration so
@@ -124,7 +125,8 @@ class PerCallStrategy:
         return events
 
     def _keep_raw(self, path: str, events: Any) -> None:
-        """torchprof's shape: per path, one event list per call (nested calls: their range's events)."""
+        """torchprof's shape: per path, one event list per call (nested calls: their range's
+        events)."""
         self._raw.setdefault(path, []).append(events)
         for nested_path, ranges in ranges_by_path(events, self._paths_by_label).items():
             for event in ranges:

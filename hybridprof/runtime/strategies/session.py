@@ -60,7 +60,8 @@ class SessionStrategy:
     # -- the Strategy protocol
 
     def begin(self) -> None:
-        """Start and stop the profiler once, so its first-start cost is never inside an iteration."""
+        """Start and stop the profiler once, so its first-start cost is never inside an
+        iteration."""
         self._start()
         self._stop()
 

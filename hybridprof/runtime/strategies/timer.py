@@ -1,10 +1,11 @@
 """The lowest-overhead strategy: time each patched forward, no profiler, no op breakdown.
 
 Approach ("timer"): `time.perf_counter_ns` around each selected call, ~2 us per call; the wall
-time is stored in the CPU-time fields (on CPU, one thread, they are the same thing). A layer's self time is its total minus the totals of the
-selected layers called inside it (a stack of open calls). On CUDA, kernels run asynchronously, so
-each call is bracketed by `torch.cuda.synchronize()`: the wall time then covers the layer's kernels,
-at the price of serialising the GPU (that is why it is a separate, opt-in strategy).
+time is stored in the CPU-time fields (on CPU, one thread, they are the same thing). A layer's self
+time is its total minus the totals of the selected layers called inside it (a stack of open calls).
+On CUDA, kernels run asynchronously, so each call is bracketed by `torch.cuda.synchronize()`: the
+wall time then covers the layer's kernels, at the price of serialising the GPU (that is why it is a
+separate, opt-in strategy).
 """
 
 from __future__ import annotations
