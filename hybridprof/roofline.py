@@ -1,4 +1,5 @@
-"""Why a layer is slow (`run --flops`): its FLOPs and bytes joined with its measured self time, against the roofs.
+"""Why a layer is slow (`run --flops`): its FLOPs and bytes joined with its measured self time,
+against the roofs.
 
 Torch-free arithmetic over a session's `flops` (from `run --flops`). For each layer, over one
 measured step (the forward, plus the backward in a training step):

@@ -413,7 +413,8 @@ def build_context(
 
 
 def _with_work_cells(rows: list[RowView], session: ProfileSession) -> list[RowView]:
-    """Rows with their FLOPs, GFLOP/s and verdict filled in (a --flops session; else as they are)."""
+    """Rows with their FLOPs, GFLOP/s and verdict filled in (a --flops session; else as they
+    are)."""
     if session.flops is None:
         return rows
     lines = by_path(session)

@@ -98,8 +98,10 @@ def _axes(x: _Scale, y: _Scale) -> list[str]:
     for value in x.decades():
         px = x.at(value)
         parts.append(
-            f'<line x1="{px:.1f}" y1="{TOP}" x2="{px:.1f}" y2="{HEIGHT - BOTTOM}" stroke="#eef0f3"/>'
-            f'<text x="{px:.1f}" y="{HEIGHT - BOTTOM + 14}" text-anchor="middle">{_tick(value)}</text>'
+            f'<line x1="{px:.1f}" y1="{TOP}" x2="{px:.1f}" y2="{HEIGHT - BOTTOM}" '
+            'stroke="#eef0f3"/>'
+            f'<text x="{px:.1f}" y="{HEIGHT - BOTTOM + 14}" text-anchor="middle">'
+            f"{_tick(value)}</text>"
         )
     for value in y.decades():
         py = y.at(value)

@@ -68,7 +68,10 @@ def _row(line: LayerRoofline) -> RooflineRow:
 def _totals(session: ProfileSession) -> str:
     work = session.flops
     assert work is not None
-    text = f"{format_count(work.forward_flops, 'FLOP')} and {format_count(work.forward_bytes, 'B')} forward"
+    text = (
+        f"{format_count(work.forward_flops, 'FLOP')} and "
+        f"{format_count(work.forward_bytes, 'B')} forward"
+    )
     if session.backward:
         text += (
             f", {format_count(work.backward_flops, 'FLOP')} and "

@@ -126,7 +126,8 @@ def roofline_columns(session: ProfileSession) -> list[Column]:
 
 
 def roofline_section(session: ProfileSession) -> list[str]:
-    """The .txt report's roofline table: every layer with counted work, with what was not counted."""
+    """The .txt report's roofline table: every layer with counted work, with what was not
+    counted."""
     work = session.flops
     if work is None:
         return []

@@ -78,7 +78,8 @@ _NO_DATA_OPS = {
 
 @dataclass(frozen=True, slots=True)
 class _Where:
-    """Where an op counts: its self layer (None: outside the model) and every module on the stack."""
+    """Where an op counts: its self layer (None: outside the model) and every module on the
+    stack."""
 
     self_path: str | None
     stack: tuple[str, ...]
@@ -259,7 +260,7 @@ class _CountingMode(TorchDispatchMode):
     (an op with a formula counted once, not once more for its decomposition)."""
 
     def __init__(self, counter: LayerCounter) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         self.counter = counter
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -348,7 +349,8 @@ def count_work(
     backward: bool,
     peak: MachinePeak,
 ) -> WorkProfile:
-    """One forward (a training step with `backward`) under the counter; the model is left as it was."""
+    """One forward (a training step with `backward`) under the counter; the model is left as it
+    was."""
     counter = LayerCounter(model, selected)
     training = TrainingState(model) if backward else None
     step = training_step if backward else forward_once

@@ -96,7 +96,11 @@ def measure_gbps(request: PeakRequest) -> float:
 
 def _best_time(work: Callable[[], object], device: torch.device) -> float:
     """The fastest of repeated calls within BUDGET_S (at least 3), after one warm-up call."""
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
     work()
     sync()
     best = float("inf")

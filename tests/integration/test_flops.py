@@ -1,4 +1,5 @@
-"""`profile(..., flops=True)` / `run --flops` on real CPU torch: exact counts, totals, attribution."""
+"""`profile(..., flops=True)` / `run --flops` on real CPU torch: exact counts, totals,
+attribution."""
 
 from __future__ import annotations
 

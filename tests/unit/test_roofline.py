@@ -1,4 +1,5 @@
-"""Roofline arithmetic, verdicts, the chart and every report format for a hand-made --flops session."""
+"""Roofline arithmetic, verdicts, the chart and every report format for a hand-made --flops
+session."""
 
 from __future__ import annotations
 
