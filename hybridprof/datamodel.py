@@ -254,8 +254,8 @@ _SERIES_ITEM = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 class Series:
     """One quantity's value in each measured iteration, in order, in microseconds (0.1 us kept).
 
-    Saved as one string of space-separated numbers ("84.2 85 83.9"): a JSON list would take a line per
-    number, and a 10,000-layer session keeps 20,000 or more of these.
+    Saved as one string of space-separated numbers ("84.2 85 83.9"): a JSON list would take a line
+    per number, and a 10,000-layer session keeps 20,000 or more of these.
     """
 
     values: tuple[float, ...]
@@ -433,8 +433,8 @@ class WorkProfile:
 
 Verdict = Literal["stable", "noisy"]
 # Why the measured iterations stopped: the count asked for was reached ("count"), `--iters auto`'s
-# interval got narrow enough ("converged"), the time limit ran out ("max_time"), auto's iteration cap
-# was reached ("max_iterations"), or Ctrl-C ("interrupted").
+# interval got narrow enough ("converged"), the time limit ran out ("max_time"), auto's iteration
+# cap was reached ("max_iterations"), or Ctrl-C ("interrupted").
 StopReason = Literal["count", "converged", "max_time", "max_iterations", "interrupted"]
 
 

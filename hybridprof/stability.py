@@ -1,11 +1,12 @@
-"""Is a run's timing trustworthy? The session's `stability` verdict and the advice that goes with it.
+"""Is a run's timing trustworthy? The session's `stability` verdict and the advice that goes with
+it.
 
-Two things make per-layer times lie on a CPU: iterations that spread widely (whatever the cause), and
-a machine with more runnable work than cores, where torch's OpenMP threads wait for each other and
-small layers read 100x their real time. The second is judged from the other work that was runnable
-while the model ran (sampled between iterations, our own threads left out; the 1-minute load average
-where that cannot be read) plus torch's threads, against the cores this process may use. Pure
-figures in, a `Stability` out: no torch, so it is tested with given numbers.
+Two things make per-layer times lie on a CPU: iterations that spread widely (whatever the cause),
+and a machine with more runnable work than cores, where torch's OpenMP threads wait for each other
+and small layers read 100x their real time. The second is judged from the other work that was
+runnable while the model ran (sampled between iterations, our own threads left out; the 1-minute
+load average where that cannot be read) plus torch's threads, against the cores this process may
+use. Pure figures in, a `Stability` out: no torch, so it is tested with given numbers.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from hybridprof.datamodel import Stability
 from hybridprof.stats import coefficient_of_variation
 
 NOISY_CV = 0.10  # iteration times spreading more than this (std/mean) make the run noisy
-# Other work + threads may exceed the cores by this much before the machine counts as oversubscribed:
-# the sampled count of runnable tasks includes short-lived processes (a shell, `ps`) now and then.
+# Other work + threads may exceed the cores by this much before the machine counts as
+# oversubscribed: the sampled count of runnable tasks includes short-lived processes (a shell, `ps`)
+# now and then.
 OVERSUBSCRIBED_MARGIN = 0.5
 
 

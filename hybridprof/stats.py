@@ -8,9 +8,9 @@ confidence asked for. Timings are skewed (a few slow iterations) and far from no
 this interval is used rather than a mean +- t * s. It needs at least 6 values for 95%
 (with 5, [min, max] covers only 93.75%); below that there is no interval.
 
-Used by the runtime (`--iters auto` stops when the median iteration time's interval is narrow enough)
-and by the reporters (each layer's `84.2us ±3%`). Per-iteration values of two runs, kept in the
-sessions, are what a comparison of runs needs too.
+Used by the runtime (`--iters auto` stops when the median iteration time's interval is narrow
+enough) and by the reporters (each layer's `84.2us ±3%`). Per-iteration values of two runs, kept in
+the sessions, are what a comparison of runs needs too.
 """
 
 from __future__ import annotations
@@ -112,8 +112,8 @@ def still_falling(times: Sequence[float], tolerance: float = 0.03) -> bool:
     """Are iteration times still coming down (a warm-up should go on)?
 
     The best of the last two is compared with the best of all before them: falling while it is more
-    than `tolerance` below. Taking the best (not the last) keeps one slow, noisy iteration from ending
-    or prolonging the warm-up. Fewer than three times: still falling (too early to tell).
+    than `tolerance` below. Taking the best (not the last) keeps one slow, noisy iteration from
+    ending or prolonging the warm-up. Fewer than three times: still falling (too early to tell).
     """
     if len(times) < 3:
         return True

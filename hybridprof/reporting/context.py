@@ -110,7 +110,8 @@ class SourceView:
 
 @dataclass(frozen=True, slots=True)
 class StabilityView:
-    """The verdict shown at the top of the report: "stable" or "noisy", and the sentence saying why."""
+    """The verdict shown at the top of the report: "stable" or "noisy", and the sentence saying
+    why."""
 
     verdict: str
     text: str

@@ -54,7 +54,8 @@ def has_intervals(session: ProfileSession) -> bool:
 
 
 def stability_text(stability: Stability) -> str:
-    """Why the verdict, without the verdict: `<causes>: <fixes> (<figures>)`, or the figures alone."""
+    """Why the verdict, without the verdict: `<causes>: <fixes> (<figures>)`, or the figures
+    alone."""
     threads = f"{stability.threads} torch thread{'s' if stability.threads != 1 else ''}"
     load = f"load {stability.load:.2f} per core"
     if stability.advice:

@@ -2,12 +2,12 @@
 session.
 
 `Driver` holds the steps; two callers put them together:
-- `run()`, for `hybridprof.profile()` and `hybridprof run`: `warmup` unmeasured iterations (the first
-  profiled steps of torch are far slower than the rest, and the profiler's start-up is paid there),
-  then `iters` measured ones, always restoring the model. Either count may be "auto", with a time
-  limit (`runtime/stopping.py` decides when each phase ends). Ctrl-C during the measured iterations keeps
-  what was measured and marks the session `interrupted`; a model that raises becomes a
-  `ModelRunError` naming the layer.
+- `run()`, for `hybridprof.profile()` and `hybridprof run`: `warmup` unmeasured iterations (the
+  first profiled steps of torch are far slower than the rest, and the profiler's start-up is paid
+  there), then `iters` measured ones, always restoring the model. Either count may be "auto", with a
+  time limit (`runtime/stopping.py` decides when each phase ends). Ctrl-C during the measured
+  iterations keeps what was measured and marks the session `interrupted`; a model that raises
+  becomes a `ModelRunError` naming the layer.
 - the library `Profile`: the user's with-block is the one iteration, stopped lazily.
 
 Either way the driver samples the machine's load between iterations (`runtime/machine.py`), and

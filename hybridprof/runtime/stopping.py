@@ -38,7 +38,8 @@ class IterationRule:
 
     @classmethod
     def of(cls, warmup: Count, iters: Count, max_time_s: float | None) -> IterationRule:
-        """The rule for these options: auto counts get the default time limit unless one is given."""
+        """The rule for these options: auto counts get the default time limit unless one is
+        given."""
         _check_count("warm-up iterations", warmup, minimum=0)
         _check_count("iterations", iters, minimum=1)
         if max_time_s is not None and not max_time_s > 0:
@@ -88,8 +89,9 @@ def unconverged(reason: StopReason, rule: IterationRule, done: Sequence[object])
     else:
         return None
     return (
-        f"--iters auto stopped before the median iteration time was known to ±{AUTO_TARGET_PCT:g}%: "
-        f"{why}; give a longer --max-time, or steady the machine (see the stability line)"
+        "--iters auto stopped before the median iteration time was known to "
+        f"±{AUTO_TARGET_PCT:g}%: {why}; give a longer --max-time, or steady the machine "
+        "(see the stability line)"
     )
 
 
