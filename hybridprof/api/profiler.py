@@ -20,7 +20,7 @@ of the forwards (scripts/bench_overhead.py), and the numbers are the same either
 
 from __future__ import annotations
 
-from collections import namedtuple
+from collections import defaultdict, namedtuple
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
@@ -29,7 +29,6 @@ from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession
 from hybridprof.planner.module_tree import Selector, tree_plan, walk
-from hybridprof.reporting.format import format_time_us
 from hybridprof.runtime.aggregate import RunFacts, environment
 from hybridprof.runtime.driver import Driver
 from hybridprof.runtime.measure import IterationMeasure
@@ -193,19 +192,19 @@ class Profile:
     def __repr__(self) -> str:
         return str(self)
 
-    def raw(self) -> tuple[list[Trace], dict[tuple[str, ...], list[Any]]]:
-        """torchprof's `(traces, events)`: every module as a Trace, and for every module's path
-        one event list per call (an empty list for a module not profiled, as torchprof had; the
-        timer strategy records each call as a single event)."""
+    def raw(self) -> tuple[list[Trace], defaultdict[tuple[str, ...], list[Any]]]:
+        """torchprof's `(traces, events)`: every module as a Trace, and a `defaultdict(list)`
+        holding, for each profiled path, one torch EventList per call (the timer strategy
+        records each call as one event named by its path)."""
         root = self.plan.root_class
         leaf = {t.path: t.is_leaf for t in self.plan.targets}
         traces = [
             Trace(_tuple_path(root, node.path), leaf.get(node.path, True), node.module)
             for node in walk(self._model)
         ]
-        events: dict[tuple[str, ...], list[Any]] = {trace.path: [] for trace in traces}
+        events: defaultdict[tuple[str, ...], list[Any]] = defaultdict(list)
         for path, calls in self._raw_events().items():
-            events[_tuple_path(root, path)] = [_printable(call) for call in calls]
+            events[_tuple_path(root, path)] = list(calls)
         return traces, events
 
     def _raw_events(self) -> dict[str, list[Any]]:
@@ -220,30 +219,6 @@ class Profile:
         from hybridprof.frames import session_frame
 
         return session_frame(self.session())
-
-
-class CallEvents(list[Any]):
-    """One call's op events; printing it gives a table, as torchprof's EventList did."""
-
-    def table(self) -> str:
-        rows = [("Name", "Self CPU", "CPU total")]
-        rows += [
-            (e.name, format_time_us(e.self_us), format_time_us(e.end_us - e.start_us)) for e in self
-        ]
-        widths = [max(len(row[i]) for row in rows) for i in range(3)]
-        lines = [
-            "  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in rows
-        ]
-        return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.table()
-
-
-def _printable(call: Any) -> Any:
-    """torch's EventList (per-call strategy) prints itself; a plain list of RawEvents gets a
-    table."""
-    return CallEvents(call) if type(call) is list else call
 
 
 def _tuple_path(root: str, path: str) -> tuple[str, ...]:

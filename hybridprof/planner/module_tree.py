@@ -221,6 +221,27 @@ def _show(selector: Selector) -> str:
     return repr(selector) if isinstance(selector, str) else repr(tuple(selector))
 
 
+def partition_selectors(
+    model: nn.Module, paths: Sequence[Selector]
+) -> tuple[list[Selector], list[tuple[Selector, list[str]]]]:
+    """Split `paths` into the selectors naming a module and the others, each with its closest
+    dotted paths (for torchprof's mode, which ignored an unknown path instead of failing)."""
+    root = type(model).__name__
+    known_paths = [p for t in module_targets(model) for p in (t.path, *t.aliases)]
+    known: list[Selector] = []
+    unknown: list[tuple[Selector, list[str]]] = []
+    for selector in paths:
+        parts = [selector] if isinstance(selector, str) else [str(p) for p in selector]
+        rooted = isinstance(selector, str) or (bool(parts) and parts[0] == root)
+        path = selector if isinstance(selector, str) else ".".join(parts[1:])
+        if rooted and path in known_paths:
+            known.append(selector)
+        else:
+            close = difflib.get_close_matches(path, [k for k in known_paths if k], n=3, cutoff=0.5)
+            unknown.append((selector, close))
+    return known, unknown
+
+
 def _no_match_message(what: str, known: Sequence[str], query: str | None = None) -> str:
     query = what.strip("'\"") if query is None else query
     close = difflib.get_close_matches(query, [k for k in known if k], n=4, cutoff=0.5)
@@ -260,6 +281,7 @@ __all__ = [
     "depth_of",
     "module_at",
     "module_targets",
+    "partition_selectors",
     "qualname_of",
     "select_targets",
     "tree_plan",

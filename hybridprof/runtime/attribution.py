@@ -34,7 +34,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any
 
 from hybridprof.runtime.kineto import Event
 from hybridprof.runtime.measure import IterationMeasure, OpMeasure, PathMeasure, op_key
@@ -51,45 +51,32 @@ def range_name(path: str) -> str:
 Frame = list[Any]  # see the frame index constants below
 
 
-class RawEvent(NamedTuple):
-    """One op seen inside one call of a layer (Profile.raw()); times in us from the trace start.
-
-    A NamedTuple (immutable, like a frozen dataclass) because `Profile` keeps one per op event and
-    tuples are several times cheaper to build.
-    """
-
-    name: str
-    start_us: float
-    end_us: float
-    self_us: float
-
-
 @dataclass(frozen=True, slots=True)
 class Attribution:
-    """What one iteration's events say: the measure, and per path the op frames of each call.
+    """What one iteration's events say: the measure, and (when kept) every layer call's frame.
 
-    The raw events are kept as the walk's own frames and turned into `RawEvent`s only when asked
-    (`raw_events`): building one record per op costs ~10% of the walk, and most callers never look.
+    raw_calls: per path, the closed frame of each call (in the order the calls ended), whose RAW
+    slot lists the op frames that ran directly in it; `runtime.event_lists` turns them into
+    torch EventLists only when `Profile.raw()` asks (building one object per op costs more than
+    the walk itself, and most callers never look). kernels: per launching op frame (by id), the
+    device kernels it launched, as (name, device index, duration us); kept with raw_calls.
     """
 
     measure: IterationMeasure
-    raw_calls: dict[str, list[list[Frame]]]
-
-    def raw_events(self) -> dict[str, list[list[RawEvent]]]:
-        return {path: raw_events_of(calls) for path, calls in self.raw_calls.items()}
-
-
-def raw_events_of(calls: list[list[Frame]]) -> list[list[RawEvent]]:
-    """Per call, its op frames as RawEvents in start order."""
-    return [sorted(map(_raw_event, frames), key=_RAW_START) for frames in calls]
+    raw_calls: dict[str, list[Frame]]
+    kernels: dict[int, list[tuple[str, int, float]]]
 
 
 # A frame is an open or closed CPU event while walking one thread's tree. Thousands are made per
 # iteration, so a frame is a plain list indexed by these constants (a list literal is ~5x cheaper
 # to build than an object whose __init__ sets the same fields).
 EVENT, CHAIN, BWD, RANGE, KIND, CHILD_NS, MEM, CHILD_MEM, DMEM, CHILD_DMEM = range(10)
-NESTED_NS, NESTED_MEM, NESTED_DMEM, RAW, MEASURE = range(10, 15)
-OP, LAYER, BWD_ROOT, RECOMPUTE, HOST = range(5)  # KIND values; HOST: an op that recomputed
+NESTED_NS, NESTED_MEM, NESTED_DMEM, RAW, MEASURE, PARENT, SOLE = range(10, 17)
+# KIND values. HOST: an op that recomputed. MERGED: an op nested as the only child of an op of the
+# same name (Dropout's aten::div_ inside aten::div_); torch's event tree drops it and lifts its
+# children into the parent, so it is counted once, and so it is here (see `_absorb`).
+OP, LAYER, BWD_ROOT, RECOMPUTE, HOST, MERGED = range(6)
+# SOLE: None until a child closes, then that child, then False once a second one has closed.
 
 
 @dataclass(slots=True)
@@ -104,7 +91,8 @@ class _Walk:
     seq_chains: dict[tuple[int, int], tuple[str, ...]]
     forward_chains: dict[str, tuple[str, ...]]  # path -> layer chain of its first forward call
     by_correlation: dict[int, Frame]
-    raw: dict[str, list[list[Frame]]]
+    raw: dict[str, list[Frame]]
+    kernels: dict[int, list[tuple[str, int, float]]]
 
 
 def attribute(
@@ -122,7 +110,9 @@ def attribute(
     device: list[Event] = []
     for event in events:
         (device if event.kind == "device" else threads[event.thread]).append(event)
-    walk = _Walk(names, backward, keep_raw, IterationMeasure(), [], {}, {}, {}, defaultdict(list))
+    walk = _Walk(
+        names, backward, keep_raw, IterationMeasure(), [], {}, {}, {}, defaultdict(list), {}
+    )
     top_level_ns = 0
     for thread_events in threads.values():
         top_level_ns += _walk_thread(thread_events, walk)
@@ -132,10 +122,10 @@ def attribute(
             _fold_recompute(frame, walk)
         elif frame[KIND] == HOST:
             _fold_host(frame, walk)
-        else:
+        elif frame[KIND] != MERGED:
             _fold_backward(frame, walk)
     _fold_device(device, walk)
-    return Attribution(walk.measure, dict(walk.raw))
+    return Attribution(walk.measure, dict(walk.raw), walk.kernels)
 
 
 def attribute_layers(ranges: Iterable[tuple[int, int, int, str]]) -> IterationMeasure:
@@ -216,9 +206,11 @@ def _walk_thread(events: list[Event], walk: _Walk) -> int:
                 0,
                 None,
                 None,
+                parent,
+                None,
             ]
         else:
-            frame = [event, (), None, None, OP, 0, 0, 0, 0, 0, 0, 0, 0, None, None]
+            frame = [event, (), None, None, OP, 0, 0, 0, 0, 0, 0, 0, 0, None, None, None, None]
         path = names.get(event[1])
         if path is not None:
             if frame[BWD] is None:
@@ -261,10 +253,14 @@ def _link_backward(
 def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
     """Pass a popped frame's totals to its parent and fold it; returns its duration if top-level."""
     event, kind = frame[EVENT], frame[KIND]
+    sole = frame[SOLE]
+    if sole and kind == OP and sole[KIND] == OP and sole[EVENT][1] == event[1]:
+        _absorb(frame, sole)
     duration = event.end_ns - event.start_ns
     total_mem, total_dmem = frame[MEM] + frame[CHILD_MEM], frame[DMEM] + frame[CHILD_DMEM]
     if stack:
         parent = stack[-1]
+        parent[SOLE] = frame if parent[SOLE] is None else False
         parent[CHILD_NS] += duration
         if total_mem or total_dmem:
             parent[CHILD_MEM] += total_mem
@@ -297,8 +293,32 @@ def _fold_range(frame: Frame, duration: int, total_mem: int, total_dmem: int, wa
     measure.device_mem += total_dmem
     measure.self_device_mem += total_dmem - frame[NESTED_DMEM]
     if walk.keep_raw:
-        walk.raw[measure.path].append(frame[RAW])
+        walk.raw[measure.path].append(frame)
     walk.forward_chains.setdefault(measure.path, frame[CHAIN])
+
+
+def _absorb(frame: Frame, child: Frame) -> None:
+    """Merge `child`, the only child of an op of the same name, into it, as torch's event tree
+    does: the pair is one call; the parent's self time and memory take the child's. A child
+    already folded (forward) is taken back out of its op row; a deferred one is skipped later."""
+    child_ns = child[EVENT].end_ns - child[EVENT].start_ns
+    frame[CHILD_NS] += child[CHILD_NS] - child_ns
+    frame[MEM] += child[MEM]
+    frame[CHILD_MEM] -= child[MEM]
+    frame[DMEM] += child[DMEM]
+    frame[CHILD_DMEM] -= child[DMEM]
+    child[KIND] = MERGED
+    if child[RANGE] is None:
+        return  # outside every layer (never folded), or a deferred backward op (skipped as MERGED)
+    name = op_key(child[EVENT].name, backward=child[BWD] is not None)
+    op = child[RANGE][MEASURE].ops[name]
+    op.calls -= 1
+    op.total_cpu_us -= child_ns / 1000
+    op.self_cpu_us -= (child_ns - child[CHILD_NS]) / 1000
+    op.self_cpu_mem -= child[MEM]
+    op.cpu_mem -= child[MEM] + child[CHILD_MEM]
+    op.self_device_mem -= child[DMEM]
+    op.device_mem -= child[DMEM] + child[CHILD_DMEM]
 
 
 def _nest_in_parent(
@@ -389,6 +409,8 @@ def _fold_device(device: list[Event], walk: _Walk) -> None:
         if launcher is None or event.name in walk.names:
             continue  # unlinked activity, or the device-side copy of a layer range
         duration_us = (event.end_ns - event.start_ns) / 1000
+        if walk.keep_raw:
+            walk.kernels.setdefault(id(launcher), []).append((event.name, 0, duration_us))
         if launcher[BWD] is not None and launcher[RANGE] is not None:  # a recomputed forward
             layer = launcher[RANGE][MEASURE]
             _add_device(layer, op_key(launcher[EVENT].name, backward=True), duration_us)
@@ -418,12 +440,3 @@ def _add_device(measure: PathMeasure, op_name: str, duration_us: float) -> None:
     if op is not None:  # ranges launch nothing themselves; an op always has its entry by now
         op.self_device_us += duration_us
         op.total_device_us += duration_us
-
-
-def _raw_event(frame: Frame) -> RawEvent:
-    event = frame[EVENT]
-    start, end = event.start_ns, event.end_ns
-    return RawEvent(event.name, start / 1000, end / 1000, (end - start - frame[CHILD_NS]) / 1000)
-
-
-_RAW_START = itemgetter(1)  # RawEvent.start_us

@@ -3,8 +3,6 @@ devices."""
 
 from __future__ import annotations
 
-import pytest
-
 from hybridprof.runtime.attribution import BACKWARD_PREFIX, ROOT_RANGE, attribute, range_name
 from hybridprof.runtime.kineto import MEMORY_EVENT, Event
 
@@ -151,7 +149,7 @@ def test_device_kernels_follow_their_launching_op() -> None:
     assert fc.ops["aten::addmm"].self_device_us == 25
 
 
-def test_raw_events_are_kept_per_call_only_when_asked() -> None:
+def test_layer_frames_are_kept_per_call_only_when_asked() -> None:
     events = [
         cpu("act", 0, 10),
         cpu("aten::relu", 1, 9),
@@ -159,10 +157,64 @@ def test_raw_events_are_kept_per_call_only_when_asked() -> None:
         cpu("act", 20, 26),
         cpu("aten::relu", 21, 25),
     ]
-    assert attribute(events, NAMES).raw_events() == {}
-    raw = attribute(events, NAMES, keep_raw=True).raw_events()["act"]
-    assert [[e.name for e in call] for call in raw] == [
-        ["aten::relu", "aten::clamp_min"],
-        ["aten::relu"],
+    assert attribute(events, NAMES).raw_calls == {}
+    calls = attribute(events, NAMES, keep_raw=True).raw_calls["act"]
+    assert len(calls) == 2  # the event lists are built from these (tests/unit/test_event_lists.py)
+
+
+def test_a_nested_op_of_the_same_name_is_one_call_as_torch_counts_it() -> None:
+    # Dropout: aten::div_ (Scalar) runs aten::div_ (Tensor) as its only child; torch's event tree
+    # drops the inner one and lifts its children, so the op is one call whose self time is both.
+    events = [
+        cpu("act", 0, 100),
+        cpu("aten::dropout", 1, 90),
+        cpu("aten::div_", 10, 50),
+        cpu("aten::div_", 11, 49),
+        cpu("aten::to", 12, 48),
     ]
-    assert raw[0][0].self_us == pytest.approx(2) and raw[0][0].start_us == 1
+    ops = attribute(events, NAMES).measure.paths["act"].ops
+    assert ops["aten::div_"].calls == 1
+    assert (ops["aten::div_"].total_cpu_us, ops["aten::div_"].self_cpu_us) == (40, 4)
+    assert (ops["aten::to"].calls, ops["aten::dropout"].self_cpu_us) == (1, 49)
+    assert sum(op.self_cpu_us for op in ops.values()) == 89  # self times still add up
+
+
+def test_same_name_ops_stay_two_calls_unless_the_inner_is_the_only_child() -> None:
+    events = [
+        cpu("act", 0, 100),
+        cpu("aten::div_", 10, 50),
+        cpu("aten::div_", 11, 20),
+        cpu("aten::mul", 21, 30),
+        cpu("aten::add", 60, 90),  # a chain of three: all one call
+        cpu("aten::add", 61, 89),
+        cpu("aten::add", 62, 88),
+    ]
+    ops = attribute(events, NAMES).measure.paths["act"].ops
+    assert ops["aten::div_"].calls == 2 and ops["aten::div_"].total_cpu_us == 49
+    assert ops["aten::add"].calls == 1 and ops["aten::add"].total_cpu_us == 30
+    assert ops["aten::add"].self_cpu_us == 30
+
+
+def test_a_merged_op_gives_its_memory_to_the_op_it_is_merged_into() -> None:
+    events = [
+        cpu("act", 0, 100),
+        cpu("aten::div_", 10, 50),
+        cpu("aten::div_", 11, 49),
+        Event("mem", MEMORY_EVENT, 12_000, 12_000, 1, nbytes=64),
+    ]
+    div = attribute(events, NAMES).measure.paths["act"].ops["aten::div_"]
+    assert (div.calls, div.self_cpu_mem, div.cpu_mem) == (1, 64, 64)
+
+
+def test_a_nested_backward_op_of_the_same_name_is_one_call() -> None:
+    events = [
+        cpu("act", 0, 10),
+        cpu("aten::mul", 1, 9, seq=3),
+        cpu(BACKWARD_PREFIX + "MulBackward0", 20, 40, seq=3, fwd=1),
+        cpu("aten::mul", 21, 39),
+        cpu("aten::mul", 22, 38),
+        cpu("aten::empty", 23, 25),
+    ]
+    ops = attribute(events, NAMES, backward=True).measure.paths["act"].ops
+    bwd = ops["aten::mul [bwd]"]
+    assert (bwd.calls, bwd.total_cpu_us, bwd.self_cpu_us) == (1, 18, 16)

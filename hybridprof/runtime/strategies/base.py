@@ -19,7 +19,7 @@ the library `Profile`) calls it in this order:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hybridprof.planner.compat import Compat
@@ -69,7 +69,8 @@ class MeasuredIteration:
     """The `IterationResult` of a strategy that measures as it goes: everything is already there."""
 
     full: IterationMeasure
-    raw: dict[str, list[Any]] = field(default_factory=dict)
+    # Builds the raw event lists when `raw_events()` is first asked (never inside the with-block).
+    raw: Callable[[], dict[str, list[Any]]] = dict
 
     @property
     def layers_suffice(self) -> bool:
@@ -82,7 +83,7 @@ class MeasuredIteration:
         return self.full
 
     def raw_events(self) -> dict[str, list[Any]]:
-        return self.raw
+        return self.raw()
 
 
 class Strategy(Protocol):

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-from torch.autograd.profiler_util import EventList
 
+from hybridprof.runtime.event_lists import ListOptions, built
 from hybridprof.runtime.events import (
     CallFolder,
     EventFields,
@@ -102,7 +102,7 @@ class PerCallStrategy:
         return measure
 
     def stop_iteration(self) -> MeasuredIteration:
-        return MeasuredIteration(self.end_iteration(), self.raw_events())
+        return MeasuredIteration(self.end_iteration(), self.raw_events)
 
     def end(self) -> None:
         self._pending = []
@@ -133,11 +133,9 @@ class PerCallStrategy:
                 self._raw.setdefault(nested_path, []).append(self._event_list(descendants(event)))
 
     def _event_list(self, events: list[Any]) -> Any:
-        kwargs: dict[str, Any] = {"profile_memory": self.config.profile_memory}
-        if self.config.use_device:
-            arg = self.config.compat.profiler_device_arg
-            kwargs[arg] = "cuda" if arg == "use_device" else True
-        return EventList(events, **kwargs)
+        """A nested call's events: already linked in the outer call's tree."""
+        use_device = "cuda" if self.config.use_device else None
+        return built(events, ListOptions(use_device, self.config.profile_memory))
 
 
 __all__ = ["PerCallStrategy"]

@@ -34,8 +34,8 @@ from hybridprof.runtime.attribution import (
     attribute,
     attribute_layers,
     range_name,
-    raw_events_of,
 )
+from hybridprof.runtime.event_lists import ListOptions, from_frames
 from hybridprof.runtime.kineto import TraceParts, read_events, read_ranges
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
@@ -54,7 +54,8 @@ class SessionStrategy:
         self._make_range = range_factory(config.compat.fast_ranges)
         self._profiler: Any = None
         self._iteration = 0
-        self._raw: dict[str, list[list[Frame]]] = {}  # per path, per call: op frames
+        self._raw: dict[str, list[Frame]] = {}  # per path, per call: the layer's frame
+        self._kernels: dict[int, list[tuple[str, int, float]]] = {}
         self._trace = TraceParts(config.trace_path) if config.trace_path else None
 
     # -- the Strategy protocol
@@ -87,6 +88,7 @@ class SessionStrategy:
         result = stopped.attribution()
         for path, calls in result.raw_calls.items():
             self._raw.setdefault(path, []).extend(calls)
+        self._kernels.update(result.kernels)
         return result.measure
 
     def stop_iteration(self) -> StoppedIteration | None:
@@ -107,9 +109,9 @@ class SessionStrategy:
             self._trace.write()
 
     def raw_events(self) -> dict[str, list[Any]]:
-        """Built on first use from the kept frames (most runs never ask for them)."""
+        """torch EventLists, built on first use from the kept frames (most runs never ask)."""
         with no_gc():
-            return {path: raw_events_of(calls) for path, calls in self._raw.items()}
+            return from_frames(self._raw, self._kernels, list_options(self.config))
 
     # -- the profiler
 
@@ -175,8 +177,10 @@ class StoppedIteration:
         return self.attribution().measure
 
     def raw_events(self) -> dict[str, list[Any]]:
+        """Per path, one torch EventList per call (attributing first if not done yet)."""
+        result = self.attribution()
         with no_gc():
-            return dict(self.attribution().raw_events())
+            return from_frames(result.raw_calls, result.kernels, list_options(self.config))
 
     def attribution(self) -> Attribution:
         """Every event attributed (the first call reads them all, then drops the profiler)."""
@@ -197,6 +201,11 @@ class StoppedIteration:
                 )
             self.profiler = None
         return self._result
+
+
+def list_options(config: StrategyConfig) -> ListOptions:
+    """What torch would have labelled the event lists with for this configuration."""
+    return ListOptions("cuda" if config.use_device else None, config.profile_memory)
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from hybridprof.runtime.attribution import RawEvent
+from hybridprof.runtime.event_lists import RawEvent, from_timer
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.strategies.base import MeasuredIteration, StrategyConfig
 
@@ -79,10 +79,11 @@ class TimerStrategy:
         return measure
 
     def stop_iteration(self) -> MeasuredIteration:
-        return MeasuredIteration(self.end_iteration(), self.raw_events())
+        return MeasuredIteration(self.end_iteration(), self.raw_events)
 
     def end(self) -> None:
         return None
 
     def raw_events(self) -> dict[str, list[Any]]:
-        return dict(self._raw)
+        """Per path, one EventList per call: the call as one event named by its path."""
+        return dict(from_timer(self._raw))

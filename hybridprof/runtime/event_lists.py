@@ -1,0 +1,182 @@
+"""torchprof's `raw()` values: per layer call, a torch `EventList` of `FunctionEvent`s.
+
+torchprof ran a profiler around every layer call and kept its `function_events`; code written for
+it reads `cpu_time_total`, `self_cpu_time_total`, `cpu_memory_usage`, `key`, `count`,
+`cpu_children`/`cpu_parent`, `table()`, `key_averages()` and `total_average()` from them. The
+session strategy never builds torch's events (that is part of what makes it cheap), so they are
+built here, from the attribution's frames, the first time `Profile.raw()` asks.
+
+Real torch objects, made with torch's public `FunctionEvent` constructor (~6 us an event on this
+project's machine; torch's own `function_events` costs ~50-110 us an event because it also parses
+every kineto field), linked into the tree torch would build: an op's `cpu_parent` is the innermost
+op enclosing it, and an op nested as the only child of an op of the same name was already merged
+into its parent by the attribution walk (`MERGED`), as torch's `EventList._remove_dup_nodes` does.
+A call's list holds every op that ran inside it, the ops of selected layers it called included (a
+profiler around the call sees them too), in start order; the layer ranges themselves are not
+events. Each list is marked as a built tree, so `key_averages()` works without rebuilding it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from torch.autograd.profiler_util import EventList, FunctionEvent, Kernel
+
+from hybridprof.runtime.attribution import (
+    CHILD_DMEM,
+    CHILD_MEM,
+    DMEM,
+    EVENT,
+    KIND,
+    MEM,
+    OP,
+    PARENT,
+    RANGE,
+    RAW,
+    Frame,
+)
+
+
+class RawEvent(NamedTuple):
+    """One timed call of the timer strategy (it has no ops); times in us."""
+
+    name: str
+    start_us: float
+    end_us: float
+    self_us: float
+
+
+class ListOptions(NamedTuple):
+    """How torch would have labelled the lists: its device name and whether memory was asked for."""
+
+    use_device: str | None = None
+    profile_memory: bool = False
+
+
+def from_frames(
+    calls: Mapping[str, list[Frame]],
+    kernels: Mapping[int, list[tuple[str, int, float]]],
+    options: ListOptions,
+) -> dict[str, list[EventList]]:
+    """Per path, one EventList per call, from the layer frames the attribution kept."""
+    ops_of = _ops_per_call(calls)
+    ordered = sorted({id(f): f for ops in ops_of.values() for f in ops}.values(), key=_order)
+    base = ordered[0][EVENT].start_ns if ordered else 0
+    events = {id(f): _function_event(i, f, base, options) for i, f in enumerate(ordered)}
+    for frame in ordered:
+        parent = _enclosing_op(frame)
+        if parent is not None and id(parent) in events:
+            event = events[id(frame)]
+            event.cpu_parent = events[id(parent)]
+            event.cpu_parent.cpu_children.append(event)
+        for name, device, duration in kernels.get(id(frame), ()):
+            events[id(frame)].kernels.append(Kernel(name, device, duration))
+    return {
+        path: [_event_list((events[id(f)] for f in ops_of[id(call)]), options) for call in frames]
+        for path, frames in calls.items()
+    }
+
+
+def from_timer(calls: Mapping[str, list[list[RawEvent]]]) -> dict[str, list[EventList]]:
+    """The timer strategy's calls as events named by their path, nested calls as children."""
+    ordered = sorted(
+        (e for per_path in calls.values() for call in per_path for e in call),
+        key=lambda e: (e.start_us, -e.end_us),
+    )
+    events = {id(e): _new_event(i, e.name, 0, e.start_us, e.end_us) for i, e in enumerate(ordered)}
+    inside: dict[int, list[FunctionEvent]] = {}
+    stack: list[RawEvent] = []
+    for raw in ordered:
+        while stack and raw.start_us >= stack[-1].end_us:
+            stack.pop()
+        if stack:
+            parent = events[id(stack[-1])]
+            events[id(raw)].cpu_parent = parent
+            parent.cpu_children.append(events[id(raw)])
+        for outer in stack:
+            inside.setdefault(id(outer), []).append(events[id(raw)])
+        stack.append(raw)
+    options = ListOptions()
+    return {
+        path: [
+            _event_list([events[id(e)] for e in call] + _inside(call, inside), options)
+            for call in per_path
+        ]
+        for path, per_path in calls.items()
+    }
+
+
+def built(events: Iterable[Any], options: ListOptions) -> EventList:
+    """An EventList of events already linked into a tree (torch would otherwise refuse
+    `key_averages()` on it, or link the shared events a second time)."""
+    return _event_list(events, options)
+
+
+def _inside(call: list[RawEvent], inside: Mapping[int, list[FunctionEvent]]) -> list[FunctionEvent]:
+    return [nested for e in call for nested in inside.get(id(e), ())]
+
+
+def _ops_per_call(calls: Mapping[str, list[Frame]]) -> dict[int, list[Frame]]:
+    """Per layer call (by frame id): its own ops and those of the selected calls inside it, in
+    start order. Calls are taken in the order they ended, so a nested call comes first."""
+    ops_of: dict[int, list[Frame]] = {}
+    for frame in sorted((f for frames in calls.values() for f in frames), key=_end):
+        own = [op for op in frame[RAW] if op[KIND] == OP]  # not the MERGED ones
+        ops_of[id(frame)] = ops_of.pop(id(frame), []) + own
+        outer = _enclosing_range(frame)
+        if outer is not None:
+            ops_of.setdefault(id(outer), []).extend(ops_of[id(frame)])
+    for ops in ops_of.values():
+        ops.sort(key=_order)
+    return ops_of
+
+
+def _enclosing_range(frame: Frame) -> Frame | None:
+    parent = frame[PARENT]
+    return None if parent is None else parent[RANGE]
+
+
+def _enclosing_op(frame: Frame) -> Frame | None:
+    """The innermost op around `frame`: layer ranges are not events, and a merged op's place is
+    taken by the parent it was merged into."""
+    parent = frame[PARENT]
+    while parent is not None and parent[KIND] != OP:
+        parent = parent[PARENT]
+    return parent
+
+
+def _function_event(index: int, frame: Frame, base_ns: int, options: ListOptions) -> FunctionEvent:
+    raw = frame[EVENT]
+    start, end = (raw.start_ns - base_ns) / 1000, (raw.end_ns - base_ns) / 1000
+    event = _new_event(index, raw.name, raw.thread, start, end)
+    event.sequence_nr = raw.seq
+    event.use_device = options.use_device
+    event.cpu_memory_usage = frame[MEM] + frame[CHILD_MEM]
+    event.device_memory_usage = frame[DMEM] + frame[CHILD_DMEM]
+    return event
+
+
+def _new_event(index: int, name: str, thread: int, start_us: float, end_us: float) -> FunctionEvent:
+    """torch's public constructor; shapes and stack are empty lists, as torch leaves them when
+    they were not recorded (`key_averages()` slices the stack)."""
+    return FunctionEvent(index, name, thread, start_us, end_us, input_shapes=[], stack=[])
+
+
+def _event_list(events: Iterable[Any], options: ListOptions) -> EventList:
+    result = EventList(events, use_device=options.use_device, profile_memory=options.profile_memory)
+    result._tree_built = True
+    return result
+
+
+def _order(frame: Frame) -> tuple[int, int]:
+    event = frame[EVENT]
+    return event.start_ns, -event.end_ns
+
+
+def _end(frame: Frame) -> tuple[int, int]:
+    event = frame[EVENT]
+    return event.end_ns, -event.start_ns
+
+
+__all__ = ["ListOptions", "RawEvent", "built", "from_frames", "from_timer"]
