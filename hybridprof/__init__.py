@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "Profile": ("hybridprof.api", "Profile"),
+    "Trace": ("hybridprof.api", "Trace"),
     "plan_model": ("hybridprof.planner.plan", "plan_model"),
     "profile": ("hybridprof.api", "profile"),
     "load_session": ("hybridprof.storage", "load_session"),

@@ -6,7 +6,7 @@ data model); nothing below imports it.
 
 from __future__ import annotations
 
-from hybridprof.api.profiler import Profile
+from hybridprof.api.profiler import Profile, Trace
 from hybridprof.api.run import profile
 
-__all__ = ["Profile", "profile"]
+__all__ = ["Profile", "Trace", "profile"]

@@ -21,14 +21,14 @@ of the forwards (scripts/bench_overhead.py), and the numbers are the same either
 from __future__ import annotations
 
 from collections import defaultdict, namedtuple
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import Any
 
 from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession
-from hybridprof.planner.module_tree import Selector, tree_plan, walk
+from hybridprof.planner.module_tree import Selector, is_scripted, named_modules, tree_plan
 from hybridprof.runtime.aggregate import RunFacts, environment
 from hybridprof.runtime.driver import Driver
 from hybridprof.runtime.measure import IterationMeasure
@@ -63,10 +63,14 @@ class Profile:
         self.enabled = enabled
         self.use_cuda = use_cuda
         self.profile_memory = profile_memory
+        self.paths = paths  # as given, as torchprof kept them
         self.strategy_name = strategy
         # Planned now, so an unknown path fails where the Profile is made, with close matches.
         self.plan: ProfilePlan = tree_plan(model, paths, globs, depth, strategy=strategy)
         self.entered = False
+        self.exited = False
+        self._traces: tuple[Trace, ...] | None = None
+        self._trace_events: defaultdict[tuple[str, ...], list[Any]] | None = None
         self._driver: Driver | None = None
         self._result: IterationResult | None = None  # worked out when first read
         self._raw: dict[str, list[Any]] | None = None
@@ -121,7 +125,12 @@ class Profile:
         try:
             self._driver.restore()
         finally:
+            self.exited = True
             self._finish(failed=exc_type is not None)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the model, as torchprof's Profile did: `prof(x)` is `model(x)`."""
+        return self._model(*args, **kwargs)
 
     def _finish(self, failed: bool) -> None:
         """Stop the strategy; after a failed block keep what was measured but never mask the
@@ -192,20 +201,37 @@ class Profile:
     def __repr__(self) -> str:
         return str(self)
 
-    def raw(self) -> tuple[list[Trace], defaultdict[tuple[str, ...], list[Any]]]:
-        """torchprof's `(traces, events)`: every module as a Trace, and a `defaultdict(list)`
-        holding, for each profiled path, one torch EventList per call (the timer strategy
-        records each call as one event named by its path)."""
-        root = self.plan.root_class
-        leaf = {t.path: t.is_leaf for t in self.plan.targets}
-        traces = [
-            Trace(_tuple_path(root, node.path), leaf.get(node.path, True), node.module)
-            for node in walk(self._model)
-        ]
-        events: defaultdict[tuple[str, ...], list[Any]] = defaultdict(list)
-        for path, calls in self._raw_events().items():
-            events[_tuple_path(root, path)] = list(calls)
-        return traces, events
+    # -- torchprof's attributes
+
+    @property
+    def traces(self) -> tuple[Trace, ...]:
+        """Every module path from the root, as torchprof's `walk_modules` gives them (a shared
+        module under each of its paths); empty until the Profile is entered."""
+        if not self.entered:
+            return ()
+        if self._traces is None:
+            self._traces = tuple(module_traces(self._model))
+        return self._traces
+
+    @property
+    def trace_profile_events(self) -> defaultdict[tuple[str, ...], list[Any]]:
+        """Per profiled path (a torchprof tuple), one torch EventList per call; built on first
+        use, and empty until the with-block has ended."""
+        if self._trace_events is None:
+            if not self.exited:
+                return defaultdict(list)
+            events: defaultdict[tuple[str, ...], list[Any]] = defaultdict(list)
+            for path, calls in self._raw_events().items():
+                events[_tuple_path(self.plan.root_class, path)] = list(calls)
+            self._trace_events = events
+        return self._trace_events
+
+    def raw(self) -> tuple[tuple[Trace, ...], defaultdict[tuple[str, ...], list[Any]]]:
+        """torchprof's `(traces, trace_profile_events)`: every module path as a Trace, and a
+        `defaultdict(list)` holding, for each profiled path (in the order their first calls
+        ended), one torch EventList of FunctionEvents per call. The timer strategy records each
+        call as one event named by its path. The lists are built here, on the first call."""
+        return self.traces, self.trace_profile_events
 
     def _raw_events(self) -> dict[str, list[Any]]:
         if self._result is None:
@@ -221,8 +247,16 @@ class Profile:
         return session_frame(self.session())
 
 
+def module_traces(model: nn.Module) -> Iterator[Trace]:
+    """torchprof's `walk_modules`, except that a TorchScript module is a leaf (profiled whole)."""
+    root = type(model).__name__
+    for path, module in named_modules(model):
+        leaf = is_scripted(module) or next(iter(module.children()), None) is None
+        yield Trace(_tuple_path(root, path), leaf, module)
+
+
 def _tuple_path(root: str, path: str) -> tuple[str, ...]:
     return (root,) if path == "" else (root, *path.split("."))
 
 
-__all__ = ["Profile", "Trace"]
+__all__ = ["Profile", "Trace", "module_traces"]

@@ -179,7 +179,7 @@ def _walk_thread(events: list[Event], walk: _Walk) -> int:
     stack: list[Frame] = []
     last_bwd: tuple[int, int] | None = None
     top_level_ns = 0
-    names, backward, pop = walk.names, walk.backward, stack.pop
+    names, backward, keep_raw, pop = walk.names, walk.backward, walk.keep_raw, stack.pop
     for event in events:
         start = event[_START_I]
         while stack and start >= stack[-1][EVENT][_END_I]:
@@ -217,10 +217,13 @@ def _walk_thread(events: list[Event], walk: _Walk) -> int:
                 _open_layer(frame, path, walk)
             else:
                 _open_layer(frame, path, walk, RECOMPUTE)
-        elif backward:
-            _link_backward(event, frame, walk, last_bwd)
-            if frame[KIND] == BWD_ROOT:
-                last_bwd = frame[BWD]
+        else:
+            if backward:
+                _link_backward(event, frame, walk, last_bwd)
+                if frame[KIND] == BWD_ROOT:
+                    last_bwd = frame[BWD]
+            if keep_raw and frame[BWD] is None and frame[RANGE] is not None:
+                frame[RANGE][RAW].append(frame)  # a forward op of a layer, in start order
         if event.correlation_id:
             walk.by_correlation[event.correlation_id] = frame
         stack.append(frame)
@@ -278,8 +281,6 @@ def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
             walk.deferred.append(frame)
     elif frame[CHAIN]:
         _fold_op(frame, frame[RANGE][MEASURE].ops, event.name, backward=False)
-        if walk.keep_raw:
-            frame[RANGE][RAW].append(frame)
     return 0 if stack else duration
 
 

@@ -3,7 +3,7 @@ circle.
 
 Layers, top to bottom (README, "How it is built"):
 
-    cli, api                   the command line and the library facade
+    cli, api, torchprof        the command line and the library facade (torchprof: its API)
     runtime  ->  planner       runtime may use the planner; neither uses reporting
     reporting                  beside planner and runtime; uses neither
     storage, loader, outputs   file I/O: saved sessions/plans, the user's model file, atomic writes
@@ -54,6 +54,7 @@ LAYER_OF = {
     "reporting": "reporting",
     "runtime": "runtime",
     "api": "api",
+    "torchprof": "api",  # torchprof's API (`import hybridprof.torchprof as torchprof`): a facade
     "cli": "cli",
     "__main__": "entry",
 }
