@@ -28,7 +28,7 @@ from typing import Any
 from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession
-from hybridprof.planner.module_tree import Selector, is_scripted, named_modules, tree_plan
+from hybridprof.planner.module_tree import Selector, is_scripted, tree_plan
 from hybridprof.runtime.aggregate import RunFacts, environment
 from hybridprof.runtime.driver import Driver
 from hybridprof.runtime.measure import IterationMeasure
@@ -247,12 +247,15 @@ class Profile:
         return session_frame(self.session())
 
 
-def module_traces(model: nn.Module) -> Iterator[Trace]:
-    """torchprof's `walk_modules`, except that a TorchScript module is a leaf (profiled whole)."""
-    root = type(model).__name__
-    for path, module in named_modules(model):
-        leaf = is_scripted(module) or next(iter(module.children()), None) is None
-        yield Trace(_tuple_path(root, path), leaf, module)
+def module_traces(module: nn.Module, name: str = "", path: tuple[str, ...] = ()) -> Iterator[Trace]:
+    """torchprof's `walk_modules` (each parent's distinct children, depth first; a module shared
+    by two parents appears under both), except that a TorchScript module is a leaf: its
+    children never run a Python forward, and it is profiled whole."""
+    path = (*path, name or type(module).__name__)
+    children = [] if is_scripted(module) else list(module.named_children())
+    yield Trace(path, not children, module)
+    for child_name, child in children:
+        yield from module_traces(child, child_name, path)
 
 
 def _tuple_path(root: str, path: str) -> tuple[str, ...]:
