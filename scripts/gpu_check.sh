@@ -25,8 +25,8 @@ print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torc
       torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
 PYEOF
 status=0
-echo "== tests/gpu"
-"$PY" -m pytest -q -p no:cacheprovider -o addopts="" tests/gpu 2>&1 | tee "$OUT/gpu-tests.log" | tail -25 || status=1
+echo "== tests/gpu, tests/torchprof_suite"
+"$PY" -m pytest -q -p no:cacheprovider -o addopts="" tests/gpu tests/torchprof_suite 2>&1 | tee "$OUT/gpu-tests.log" | tail -25 || status=1
 cat > /tmp/gpt2_model.py <<'PYEOF'
 import torch
 from transformers import GPT2Config, GPT2Model
