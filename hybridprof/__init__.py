@@ -35,6 +35,9 @@ def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module 'hybridprof' has no attribute '{name}'")
     module_name, attr = _LAZY[name]
+    # Sessions reached through these names (load_session, profile, Profile.session()) show as
+    # HTML in notebooks: the reporting layer plugs its view into the data model (cheap, no jinja2).
+    importlib.import_module("hybridprof.reporting.notebook").install()
     module = importlib.import_module(module_name)
     value = module if attr is None else getattr(module, attr)
     globals()[name] = value

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from hybridprof.errors import SessionFileError
 from hybridprof.jsonio import dump, expect, load
+from hybridprof.views import HtmlView
 
 # 2 added the optional `flops` object of a session (absent without --flops); 1 files still load.
 # 3 added each record's per-iteration series (`ModuleRecord.per_iteration`), the session's
@@ -455,9 +456,9 @@ class Stability:
 
 
 @dataclass(frozen=True, slots=True)
-class ProfileSession:
+class ProfileSession(HtmlView):
     """One profiling run: the plan, the environment and the per-path records. Reporters see only
-    this."""
+    this. In a notebook it shows as the report's interactive tree table (`hybridprof.views`)."""
 
     plan: ProfilePlan
     environment: Environment

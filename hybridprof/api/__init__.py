@@ -8,5 +8,8 @@ from __future__ import annotations
 
 from hybridprof.api.profiler import Profile, Trace
 from hybridprof.api.run import profile
+from hybridprof.reporting.notebook import install as _install_notebook_views
+
+_install_notebook_views()  # sessions handed out from here show as HTML in notebooks
 
 __all__ = ["Profile", "Trace", "profile"]

@@ -198,6 +198,15 @@ class Profile:
     def __str__(self) -> str:
         return self.display()
 
+    def _repr_html_(self) -> str | None:
+        """In a notebook, the profile shows as the report's interactive tree table (ops
+        included: this works them out); before anything was profiled, as its text."""
+        if not self._profiled():
+            return None
+        from hybridprof.reporting.notebook import session_html
+
+        return session_html(self.session())
+
     def __repr__(self) -> str:
         return str(self)
 

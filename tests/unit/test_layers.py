@@ -9,6 +9,7 @@ Layers, top to bottom (README, "How it is built"):
     storage, loader, outputs   file I/O: saved sessions/plans, the user's model file, atomic writes
     datamodel, tree, frames,   the data model (and the tables every report and frame is made of),
     jsonio, roofline           its JSON round trip, the roofline arithmetic of a --flops session
+    views                      the notebook-view registry, filled from above
     errors
 
 Every `import` counts, wherever it stands (module level, inside a function, under TYPE_CHECKING),
@@ -45,6 +46,7 @@ LAYER_OF = {
     "roofline": "data",
     "stats": "data",
     "stability": "data",
+    "views": "data",
     "storage": "io",
     "loader": "io",
     "outputs": "io",
