@@ -411,7 +411,7 @@ def _fold_device(device: list[Event], walk: _Walk) -> None:
             continue  # unlinked activity, or the device-side copy of a layer range
         duration_us = (event.end_ns - event.start_ns) / 1000
         if walk.keep_raw:
-            walk.kernels.setdefault(id(launcher), []).append((event.name, 0, duration_us))
+            _keep_kernel(walk, launcher, event.name, duration_us)
         if launcher[BWD] is not None and launcher[RANGE] is not None:  # a recomputed forward
             layer = launcher[RANGE][MEASURE]
             _add_device(layer, op_key(launcher[EVENT].name, backward=True), duration_us)
@@ -434,6 +434,14 @@ def _fold_device(device: list[Event], walk: _Walk) -> None:
             measure.path(path).total_device_us += duration_us
         _add_device(measure.path(chain[-1]), launcher[EVENT].name, duration_us)
         measure.path(chain[-1]).self_device_us += duration_us
+
+
+def _keep_kernel(walk: _Walk, launcher: Frame, name: str, duration_us: float) -> None:
+    """Note a kernel under its launching op for Profile.raw(); a merged op's kernels belong to
+    the op it was merged into (torch lifts them up the same way)."""
+    while launcher[KIND] == MERGED:
+        launcher = launcher[PARENT]
+    walk.kernels.setdefault(id(launcher), []).append((name, 0, duration_us))
 
 
 def _add_device(measure: PathMeasure, op_name: str, duration_us: float) -> None:

@@ -120,3 +120,18 @@ def test_an_empty_attribution_gives_no_lists() -> None:
 def test_lists_say_whether_memory_was_profiled(memory: bool) -> None:
     call = lists([cpu("act", 0, 10), cpu("aten::relu", 1, 9)], memory=memory)["act"][0]
     assert ("CPU Mem" in call.table()) is memory
+
+
+def test_kernels_sit_under_their_launching_op_and_lift_with_a_merge() -> None:
+    events = [
+        cpu("act", 0, 100),
+        Event("cpu", "aten::div_", 10_000, 50_000, 1, correlation_id=7),
+        Event("cpu", "aten::div_", 11_000, 49_000, 1, correlation_id=8),  # merged into the outer
+        Event("cpu", "aten::mul", 60_000, 70_000, 1, correlation_id=9),
+        Event("device", "div_kernel", 12_000, 17_000, -1, linked_id=8),
+        Event("device", "mul_kernel", 61_000, 63_000, -1, linked_id=9),
+    ]
+    result = attribute(events, NAMES, keep_raw=True)
+    div, mul = from_frames(result.raw_calls, result.kernels, ListOptions("cuda"))["act"][0]
+    assert [k.name for k in div.kernels] == ["div_kernel"] and div.device_time_total == 5
+    assert [k.name for k in mul.kernels] == ["mul_kernel"] and mul.self_device_time_total == 2
