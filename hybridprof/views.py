@@ -17,7 +17,8 @@ _VIEWS: dict[type, Callable[[Any], str]] = {}
 
 
 def register_html_view(cls: type, render: Callable[[Any], str]) -> None:
-    """Show instances of `cls` in notebooks as `render(instance)` (HTML); a later call replaces it."""
+    """Show instances of `cls` in notebooks as `render(instance)` (HTML); a later call replaces
+    it."""
     _VIEWS[cls] = render
 
 

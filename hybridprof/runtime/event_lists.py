@@ -170,14 +170,14 @@ def _ops_per_call(calls: Mapping[str, list[Frame]]) -> dict[int, list[Frame]]:
 
 
 def _enclosing_range(frame: Frame) -> Frame | None:
-    parent = frame[PARENT]
+    parent: Frame | None = frame[PARENT]
     return None if parent is None else parent[RANGE]
 
 
 def _enclosing_op(frame: Frame) -> Frame | None:
     """The innermost op around `frame`: layer ranges are not events, and a merged op's place is
     taken by the parent it was merged into."""
-    parent = frame[PARENT]
+    parent: Frame | None = frame[PARENT]
     while parent is not None and parent[KIND] != OP:
         parent = parent[PARENT]
     return parent

@@ -1,4 +1,5 @@
-"""torch EventLists built from hand-made attributed events (no profiler): what torchprof code reads."""
+"""torch EventLists built from hand-made attributed events (no profiler), as torchprof code reads
+them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The notebook view of a session (hand-made sessions): framed, escaped, bounded, plugged in from above."""
+"""The notebook view of hand-made sessions: framed, escaped, bounded, plugged in from above."""
 
 from __future__ import annotations
 
