@@ -14,8 +14,7 @@ that owns the parameter. Ops outside the model (the loss) count for no layer, on
 
 FLOPs come from the formulas of `torch.utils.flop_counter` (the registry FlopCounterMode uses, and
 its rule of decomposing an op first), so the layers add up to FlopCounterMode's total. Bytes are an
-estimate from each op's tensors: inputs read plus outputs written; views and aliases move nothing, a
-broadcast (stride 0) dimension is read once, a tensor used twice by one op is read once.
+estimate from each op's tensors (`op_bytes.py`).
 """
 
 from __future__ import annotations
@@ -30,15 +29,16 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch._C import DispatchKey
 from torch.utils import flop_counter
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 from hybridprof.datamodel import LayerWork, MachinePeak, OpCount, ProfileSession, WorkProfile
 from hybridprof.loader import ModelInputs, keeping_cwd
 from hybridprof.planner.module_tree import is_scripted, named_modules
+from hybridprof.runtime.op_bytes import METADATA_OPS, bytes_of, moves_nothing
 from hybridprof.runtime.peak import PeakRequest, machine_peak, model_dtype
-from hybridprof.runtime.workload import TrainingState, forward_once, training_step
+from hybridprof.runtime.workload import TrainingState, training_step
 
 METHOD = (
     "dispatch-mode counter with torch.utils.flop_counter's formulas; ops attributed to layers by "
@@ -48,32 +48,6 @@ METHOD = (
 FORWARD, BACKWARD = 0, 1
 # AccumulateGrad nodes have no sequence number: autograd reports UINT64_MAX for them.
 NO_SEQUENCE_NR = 2**64 - 1
-# Metadata queries FlopCounterMode skips too: they compute and move nothing.
-_METADATA_OPS = {
-    getattr(torch.ops.aten, name).default
-    for name in (
-        "is_contiguous",
-        "size",
-        "sym_size",
-        "stride",
-        "sym_stride",
-        "storage_offset",
-        "sym_storage_offset",
-        "numel",
-        "sym_numel",
-        "dim",
-    )
-}
-# Ops that return (part of) an input without saying so in their schema, and allocations that write
-# nothing: no bytes moved.
-_ALIAS_OPS = {torch.ops.aten._unsafe_view, torch.ops.aten.lift_fresh, torch.ops.aten.alias}
-_NO_DATA_OPS = {
-    torch.ops.aten.empty,
-    torch.ops.aten.empty_like,
-    torch.ops.aten.empty_strided,
-    torch.ops.aten.new_empty,
-    torch.ops.aten.new_empty_strided,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,10 +64,11 @@ OUTSIDE = _Where(None, ())
 
 @dataclass(frozen=True, slots=True)
 class _OpKind:
-    """What an op's schema says about data movement (cached per op overload)."""
+    """What the counter needs to know of an op overload (cached per overload)."""
 
     moves_nothing: bool  # a view, an alias or a bare allocation
     has_formula: bool
+    decomposes: bool  # has a CompositeImplicitAutograd kernel: `func.decompose` would run it
 
 
 @dataclass
@@ -185,7 +160,7 @@ class LayerCounter:
     # ------------------------------------------------------------------ counting one op
 
     def count(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
-        kind = self._kind(func)
+        kind = self.kind(func)
         node = torch._C._current_autograd_node()
         where = self.where if node is None else self._backward_where(node)
         flops = 0
@@ -193,19 +168,18 @@ class LayerCounter:
             flops = int(self.registry[func._overloadpacket](*args, **kwargs, out_val=out))
         elif not kind.moves_nothing and where.self_path is not None:
             self.not_counted[where.self_path][str(func._overloadpacket)] += 1
-        moved = 0 if kind.moves_nothing else _bytes_of(args, kwargs, out)
+        moved = 0 if kind.moves_nothing else bytes_of(args, kwargs, out)
         self.tallies[FORWARD if node is None else BACKWARD].add(where, flops, moved)
 
-    def _kind(self, func: Any) -> _OpKind:
+    def kind(self, func: Any) -> _OpKind:
         kind = self._kinds.get(func)
         if kind is None:
-            packet = func._overloadpacket
-            view = any(
-                r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns
-            )
+            composite = DispatchKey.CompositeImplicitAutograd
             kind = _OpKind(
-                moves_nothing=view or packet in _ALIAS_OPS or packet in _NO_DATA_OPS,
-                has_formula=packet in self.registry,
+                moves_nothing=moves_nothing(func),
+                has_formula=func._overloadpacket in self.registry,
+                decomposes=composite in func.py_kernels
+                or torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), composite),
             )
             self._kinds[func] = kind
         return kind
@@ -265,9 +239,17 @@ class _CountingMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if func in _METADATA_OPS:
+        if func in METADATA_OPS:
             return func(*args, **kwargs)
-        if func not in self.counter.registry and func is not torch.ops.prim.device.default:
+        # FlopCounterMode's rule: decompose first (`func not in registry` holds for every overload,
+        # its keys are packets); entering the mode and calling `decompose` only where it would
+        # decompose (a CompositeImplicitAutograd kernel) gives the same result for less.
+        decomposes = self.counter.kind(func).decomposes
+        if (
+            decomposes
+            and func not in self.counter.registry
+            and func is not torch.ops.prim.device.default
+        ):
             with self:
                 result = func.decompose(*args, **kwargs)
                 if result is not NotImplemented:
@@ -320,26 +302,19 @@ def _with_ancestors(path: str) -> tuple[str, ...]:
     return ("", *(".".join(parts[: i + 1]) for i in range(len(parts))))
 
 
-def _footprint(tensor: torch.Tensor) -> int:
-    """Bytes a kernel reads or writes for `tensor`: broadcast (stride 0) dimensions once."""
-    if tensor.layout != torch.strided:
-        return 0
-    elements = 1
-    for size, stride in zip(tensor.shape, tensor.stride(), strict=True):
-        if stride != 0 or size == 0:
-            elements *= size
-    return elements * tensor.element_size()
-
-
-def _bytes_of(args: Any, kwargs: Any, out: Any) -> int:
-    inputs, _ = tree_flatten((args, kwargs))
-    outputs, _ = tree_flatten(out)
-    read = {id(t): t for t in inputs if isinstance(t, torch.Tensor)}
-    written = [t for t in outputs if isinstance(t, torch.Tensor)]
-    return sum(map(_footprint, read.values())) + sum(map(_footprint, written))
-
-
 # ---------------------------------------------------------------------- the pass
+
+
+def forward_with_autograd(model: nn.Module, inputs: ModelInputs) -> None:
+    """One forward with autograd on (nothing calls backward; the graph is dropped at once).
+
+    Under no_grad, nn.MultiheadAttention and nn.TransformerEncoderLayer in eval mode take fused
+    fast paths (`aten._native_multi_head_attention`, ...) that have no FLOP formula, so their whole
+    work would read "not counted". With autograd on they run the ops they are made of, the same
+    arithmetic, which can be counted, as FlopCounterMode counts a plain `model(x)`.
+    """
+    with torch.enable_grad():
+        model(*inputs.args, **inputs.kwargs)
 
 
 def count_work(
@@ -353,7 +328,8 @@ def count_work(
     was."""
     counter = LayerCounter(model, selected)
     training = TrainingState(model) if backward else None
-    step = training_step if backward else forward_once
+    step = training_step if backward else forward_with_autograd
+    buffers = [(b, b.detach().clone()) for b in model.buffers()] if not backward else []
     start = time.perf_counter()
     if training is not None:
         training.enter()
@@ -363,6 +339,9 @@ def count_work(
     finally:
         if training is not None:
             training.restore()
+        with torch.no_grad():  # a train-mode BatchNorm moved its statistics: put them back
+            for buffer, saved in buffers:
+                buffer.copy_(saved)
     forward, backward_tally = counter.tallies
     return WorkProfile(
         layers=counter.layers(),

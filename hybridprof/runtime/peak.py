@@ -2,7 +2,7 @@
 
 A large matmul gives FLOP/s, a large copy bytes/s (read plus write), on the run's device, thread
 count and the model's floating dtype, so a layer's achieved figures compare with what this machine
-can do in the same conditions. Each is the best of repeats within a time budget (under a second
+can do in the same conditions. Each is the best of repeats within a time budget (0.4 s
 each). The result is cached per machine in the user's cache folder ($XDG_CACHE_HOME/hybridprof or
 ~/.cache/hybridprof, `peak.json`), keyed by host, CPU, device, dtype, threads and torch version;
 figures the user gives (`--peak-gflops`, `--peak-gbps`) replace the measured ones. A cache that
@@ -27,7 +27,7 @@ from hybridprof.datamodel import MachinePeak
 from hybridprof.errors import OutputError
 from hybridprof.outputs import write_atomic
 
-BUDGET_S = 0.5  # per benchmark (matmul, copy, sum), after one warm-up call
+BUDGET_S = 0.4  # per benchmark (matmul, copy, sum), after one warm-up call
 CACHE_FILE = "peak.json"
 
 

@@ -73,8 +73,7 @@ def _counter_total(model: nn.Module, x: torch.Tensor, backward: bool) -> int:
         if backward:
             model(x).float().mean().backward()
         else:
-            with torch.no_grad():
-                model(x)
+            model(x)  # as FlopCounterMode is used: autograd on
     for parameter in model.parameters():
         parameter.grad = None
     return counter.get_total_flops()
@@ -128,7 +127,7 @@ def test_layers_add_up_to_flop_counter_modes_total(backward: bool) -> None:
 
 def test_attention_counts_for_its_parent_selected_or_not() -> None:
     model, x = Decoder(), torch.randn(2, 10, 16)
-    with FlopCounterMode(display=False) as counter, torch.no_grad():
+    with FlopCounterMode(display=False) as counter:
         model(x)
     attn_flops = sum(counter.get_flop_counts()["Decoder.blocks.0.attn"].values())
     leaves = _flops_profile(model, x).flops  # leaves: attn (a parent of out_proj) not profiled
@@ -238,3 +237,26 @@ def test_peak_options_are_checked(
     assert main(["run", str(SMALL), *QUICK, *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_byte_estimates_follow_the_tensors() -> None:
+    from hybridprof.runtime.op_bytes import bytes_of, footprint, moves_nothing
+
+    aten = torch.ops.aten
+    assert footprint(torch.zeros(4, 1).expand(4, 8)) == 4 * 4  # a broadcast dimension read once
+    assert moves_nothing(aten.view.default) and moves_nothing(aten.t.default)
+    assert moves_nothing(aten.empty.memory_format) and not moves_nothing(aten.add.Tensor)
+    a = torch.ones(10)
+    assert bytes_of((a, a), {}, a + a) == 40 + 40  # `a` read once, the result written
+
+
+def test_attention_in_eval_mode_is_counted_not_fused_away() -> None:
+    # eval + need_weights=False is nn.MultiheadAttention's fused fast path under no_grad
+    model, x = Decoder().eval(), torch.randn(1, 6, 16)
+    work = _flops_profile(model, x).flops
+    assert work is not None
+    attn = work.layer("blocks.0.attn")
+    assert attn is not None and attn.flops >= 2 * 6 * 16 * 16 * 4  # in (q, k, v) and out projection
+    names = {o.name for o in attn.not_counted}
+    assert "aten._native_multi_head_attention" not in names
+    assert all(not m._forward_hooks for m in model.modules()) and not model.training
