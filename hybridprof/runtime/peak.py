@@ -3,11 +3,12 @@
 A large matmul gives FLOP/s; the better of a large copy (read plus write) and a large sum (read)
 gives bytes/s; on the run's device, thread count and the model's floating dtype, so a layer's
 achieved figures compare with what this machine can do in the same conditions. Each is the best of
-repeats within 0.4 s after one warm-up call (about 1.5 s in all). A machine busy with other work
-measures low and the low figure is cached: delete the cache file to measure again. The result is cached per machine in the user's cache folder ($XDG_CACHE_HOME/hybridprof or
-~/.cache/hybridprof, `peak.json`), keyed by host, CPU, device, dtype, threads and torch version;
-figures the user gives (`--peak-gflops`, `--peak-gbps`) replace the measured ones. A cache that
-cannot be read or written is ignored: the peak is then measured each run.
+repeats within 0.4 s after one warm-up call (about 1.5 s in all). The result is cached per machine
+in the user's cache folder ($XDG_CACHE_HOME/hybridprof or ~/.cache/hybridprof, `peak.json`), keyed
+by host, CPU, device, dtype, threads and torch version; a machine busy with other work measures low
+and the low figure is cached: delete the file to measure again. Figures the user gives
+(`--peak-gflops`, `--peak-gbps`) replace the measured ones. A cache that cannot be read or written
+is ignored: the peak is then measured each run.
 """
 
 from __future__ import annotations
