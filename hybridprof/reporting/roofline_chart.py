@@ -141,17 +141,28 @@ def _short(label: str) -> str:
     return label if len(label) <= LABEL_CHARS else "…" + label[-(LABEL_CHARS - 1) :]
 
 
-def _dot(dot: Dot, x: _Scale, y: _Scale, nth_label: int) -> str:
+def _label_places(dots: Sequence[Dot], x: _Scale, y: _Scale) -> dict[str, float]:
+    """Label baselines (y) of the labelled dots, heaviest first, skipping any that would overlap a
+    label already placed (layers of one kind often sit on one spot); the tooltip still names it."""
+    placed: dict[str, tuple[float, float]] = {}
+    for dot in sorted((d for d in dots if d.labelled), key=lambda d: -d.self_us):
+        px, py = x.at(dot.intensity), y.at(dot.gflops)
+        for label_y in (py - 6, py + 14):
+            if all(abs(label_y - ly) >= 12 or abs(px - lx) >= 90 for lx, ly in placed.values()):
+                placed[dot.path] = (px, label_y)
+                break
+    return {path: ly for path, (_, ly) in placed.items()}
+
+
+def _dot(dot: Dot, x: _Scale, y: _Scale, label_y: float | None) -> str:
     px, py = x.at(dot.intensity), y.at(dot.gflops)
-    # Neighbouring layers often sit close together: alternate labels above and below the dot.
-    label_y = py - 6 if nth_label % 2 == 0 else py + 14
     tip = escape(
         f"{dot.path or '(root)'}: {dot.verdict}; {dot.intensity:.3g} FLOP/byte, "
         f"{dot.gflops:.3g} GFLOP/s"
     )
     label = (
         f'<text x="{px + 6:.1f}" y="{label_y:.1f}">{escape(_short(dot.path or "(root)"))}</text>'
-        if dot.labelled
+        if label_y is not None
         else ""
     )
     return (
@@ -166,10 +177,9 @@ def render_roofline(lines: Sequence[LayerRoofline], peak: MachinePeak) -> Markup
     if peak.gflops <= 0 or peak.gbps <= 0:
         return Markup("")
     x, y = _scales(dots, peak)
-    labelled = [d for d in dots if d.labelled]
-    nth = {id(d): sorted(labelled, key=lambda d: d.gflops).index(d) for d in labelled}
+    places = _label_places(dots, x, y)
     body = "".join(
-        [*_axes(x, y), *_roofs(x, y, peak), *(_dot(d, x, y, nth.get(id(d), 0)) for d in dots)]
+        [*_axes(x, y), *_roofs(x, y, peak), *(_dot(d, x, y, places.get(d.path)) for d in dots)]
     )
     return Markup(
         f'<svg class="chart roofline" role="img" viewBox="0 0 {WIDTH} {HEIGHT}" '

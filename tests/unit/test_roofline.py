@@ -132,3 +132,15 @@ def test_session_file_round_trip_and_v1_files() -> None:
     assert "flops" not in plain
     plain["schema_version"] = 1  # written before flops existed
     assert ProfileSession.from_json(json.dumps(plain)).flops is None
+
+
+def test_chart_labels_do_not_pile_up_on_one_spot() -> None:
+    session = small_session()
+    same = [LayerWork(r.path, flops=10**6, bytes=10**5) for r in session.records]
+    records = tuple(replace(r, self_cpu_us=Stat(100.0, 100.0, 100.0)) for r in session.records)
+    work = WorkProfile(tuple(same), PEAK, 3 * 10**6, 3 * 10**5)
+    lines = session_rooflines(replace(session, records=records, flops=work))
+    svg = str(render_roofline(lines, PEAK))
+    assert svg.count("<circle") == 3
+    labels = [p for p in ("fc1", "act", "fc2") if f">{p}</text>" in svg]
+    assert len(labels) == 2  # one above the spot, one below, the third only in its tooltip
