@@ -16,6 +16,7 @@ COMMANDS = {
     "analyze": "hybridprof.cli.analyze",
     "run": "hybridprof.cli.run",
     "report": "hybridprof.cli.report",
+    "merge": "hybridprof.cli.merge",
 }
 
 USAGE = f"""usage: hybridprof [--version] <command> [options]
@@ -26,6 +27,7 @@ commands:
   analyze   plan what to profile: read the model's source and module tree, save the plan
   run       profile a model file (no arguments: the bundled AlexNet demo), save session and report
   report    re-render a saved session as HTML, PDF, text, CSV or JSON
+  merge     merge the session-rank*.json of a torchrun run into one session and report
 
 Run 'hybridprof <command> --help' for a command's options. hybridprof {__version__}"""
 

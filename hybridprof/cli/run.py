@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hybridprof.cli.common import (
     add_common_options,
@@ -29,22 +29,25 @@ from hybridprof.cli.common import (
     guarded,
     model_prints_to_stderr,
 )
-from hybridprof.cli.progress import ProgressBar, wanted
+from hybridprof.cli.profiling import (
+    DEFAULT_OUT_DIR,
+    check_report_paths,
+    make_out_dir,
+    model_and_entry,
+    profile_loaded,
+)
+from hybridprof.cli.run_ranks import add_rank_options, run_rank, torchrun_launch
 from hybridprof.cli.terminal import emit, roofline_lines, summary_line, terminal_table
 from hybridprof.errors import UsageError
 from hybridprof.loader import DEFAULT_ENTRY, parse_shape, read_model_source
 from hybridprof.outputs import check_output_path, write_atomic
-from hybridprof.reporting import known_extensions, renderer_for, write_report
+from hybridprof.reporting import known_extensions, write_report
 from hybridprof.reporting.trust import stability_line
 from hybridprof.runtime.stopping import AUTO_TARGET_PCT, DEFAULT_MAX_TIME_S, Count, parse_count
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES, backward_strategies
 
 if TYPE_CHECKING:
     from hybridprof.datamodel import ProfilePlan, ProfileSession
-    from hybridprof.runtime.driver import RunOptions
-
-DEFAULT_OUT_DIR = "hybridprof-out"
-DEMO_FILE = Path(__file__).resolve().parent.parent / "examples" / "alexnet.py"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_selection_options(parser)
     _add_measure_options(parser)
     _add_output_options(parser)
+    add_rank_options(parser)
     add_common_options(parser)
     return parser
 
@@ -191,8 +195,22 @@ def main(argv: Sequence[str]) -> int:
 def run(args: argparse.Namespace, argv: list[str]) -> int:
     """The command body: check everything cheap first, then load, profile, save, print."""
     _check_values(args)
+    launch = torchrun_launch()
+    if launch is not None:
+        if args.plan:
+            raise UsageError("--plan is not supported under torchrun yet; select with --paths")
+        if args.iters == "auto" or args.warmup == "auto" or args.max_time is not None:
+            raise UsageError(
+                "under torchrun every rank runs the same steps: give --warmup and --iters as "
+                "numbers, without --max-time (auto counts would differ between ranks)"
+            )
+        return run_rank(args, argv, launch)
+    if args.ddp:
+        raise UsageError(
+            "--ddp needs torchrun: torchrun --nproc-per-node N -m hybridprof run ... --ddp"
+        )
     plan = _load_plan(args.plan) if args.plan else None
-    model_file, entry = _model_and_entry(args, plan)
+    model_file, entry = model_and_entry(args, plan)
     read_model_source(model_file)  # missing file or syntax error: said before anything is created
     outputs = plan_outputs(args, demo=args.model is None and plan is None)
     try:
@@ -261,18 +279,6 @@ def _load_plan(path: str) -> ProfilePlan:
     return load_plan(path)
 
 
-def _model_and_entry(args: argparse.Namespace, plan: ProfilePlan | None) -> tuple[Path, str]:
-    if args.model:
-        return Path(args.model), args.entry or (plan.entry if plan else None) or DEFAULT_ENTRY
-    if plan is not None:
-        if not plan.model_file:
-            raise UsageError(
-                "the plan names no model file; give it: hybridprof run MODEL.py --plan ..."
-            )
-        return Path(plan.model_file), args.entry or plan.entry or DEFAULT_ENTRY
-    return DEMO_FILE, args.entry or DEFAULT_ENTRY
-
-
 def plan_outputs(args: argparse.Namespace, demo: bool) -> Outputs:
     """Decide and check every output path (folder exists, writable, not there without --force)."""
     out_dir = Path(args.out_dir) if args.out_dir else (Path(DEFAULT_OUT_DIR) if demo else None)
@@ -280,7 +286,7 @@ def plan_outputs(args: argparse.Namespace, demo: bool) -> Outputs:
     session = Path(args.output) if args.output else None
     reports = [Path(r) for r in args.report]
     if out_dir is not None:
-        _make_out_dir(out_dir)
+        make_out_dir(out_dir)
         if session is None:
             session = out_dir / "session.json"
             own.add(session)
@@ -289,25 +295,11 @@ def plan_outputs(args: argparse.Namespace, demo: bool) -> Outputs:
             own.update(reports)
     trace = Path(args.trace) if args.trace else None
     _check_distinct([p for p in (session, *reports, trace) if p is not None])
-    for report in reports:
-        renderer_for(report)  # a known format, and its renderer importable, before any work
-    if any(r.suffix.lower() == ".pdf" for r in reports):
-        from hybridprof.reporting.pdf import load_weasyprint
-
-        load_weasyprint()  # missing system libraries are said before a long run, not after
+    check_report_paths(reports)
     for path in (session, *reports, trace):
         if path is not None:
             check_output_path(path, args.force or path in own)
     return Outputs(session, tuple(reports), trace, frozenset(own))
-
-
-def _make_out_dir(folder: Path) -> None:
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"--out-dir '{folder}' exists and is not a folder; choose another")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create --out-dir '{folder}': {exc.strerror}") from exc
 
 
 def _check_distinct(paths: list[Path]) -> None:
@@ -329,87 +321,12 @@ def _profile(
 ) -> ProfileSession:
     """The torch part: load the model, plan (or check the plan given), run with a progress bar."""
     from hybridprof.loader import load_model
-    from hybridprof.planner.compat import probe
-    from hybridprof.planner.plan_check import checked_plan
-    from hybridprof.runtime.driver import run
     from hybridprof.runtime.workload import resolve_device
 
     resolve_device(args.device)  # no CUDA: said before the model is built
     loaded = load_model(model_file, entry, args.inputs, args.input_shape)
-    if loaded.inputs is None:
-        raise UsageError(
-            f"no inputs for the model in {model_file.name}: give --input-shape 1,3,224,224 "
-            "(repeat per argument), --inputs NAME (a function in the file returning them), "
-            "or define example_inputs() in the file"
-        )
-    options = _run_options(args, argv, model_file, loaded.sha256, outputs)
-    options.check()
-    warnings: list[str] = []
-    if plan is None:
-        plan = _static_plan(args, loaded.module, model_file, entry)  # made here: trusted as is
-    else:
-        plan = checked_plan(plan, loaded.module, probe(), warnings)  # from a file: checked
-    with ProgressBar(wanted()) as bar:
-        return run(
-            loaded.module,
-            loaded.inputs,
-            _with_model(plan, model_file, entry),
-            options,
-            warnings=warnings,
-            progress=bar,
-        )
-
-
-def _static_plan(
-    args: argparse.Namespace, module: Any, model_file: Path, entry: str
-) -> ProfilePlan:
-    """The static planner's plan for the selection given, so the report shows its findings too."""
-    from hybridprof.planner.plan import plan_model
-
-    globs = [p for p in args.paths if any(ch in p for ch in "*?[")]
-    paths = [p for p in args.paths if p not in globs]
-    return plan_model(
-        module,
-        paths or None,
-        globs,
-        args.depth,
-        with_parents=args.with_parents,
-        strategy=args.strategy or DEFAULT_STRATEGY,
-        model_file=str(model_file),
-        entry=entry,
-    )
-
-
-def _run_options(
-    args: argparse.Namespace, argv: list[str], model_file: Path, sha256: str, outputs: Outputs
-) -> RunOptions:
-    from hybridprof.runtime.driver import RunOptions
-
-    return RunOptions(
-        warmup=args.warmup,
-        iters=args.iters,
-        max_time_s=args.max_time,
-        strategy=args.strategy,
-        device=args.device,
-        profile_memory=args.profile_memory,
-        backward=args.backward,
-        flops=args.flops,
-        peak_gflops=args.peak_gflops,
-        peak_gbps=args.peak_gbps,
-        threads=args.threads,
-        trace_path=str(outputs.trace) if outputs.trace else None,
-        command=("hybridprof", "run", *argv),
-        model_file=str(model_file.resolve()),
-        model_hash=sha256,
-    )
-
-
-def _with_model(plan: ProfilePlan, model_file: Path, entry: str) -> ProfilePlan:
-    if plan.model_file:
-        return plan
-    from dataclasses import replace
-
-    return replace(plan, model_file=str(model_file), entry=entry)
+    trace = outputs.trace
+    return profile_loaded(args, argv, model_file, entry, loaded, trace=trace, plan=plan)
 
 
 def _save(session: ProfileSession, outputs: Outputs, force: bool) -> None:

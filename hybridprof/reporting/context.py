@@ -22,6 +22,7 @@ from hybridprof.datamodel import (
 from hybridprof.reporting.charts import Chart, session_charts
 from hybridprof.reporting.findings import group_findings
 from hybridprof.reporting.format import format_bytes, format_calls, format_percent, format_time_us
+from hybridprof.reporting.ranks import RanksView, ranks_view
 from hybridprof.reporting.roofline_view import RooflineView, cells, roofline_view
 from hybridprof.reporting.trust import (
     INTERVAL_NOTE,
@@ -143,6 +144,7 @@ class ReportContext:
     stability: StabilityView | None = None  # None for sessions saved before it was measured
     data: dict[str, Any] = field(default_factory=dict)  # for the page script, as |tojson
     roofline: RooflineView | None = None  # with --flops
+    ranks: RanksView | None = None  # merged sessions of a torchrun run
 
 
 def _stat_text(stat: Stat | None) -> str:
@@ -410,6 +412,7 @@ def build_context(
         stability=_stability(session),
         data=_js_data(session) if mode == "html" else {},
         roofline=roofline_view(session),
+        ranks=ranks_view(session),
     )
 
 

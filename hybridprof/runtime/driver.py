@@ -61,6 +61,11 @@ from hybridprof.runtime.workload import (
 ProgressFn = Callable[[str, int, int | None], None]
 
 
+# One training step or forward of the model on its inputs (the default, or the caller's: a
+# data-parallel rank steps through its DistributedDataParallel wrapper).
+StepFn = Callable[[nn.Module, ModelInputs], Any]
+
+
 @dataclass(frozen=True, slots=True)
 class RunOptions:
     """How to run: iterations, what to measure, and what to record about the run."""
@@ -243,6 +248,7 @@ def run(
     *,
     warnings: Sequence[str] = (),
     progress: ProgressFn | None = None,
+    step: StepFn | None = None,
 ) -> ProfileSession:
     """Warm-up and measured iterations of `model` on `inputs` under a checked `plan`.
 
@@ -258,7 +264,7 @@ def run(
     strategy_name = opts.strategy or plan.strategy or DEFAULT_STRATEGY
     if opts.backward:
         check_backward(strategy_name)
-    loop = _RunLoop(model, model_inputs, plan, strategy_name, opts, rule, device, progress)
+    loop = _RunLoop(model, model_inputs, plan, strategy_name, opts, rule, device, progress, step)
     with placed_on(model, device), torch_threads(opts.threads):
         session = loop.execute(list(warnings))
         return with_work(session, model, model_inputs, opts) if opts.flops else session
@@ -276,6 +282,7 @@ class _RunLoop:
     rule: IterationRule
     device: torch.device | None
     progress: ProgressFn | None
+    step: StepFn | None = None
     measures: list[IterationMeasure] = field(default_factory=list)
     iteration_us: list[float] = field(default_factory=list)  # what `--iters auto` judges
     warmup_done: int = 0
@@ -327,7 +334,7 @@ class _RunLoop:
         return replace(session, warnings=session.warnings + ((nothing,) if nothing else ()))
 
     def _iterate(self, driver: Driver) -> None:
-        step = training_step if self.opts.backward else forward_once
+        step = self.step or (training_step if self.opts.backward else forward_once)
 
         def one() -> None:
             step(self.model, self.inputs)

@@ -43,6 +43,7 @@ LAYER_OF = {
     "datamodel": "data",
     "tree": "data",
     "frames": "data",
+    "merge": "data",
     "roofline": "data",
     "stats": "data",
     "stability": "data",

@@ -1,0 +1,120 @@
+"""Merge the sessions of a torchrun run's ranks into one session and report (no torch needed).
+
+Rank 0 does this at the end of `hybridprof run` under torchrun; this command does it offline, e.g.
+after an interrupted run or on session-rank*.json files copied from several hosts. The merged
+session holds each layer's median/min/max across ranks, the slowest rank, stragglers, and each
+rank's step time and communication; `hybridprof report` renders it like any session.
+
+examples:
+  hybridprof merge runs/ddp/session-rank*.json --report merged.html
+  hybridprof merge session-rank0.json session-rank1.json -o merged.json --report merged.pdf
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from hybridprof.cli.common import add_common_options, command_parser, guarded
+from hybridprof.cli.terminal import emit, terminal_table
+from hybridprof.datamodel import ProfileSession
+from hybridprof.errors import UsageError
+from hybridprof.outputs import check_output_path, write_atomic
+from hybridprof.reporting import known_extensions, renderer_for, write_report
+from hybridprof.reporting.format import format_bytes, format_time_us
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser("merge", __doc__)
+    parser.add_argument("sessions", nargs="+", help="every rank's session-rank*.json")
+    parser.add_argument("-o", "--output", metavar="MERGED.json", help="save the merged session")
+    parser.add_argument(
+        "--report",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="write a report of the merged session; format by extension: "
+        + " ".join(known_extensions()),
+    )
+    add_common_options(parser)
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = build_parser()
+
+    def body() -> int:
+        try:
+            args = parser.parse_args(list(argv))
+        except SystemExit as exc:  # --help
+            return int(exc.code or 0)
+        return merge(args)
+
+    return guarded(body, "--debug" in argv)
+
+
+def merge(args: argparse.Namespace) -> int:
+    """Check the outputs, read and merge the sessions, write and print."""
+    from hybridprof.merge import merge_sessions
+    from hybridprof.storage import load_session
+
+    output = Path(args.output) if args.output else None
+    reports = tuple(Path(r) for r in args.report)
+    outputs = [p for p in (output, *reports) if p is not None]
+    if len({p.resolve() for p in outputs}) != len(outputs):
+        raise UsageError("the same output is given twice; give each output its own file")
+    for path in outputs:
+        if path in reports:
+            renderer_for(path)
+        check_output_path(path, args.force)
+    merged = merge_sessions([load_session(p) for p in args.sessions])
+    if output is not None:
+        write_merged(merged, output, reports, lambda _: bool(args.force))
+    else:
+        for report in reports:
+            write_report(merged, report, force=args.force)
+    lines = [*terminal_table(merged), *rank_lines(merged)]
+    lines += [f"merged: {output}"] if output else []
+    lines += [f"report:  {r}" for r in reports]
+    emit(lines)
+    return 0
+
+
+def write_merged(
+    merged: ProfileSession,
+    session_path: Path,
+    reports: Sequence[Path],
+    force_for: Callable[[Path], bool],
+) -> None:
+    write_atomic(session_path, merged.to_json(), force_for(session_path))
+    for report in reports:
+        write_report(merged, report, force=force_for(report))
+
+
+def rank_lines(merged: ProfileSession) -> list[str]:
+    """Per rank: step time and communication; then stragglers and the communication rows."""
+    ranks = merged.ranks
+    if ranks is None:
+        return []
+    lines = [f"ranks: {ranks.world_size} (figures above: median across ranks)"]
+    for r in ranks.ranks:
+        lines.append(
+            f"  rank {r.info.rank} ({r.info.host}, {r.info.device}, {r.info.backend}): step "
+            f"{format_time_us(r.step_us.median)}, communication {format_time_us(r.comm_us.median)}"
+            f" ({r.comm_share:.0%} of the step), waiting for other ranks "
+            f"{format_time_us(r.waiting_us)}"
+        )
+    for s in ranks.stragglers:
+        lines.append(
+            f"straggler: rank {s.rank} on {s.path or '(root)'}: {format_time_us(s.rank_us)} "
+            f"against {format_time_us(s.others_us)} on the other ranks"
+        )
+    for c in merged.collectives:
+        size = f", {format_bytes(c.nbytes)}" if c.nbytes else ""
+        where = f" in {c.layer}" if c.layer else ""
+        lines.append(f"comm: {c.name}{where}: {format_time_us(c.time_us.median)}{size}")
+    return lines
+
+
+__all__ = ["build_parser", "main", "rank_lines", "write_merged"]

@@ -1,0 +1,152 @@
+"""What `hybridprof run` shares between a single process and a torchrun rank: where the model
+and outputs are, planning, and profiling a loaded model."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hybridprof.cli.progress import ProgressBar, wanted
+from hybridprof.errors import UsageError
+from hybridprof.loader import DEFAULT_ENTRY
+from hybridprof.reporting import renderer_for
+from hybridprof.runtime.strategies import DEFAULT_STRATEGY
+
+if TYPE_CHECKING:
+    from hybridprof.datamodel import ProfilePlan, ProfileSession
+    from hybridprof.loader import LoadedModel
+    from hybridprof.runtime.driver import RunOptions, StepFn
+
+DEFAULT_OUT_DIR = "hybridprof-out"
+DEMO_FILE = Path(__file__).resolve().parent.parent / "examples" / "alexnet.py"
+
+
+def model_and_entry(args: argparse.Namespace, plan: ProfilePlan | None) -> tuple[Path, str]:
+    if args.model:
+        return Path(args.model), args.entry or (plan.entry if plan else None) or DEFAULT_ENTRY
+    if plan is not None:
+        if not plan.model_file:
+            raise UsageError(
+                "the plan names no model file; give it: hybridprof run MODEL.py --plan ..."
+            )
+        return Path(plan.model_file), args.entry or plan.entry or DEFAULT_ENTRY
+    return DEMO_FILE, args.entry or DEFAULT_ENTRY
+
+
+def check_report_paths(reports: Sequence[Path]) -> None:
+    """Every report's format known, and its renderer importable, before any work."""
+    for report in reports:
+        renderer_for(report)
+    if any(r.suffix.lower() == ".pdf" for r in reports):
+        from hybridprof.reporting.pdf import load_weasyprint
+
+        load_weasyprint()  # missing system libraries are said before a long run, not after
+
+
+def make_out_dir(folder: Path) -> None:
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--out-dir '{folder}' exists and is not a folder; choose another")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create --out-dir '{folder}': {exc.strerror}") from exc
+
+
+def profile_loaded(
+    args: argparse.Namespace,
+    argv: list[str],
+    model_file: Path,
+    entry: str,
+    loaded: LoadedModel,
+    *,
+    trace: Path | None,
+    plan: ProfilePlan | None = None,
+    device: str | None = None,
+    step: StepFn | None = None,
+    progress: bool = True,
+) -> ProfileSession:
+    """Plan (or check the plan given) and run a loaded model, with a progress bar on a terminal."""
+    from hybridprof.planner.compat import probe
+    from hybridprof.planner.plan_check import checked_plan
+    from hybridprof.runtime.driver import run
+
+    if loaded.inputs is None:
+        raise UsageError(
+            f"no inputs for the model in {model_file.name}: give --input-shape 1,3,224,224 "
+            "(repeat per argument), --inputs NAME (a function in the file returning them), "
+            "or define example_inputs() in the file"
+        )
+    options = run_options(args, argv, model_file, loaded.sha256, trace, device)
+    options.check()
+    warnings: list[str] = []
+    if plan is None:
+        plan = static_plan(args, loaded.module, model_file, entry)  # made here: trusted as is
+    else:
+        plan = checked_plan(plan, loaded.module, probe(), warnings)  # from a file: checked
+    with ProgressBar(progress and wanted()) as bar:
+        return run(
+            loaded.module,
+            loaded.inputs,
+            with_model(plan, model_file, entry),
+            options,
+            warnings=warnings,
+            progress=bar,
+            step=step,
+        )
+
+
+def static_plan(args: argparse.Namespace, module: Any, model_file: Path, entry: str) -> ProfilePlan:
+    """The static planner's plan for the selection given, so the report shows its findings too."""
+    from hybridprof.planner.plan import plan_model
+
+    globs = [p for p in args.paths if any(ch in p for ch in "*?[")]
+    paths = [p for p in args.paths if p not in globs]
+    return plan_model(
+        module,
+        paths or None,
+        globs,
+        args.depth,
+        with_parents=args.with_parents,
+        strategy=args.strategy or DEFAULT_STRATEGY,
+        model_file=str(model_file),
+        entry=entry,
+    )
+
+
+def run_options(
+    args: argparse.Namespace,
+    argv: list[str],
+    model_file: Path,
+    sha256: str,
+    trace: Path | None,
+    device: str | None,
+) -> RunOptions:
+    from hybridprof.runtime.driver import RunOptions
+
+    return RunOptions(
+        warmup=args.warmup,
+        iters=args.iters,
+        max_time_s=args.max_time,
+        strategy=args.strategy,
+        device=device or args.device,
+        profile_memory=args.profile_memory,
+        backward=args.backward,
+        flops=args.flops,
+        peak_gflops=args.peak_gflops,
+        peak_gbps=args.peak_gbps,
+        threads=args.threads,
+        trace_path=str(trace) if trace else None,
+        command=("hybridprof", "run", *argv),
+        model_file=str(model_file.resolve()),
+        model_hash=sha256,
+    )
+
+
+def with_model(plan: ProfilePlan, model_file: Path, entry: str) -> ProfilePlan:
+    if plan.model_file:
+        return plan
+    from dataclasses import replace
+
+    return replace(plan, model_file=str(model_file), entry=entry)

@@ -1,0 +1,239 @@
+"""`hybridprof run` under torchrun: one session per rank, merged on rank 0.
+
+torchrun starts one `hybridprof run` per rank with RANK, WORLD_SIZE and LOCAL_RANK set. Each rank
+loads the model (inputs seeded by its rank), joins the process group, runs on its device, wraps the
+model in DistributedDataParallel with --ddp, is profiled like a single process and writes
+OUT_DIR/session-rank{N}.json. Rank 0 then gathers every rank's session through torch.distributed
+(no shared file system needed) and writes the merged session (OUT_DIR/session-merged.json, or -o)
+and the reports. A rank that fails tells the others, and every rank ends with one line naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hybridprof.cli.common import model_prints_to_stderr
+from hybridprof.cli.terminal import emit, terminal_table
+from hybridprof.errors import HybridprofError, UsageError
+from hybridprof.outputs import check_output_path, write_atomic
+
+if TYPE_CHECKING:
+    from hybridprof.datamodel import ProfileSession
+    from hybridprof.runtime.distributed import Launch
+
+RANK_SEED = 1234  # random inputs of rank N come from seed RANK_SEED + N
+GATHER_TIMEOUT_S = 300.0
+
+
+def add_rank_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("under torchrun (data-parallel)")
+    group.add_argument(
+        "--ddp",
+        action="store_true",
+        help="wrap the model in DistributedDataParallel (default: profile it as the entry returns it)",
+    )
+    group.add_argument(
+        "--gather-timeout",
+        type=float,
+        default=GATHER_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds rank 0 waits for the other ranks' sessions at the end ({GATHER_TIMEOUT_S:g})",
+    )
+
+
+def torchrun_launch(env: dict[str, str] | None = None) -> Launch | None:
+    """The rank torchrun started this process as; None outside torchrun."""
+    values = os.environ if env is None else env
+    names = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+    if not all(values.get(n) for n in names):
+        return None
+    from hybridprof.runtime.distributed import Launch
+
+    try:
+        rank, world, local = (int(values[n]) for n in names)
+    except ValueError as exc:
+        raise UsageError(
+            "RANK, WORLD_SIZE and LOCAL_RANK must be integers (torchrun sets them); "
+            f"got {', '.join(f'{n}={values[n]!r}' for n in names)}"
+        ) from exc
+    if not 0 <= rank < world:
+        raise UsageError(f"RANK {rank} is outside WORLD_SIZE {world}; start it with torchrun")
+    return Launch(rank, world, local)
+
+
+@dataclass(frozen=True, slots=True)
+class RankOutputs:
+    """This rank's session file, and rank 0's merged session and reports."""
+
+    rank_session: Path
+    merged: Path | None
+    reports: tuple[Path, ...]
+    trace: Path | None
+    own: frozenset[Path]
+
+    def force_for(self, path: Path, force: bool) -> bool:
+        return force or path in self.own
+
+
+def plan_rank_outputs(args: argparse.Namespace, launch: Launch) -> RankOutputs:
+    from hybridprof.cli.profiling import DEFAULT_OUT_DIR, check_report_paths, make_out_dir
+
+    folder = Path(args.out_dir or (Path(args.output).parent if args.output else DEFAULT_OUT_DIR))
+    make_out_dir(folder)
+    rank_session = folder / f"session-rank{launch.rank}.json"
+    own = {rank_session}
+    merged: Path | None = None
+    reports: tuple[Path, ...] = ()
+    if launch.rank == 0:
+        merged = Path(args.output) if args.output else folder / "session-merged.json"
+        reports = tuple(Path(r) for r in args.report) or (folder / "report.html",)
+        own.update(p for p in (merged, *reports) if not (args.output or args.report))
+        check_report_paths(reports)
+    trace = None
+    if args.trace:
+        given = Path(args.trace)
+        trace = given.with_name(f"{given.stem}-rank{launch.rank}{given.suffix}")
+    for path in (rank_session, merged, *reports, trace):
+        if path is not None:
+            check_output_path(path, args.force or path in own)
+    return RankOutputs(rank_session, merged, reports, trace, frozenset(own))
+
+
+def run_rank(args: argparse.Namespace, argv: list[str], launch: Launch) -> int:
+    """The body of `run` on one rank (the cheap checks of `run` are done)."""
+    from hybridprof.cli.profiling import model_and_entry
+
+    if args.gather_timeout <= 0:
+        raise UsageError(f"--gather-timeout must be above 0, got {args.gather_timeout:g}")
+    model_file, entry = model_and_entry(args, None)
+    outputs = plan_rank_outputs(args, launch)
+    rank = _Rank(args, argv, launch, outputs)
+    return rank.run(model_file, entry)
+
+
+@dataclass
+class _Rank:
+    args: argparse.Namespace
+    argv: list[str]
+    launch: Launch
+    outputs: RankOutputs
+    board: Any = None
+    group: Any = None
+
+    def run(self, model_file: Path, entry: str) -> int:
+        from hybridprof.runtime.distributed import FailureBoard
+
+        self.board = FailureBoard.connect(self.launch)
+        if self.board is not None:
+            self.board.start()
+        try:
+            session = self._profiled(model_file, entry)
+        except HybridprofError as exc:
+            raise self._failed(exc) from exc
+        except Exception as exc:
+            error = HybridprofError(f"{type(exc).__name__}: {exc}")
+            raise self._failed(error) from exc
+        try:
+            return self._finish(session)
+        finally:
+            self._close()
+
+    def _failed(self, exc: HybridprofError) -> HybridprofError:
+        """This rank's error, posted for the others, renamed with the rank."""
+        message = f"rank {self.launch.rank}: {exc}"
+        if self.board is not None:
+            self.board.post(" ".join(str(exc).split()))
+            self.board.close()
+        error = type(exc)(message) if type(exc) is not HybridprofError else HybridprofError(message)
+        error.exit_code = exc.exit_code
+        return error
+
+    def _close(self) -> None:
+        if self.board is not None:
+            self.board.close()
+        if self.group is not None:
+            self.group.close()
+
+    def _profiled(self, model_file: Path, entry: str) -> ProfileSession:
+        import torch
+
+        from hybridprof.cli.profiling import profile_loaded
+        from hybridprof.loader import load_model
+        from hybridprof.runtime import distributed as d
+
+        device = d.rank_device(self.launch, self.args.device)
+        torch.manual_seed(RANK_SEED + self.launch.rank)
+        with model_prints_to_stderr():
+            loaded = load_model(model_file, entry, self.args.inputs, self.args.input_shape)
+        self.group = d.join_group(self.launch, device, self.args.gather_timeout)
+        through = loaded.module.to(device)
+        ddp = d.is_ddp(through)  # the entry may return its own DistributedDataParallel
+        inner = through.module if ddp else through
+        clock = d.CommClock(d.owners(inner))
+        if ddp:
+            d.time_buckets(through, clock)
+        elif self.args.ddp:
+            through, ddp = d.wrap_ddp(inner, device, clock), True
+        session = profile_loaded(
+            self.args,
+            self.argv,
+            model_file,
+            entry,
+            replace(loaded, module=inner),
+            trace=self.outputs.trace,
+            device=str(device),
+            step=clock.step_fn(through, self.args.backward),
+            progress=False,
+        )
+        info = d.rank_info(self.group, device, ddp)
+        warmup, iterations = session.warmup, session.iterations
+        return replace(
+            session,
+            rank=clock.rank_run(info, warmup, iterations),
+            collectives=clock.bucket_rows(warmup, iterations) + d.model_collectives(session),
+        )
+
+    def _finish(self, session: ProfileSession) -> int:
+        out = self.outputs
+        write_atomic(
+            out.rank_session, session.to_json(), out.force_for(out.rank_session, self.args.force)
+        )
+        if session.interrupted:
+            print(
+                f"hybridprof: rank {self.launch.rank} interrupted after {session.iterations} "
+                f"iterations; its session is saved to {out.rank_session} (merge the ranks' "
+                "sessions later with hybridprof merge)",
+                file=sys.stderr,
+            )
+            return 130
+        from hybridprof.runtime.distributed import gather_to_rank0
+
+        gathered = gather_to_rank0(self.group, session.to_json(), self.args.gather_timeout)
+        if gathered is None:
+            emit([f"rank {self.launch.rank}: session: {out.rank_session}"])
+            return 0
+        return self._merge_and_report(gathered)
+
+    def _merge_and_report(self, payloads: list[str]) -> int:
+        from hybridprof.cli.merge import rank_lines, write_merged
+        from hybridprof.datamodel import ProfileSession
+        from hybridprof.merge import merge_sessions
+
+        merged = merge_sessions([ProfileSession.from_json(p) for p in payloads])
+        out = self.outputs
+        assert out.merged is not None
+        write_merged(merged, out.merged, out.reports, lambda p: out.force_for(p, self.args.force))
+        lines = [*terminal_table(merged), *rank_lines(merged)]
+        lines.append(f"rank sessions: {out.rank_session.parent}/session-rank*.json (one per host)")
+        lines.append(f"merged: {out.merged}")
+        lines += [f"report:  {r}" for r in out.reports]
+        emit(lines)
+        return 0
+
+
+__all__ = ["add_rank_options", "plan_rank_outputs", "run_rank", "torchrun_launch"]

@@ -1,0 +1,287 @@
+"""Merge the sessions of a torch.distributed run's ranks into one session (no torch needed).
+
+The merged session is an ordinary `ProfileSession` whose records hold, for every layer, the spread
+across ranks: each `Stat` is the median, min and max over the ranks' own medians, so every report
+shows it as it is. Its `ranks` field adds what only a merged view has: each rank's step time and
+share of the step in communication, each layer's per-rank figures with the slowest rank, and the
+stragglers. Communication rows are merged per bucket (or collective) with the part spent waiting
+for other ranks split off: in a collective, the last rank to arrive waits least, so per iteration
+the fastest rank's time is taken as the transfer itself and every other rank's excess as waiting.
+
+Used by rank 0 at the end of `hybridprof run` under torchrun and by `hybridprof merge` offline.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from hybridprof.datamodel import (
+    CollectiveStat,
+    Finding,
+    FindingKind,
+    MergedRanks,
+    ModuleRecord,
+    ProfileSession,
+    RankLayer,
+    RankSummary,
+    Stat,
+    Straggler,
+)
+from hybridprof.errors import UsageError
+
+# A straggler must be slower than the other ranks' median by this much (fraction of it), by at
+# least STRAGGLER_MIN_US (sub-50 us differences are scheduling noise on a busy machine), and by at
+# least this share of the step (a layer that costs the step under 1% is not worth a finding).
+STRAGGLER_RATIO = 0.2
+STRAGGLER_MIN_US = 50.0
+STRAGGLER_STEP_SHARE = 0.01
+
+
+def merge_sessions(sessions: Sequence[ProfileSession]) -> ProfileSession:
+    """One merged session from every rank's session (any order); refuses mismatched runs."""
+    ordered = check_mergeable(sessions)
+    layers = tuple(_rank_layer(ordered, path) for path in _paths(ordered))
+    stragglers = tuple(s for path in _paths(ordered) if (s := _straggler(ordered, path)))
+    collectives, waiting = _merged_collectives(ordered)
+    summaries = tuple(_summary(s, w) for s, w in zip(ordered, waiting, strict=True))
+    first = ordered[0]
+    plan = replace(
+        first.plan, findings=first.plan.findings + tuple(map(_straggler_finding, stragglers))
+    )
+    return replace(
+        first,
+        plan=plan,
+        records=tuple(_merged_record(ordered, path) for path in _paths(ordered)),
+        iterations=min(s.iterations for s in ordered),
+        interrupted=any(s.interrupted for s in ordered),
+        warnings=tuple(f"rank {_rank(s)}: {w}" for s in ordered for w in s.warnings),
+        duration_s=max(s.duration_s for s in ordered),
+        rank=None,
+        collectives=collectives,
+        ranks=MergedRanks(len(ordered), summaries, layers, stragglers),
+    )
+
+
+def check_mergeable(sessions: Sequence[ProfileSession]) -> list[ProfileSession]:
+    """The sessions sorted by rank, after checking they are the ranks of one run, all of them."""
+    if not sessions:
+        raise UsageError("no session to merge; give every rank's session-rank*.json")
+    for session in sessions:
+        if session.rank is None:
+            kind = "a merged session" if session.ranks else "a single-process session"
+            raise UsageError(
+                f"{kind} cannot be merged; give the session-rank*.json files of one torchrun run"
+            )
+    ordered = sorted(sessions, key=_rank)
+    _check_world(ordered)
+    _check_same_model(ordered)
+    return ordered
+
+
+def _rank(session: ProfileSession) -> int:
+    assert session.rank is not None
+    return session.rank.info.rank
+
+
+def _world(session: ProfileSession) -> int:
+    assert session.rank is not None
+    return session.rank.info.world_size
+
+
+def _check_world(ordered: list[ProfileSession]) -> None:
+    sizes = sorted({_world(s) for s in ordered})
+    if len(sizes) > 1:
+        raise UsageError(
+            f"the sessions come from runs of different world sizes ({', '.join(map(str, sizes))}); "
+            "merge the sessions of one torchrun run"
+        )
+    ranks = [_rank(s) for s in ordered]
+    twice = sorted({r for r in ranks if ranks.count(r) > 1})
+    if twice:
+        raise UsageError(f"rank {twice[0]} is given twice; give each rank's session once")
+    missing = sorted(set(range(sizes[0])) - set(ranks))
+    if missing:
+        raise UsageError(
+            f"rank {missing[0]} of {sizes[0]} is missing; give all {sizes[0]} session-rank*.json"
+        )
+
+
+def _check_same_model(ordered: list[ProfileSession]) -> None:
+    first = ordered[0]
+    for other in ordered[1:]:
+        same_hash = first.model_hash == other.model_hash or None in (
+            first.model_hash,
+            other.model_hash,
+        )
+        same_tree = (
+            first.plan.root_class == other.plan.root_class
+            and first.plan.selected_paths() == other.plan.selected_paths()
+        )
+        if not (same_hash and same_tree):
+            raise UsageError(
+                f"rank {_rank(other)}'s session profiled another model ({other.plan.root_class}, "
+                f"{other.model_file}) than rank {_rank(first)}'s ({first.plan.root_class}, "
+                f"{first.model_file}); merge the sessions of one run"
+            )
+
+
+def _paths(ordered: list[ProfileSession]) -> list[str]:
+    """Every profiled path, in rank 0's order, then any only other ranks saw."""
+    seen: dict[str, None] = {}
+    for session in ordered:
+        seen.update((r.path, None) for r in session.records)
+    return list(seen)
+
+
+def layer_us(record: ModuleRecord | None, device: bool) -> float:
+    """A layer's median time per iteration, forward plus backward (device time when measured)."""
+    if record is None:
+        return 0.0
+    if device and record.total_device_us is not None:
+        back = record.backward_self_device_us
+        return record.total_device_us.median + (back.median if back else 0.0)
+    back_cpu = record.backward_total_cpu_us
+    return record.total_cpu_us.median + (back_cpu.median if back_cpu else 0.0)
+
+
+def _layer_noise(record: ModuleRecord | None) -> float:
+    """How much the layer's own time moved over its iterations (max - min, forward + backward)."""
+    if record is None:
+        return 0.0
+    noise = record.total_cpu_us.max - record.total_cpu_us.min
+    back = record.backward_total_cpu_us
+    return noise + (back.max - back.min if back else 0.0)
+
+
+def _rank_layer(ordered: list[ProfileSession], path: str) -> RankLayer:
+    per_rank = tuple(layer_us(s.record(path), s.use_device) for s in ordered)
+    slowest = max(range(len(per_rank)), key=lambda r: per_rank[r])
+    return RankLayer(path, per_rank, slowest, max(per_rank) - min(per_rank))
+
+
+def _straggler(ordered: list[ProfileSession], path: str) -> Straggler | None:
+    """The slowest rank on `path`, if it is slower than the others by more than its own noise.
+
+    Consistently slower: its excess over the other ranks' median is larger than its own spread
+    over iterations, and large enough to matter (the STRAGGLER_* floors).
+    """
+    if len(ordered) < 2:
+        return None
+    layer = _rank_layer(ordered, path)
+    slow = layer.slowest_rank
+    others = statistics.median(us for r, us in enumerate(layer.rank_us) if r != slow)
+    excess = layer.rank_us[slow] - others
+    noise = _layer_noise(ordered[slow].record(path))
+    step = min(_median(s.rank.step_us) if s.rank else 0.0 for s in ordered)
+    floor = max(STRAGGLER_RATIO * others, STRAGGLER_MIN_US, STRAGGLER_STEP_SHARE * step)
+    if excess <= max(noise, floor):
+        return None
+    return Straggler(path, slow, layer.rank_us[slow], others, noise)
+
+
+def _straggler_finding(s: Straggler) -> Finding:
+    return Finding(
+        FindingKind.STRAGGLER,
+        s.path,
+        f"rank {s.rank} is consistently slower on this layer: {s.rank_us / 1000:.2f} ms per "
+        f"iteration against a median of {s.others_us / 1000:.2f} ms on the other ranks "
+        f"(its own iteration noise: {s.noise_us / 1000:.2f} ms); every other rank waits for it "
+        "at the next collective",
+    )
+
+
+def _across(values: Sequence[float]) -> Stat:
+    """Median, min and max over the ranks."""
+    return Stat.of(list(values))
+
+
+def _merged_record(ordered: list[ProfileSession], path: str) -> ModuleRecord:
+    records = [s.record(path) for s in ordered]
+    present = [r for r in records if r is not None]
+    base = present[0]
+
+    def across(field: Callable[[ModuleRecord], Stat | None]) -> Stat | None:
+        stats = [field(r) for r in present]
+        if any(s is None for s in stats):
+            return None
+        return _across([s.median for s in stats if s is not None])
+
+    self_cpu = across(lambda r: r.self_cpu_us)
+    total_cpu = across(lambda r: r.total_cpu_us)
+    assert self_cpu is not None and total_cpu is not None
+    return replace(
+        base,
+        self_cpu_us=self_cpu,
+        total_cpu_us=total_cpu,
+        self_device_us=across(lambda r: r.self_device_us),
+        total_device_us=across(lambda r: r.total_device_us),
+        backward_self_cpu_us=across(lambda r: r.backward_self_cpu_us),
+        backward_total_cpu_us=across(lambda r: r.backward_total_cpu_us),
+        backward_self_device_us=across(lambda r: r.backward_self_device_us),
+    )
+
+
+def _merged_collectives(
+    ordered: list[ProfileSession],
+) -> tuple[tuple[CollectiveStat, ...], list[list[float]]]:
+    """One row per collective name across ranks, and each rank's waiting per common iteration."""
+    names = list(dict.fromkeys(c.name for s in ordered for c in s.collectives))
+    common = min((len(_comm_times(s)) for s in ordered), default=0)
+    waiting = [[0.0] * common for _ in ordered]
+    rows = []
+    for name in names:
+        per_rank = [next((c for c in s.collectives if c.name == name), None) for s in ordered]
+        present = [c for c in per_rank if c is not None]
+        waits = _waiting(per_rank) if len(present) == len(ordered) else None
+        if waits is not None:
+            for rank, series in enumerate(waits):
+                for i, value in enumerate(series[:common]):
+                    waiting[rank][i] += value
+        rows.append(
+            replace(
+                present[0],
+                time_us=_across([c.time_us.median for c in present]),
+                iteration_us=(),
+                waiting_us=_across([_median(w) for w in waits]) if waits else None,
+            )
+        )
+    return tuple(rows), waiting
+
+
+def _waiting(per_rank: Sequence[CollectiveStat | None]) -> list[list[float]] | None:
+    """Per rank and iteration, the time beyond the fastest rank's in the same iteration."""
+    series = [c.iteration_us for c in per_rank if c is not None]
+    count = min(len(s) for s in series)
+    if count == 0:
+        return None
+    fastest = [min(s[i] for s in series) for i in range(count)]
+    return [[s[i] - fastest[i] for i in range(count)] for s in series]
+
+
+def _comm_times(session: ProfileSession) -> tuple[float, ...]:
+    return session.rank.comm_us if session.rank else ()
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(statistics.median(values)) if values else 0.0
+
+
+def _summary(session: ProfileSession, waiting: list[float]) -> RankSummary:
+    run = session.rank
+    assert run is not None
+    step = Stat.of(run.step_us)
+    comm = Stat.of(run.comm_us)
+    return RankSummary(
+        info=run.info,
+        step_us=step,
+        comm_us=comm,
+        waiting_us=_median(waiting),
+        comm_share=comm.median / step.median if step.median > 0 else 0.0,
+        iterations=session.iterations,
+        interrupted=session.interrupted,
+    )
+
+
+__all__ = ["check_mergeable", "layer_us", "merge_sessions"]

@@ -1,0 +1,146 @@
+"""Merging rank sessions (hand-made, fixed numbers): spread across ranks, stragglers, waiting,
+and the one-line refusals."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from hybridprof.datamodel import (
+    CollectiveStat,
+    ModuleRecord,
+    ProfileSession,
+    RankInfo,
+    RankRun,
+    Stat,
+)
+from hybridprof.errors import UsageError
+from hybridprof.merge import merge_sessions
+from hybridprof.reporting.context import build_context
+from hybridprof.reporting.html import render_html
+from tests.sessions import small_session
+
+
+def bucket(times: tuple[float, ...]) -> CollectiveStat:
+    return CollectiveStat(
+        name="all_reduce bucket 0",
+        kind="ddp_bucket",
+        calls=1.0,
+        time_us=Stat.of(times),
+        iteration_us=times,
+        nbytes=4096,
+        carries=("fc2", "fc1"),
+    )
+
+
+def rank_session(
+    rank: int, world: int = 2, slow_fc1: float = 0.0, comm: tuple[float, ...] = (100.0,) * 3
+) -> ProfileSession:
+    base = small_session()
+
+    def slower(r: ModuleRecord) -> ModuleRecord:
+        if r.path != "fc1" or not slow_fc1:
+            return r
+        total = r.total_cpu_us
+        return replace(
+            r,
+            total_cpu_us=Stat(total.median + slow_fc1, total.min + slow_fc1, total.max + slow_fc1),
+        )
+
+    info = RankInfo(rank, world, rank, f"host{rank}", "gloo", "cpu", ddp=True)
+    return replace(
+        base,
+        records=tuple(map(slower, base.records)),
+        rank=RankRun(info, step_us=(2000.0, 2100.0, 1900.0), comm_us=comm),
+        collectives=(bucket(comm),),
+    )
+
+
+def test_records_hold_the_median_min_and_max_across_ranks() -> None:
+    merged = merge_sessions([rank_session(1, slow_fc1=5000.0), rank_session(0)])
+    fc1 = merged.record("fc1")
+    assert fc1 is not None
+    assert (fc1.total_cpu_us.min, fc1.total_cpu_us.max) == (580.0, 5580.0)
+    assert fc1.total_cpu_us.median == 3080.0
+    assert merged.rank is None and merged.ranks is not None
+    layer = next(layer for layer in merged.ranks.layers if layer.path == "fc1")
+    assert layer.rank_us == (580.0, 5580.0)
+    assert (layer.slowest_rank, layer.spread_us) == (1, 5000.0)
+
+
+def test_a_rank_slower_beyond_its_noise_is_a_straggler() -> None:
+    merged = merge_sessions([rank_session(0), rank_session(1, slow_fc1=5000.0)])
+    assert merged.ranks is not None
+    assert [(s.path, s.rank) for s in merged.ranks.stragglers] == [("fc1", 1)]
+    finding = next(f for f in merged.plan.findings if f.kind == "straggler")
+    assert finding.path == "fc1" and finding.message.startswith("rank 1 is consistently slower")
+
+
+def test_a_difference_within_the_rank_own_noise_is_no_straggler() -> None:
+    # fc1's own spread over iterations is 20% of 580 us = 116 us; 100 us more is within it
+    merged = merge_sessions([rank_session(0), rank_session(1, slow_fc1=100.0)])
+    assert merged.ranks is not None and merged.ranks.stragglers == ()
+
+
+def test_waiting_is_the_excess_over_the_fastest_rank_per_iteration() -> None:
+    fast = rank_session(0, comm=(100.0, 120.0, 110.0))
+    slow = rank_session(1, comm=(400.0, 130.0, 510.0))
+    merged = merge_sessions([fast, slow])
+    assert merged.ranks is not None
+    waits = [r.waiting_us for r in merged.ranks.ranks]
+    assert waits == [0.0, 300.0]  # rank 1: 300, 10, 400 -> median 300
+    row = merged.collectives[0]
+    assert row.waiting_us == Stat(150.0, 0.0, 300.0)
+    assert row.carries == ("fc2", "fc1") and row.nbytes == 4096
+    assert merged.ranks.ranks[1].comm_share == pytest.approx(400.0 / 2000.0)
+
+
+def test_merged_session_round_trips_and_renders(tmp_path) -> None:
+    merged = merge_sessions([rank_session(0), rank_session(1, slow_fc1=5000.0)])
+    assert ProfileSession.from_json(merged.to_json()) == merged
+    ctx = build_context(merged, "html")
+    assert ctx.ranks is not None and [r.rank for r in ctx.ranks.ranks] == [0, 1]
+    assert ctx.ranks.layers[0].path == "fc1" and ctx.ranks.layers[0].straggler
+    html = render_html(merged)
+    assert "Ranks (2)" in html and "gradients of fc2, fc1" in html
+    assert "Step time per rank" in html
+
+
+@pytest.mark.parametrize(
+    ("sessions", "message"),
+    [
+        (
+            lambda: [rank_session(0), rank_session(1, world=3)],
+            "the sessions come from runs of different world sizes (2, 3); merge the sessions "
+            "of one torchrun run",
+        ),
+        (
+            lambda: [rank_session(0)],
+            "rank 1 of 2 is missing; give all 2 session-rank*.json",
+        ),
+        (
+            lambda: [rank_session(0), rank_session(0)],
+            "rank 0 is given twice; give each rank's session once",
+        ),
+        (
+            lambda: [small_session()],
+            "a single-process session cannot be merged; give the session-rank*.json files of "
+            "one torchrun run",
+        ),
+    ],
+)
+def test_mismatched_sessions_are_refused(sessions, message: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        merge_sessions(sessions())
+    assert str(caught.value) == message
+
+
+def test_sessions_of_different_models_are_refused() -> None:
+    other = rank_session(1)
+    other = replace(other, plan=replace(other.plan, root_class="OtherNet"))
+    with pytest.raises(UsageError, match="rank 1's session profiled another model"):
+        merge_sessions([rank_session(0), other])
+    hashed = replace(rank_session(1), model_hash="b" * 64)
+    with pytest.raises(UsageError, match="merge the sessions of one run"):
+        merge_sessions([replace(rank_session(0), model_hash="a" * 64), hashed])
