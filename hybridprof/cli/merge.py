@@ -22,7 +22,7 @@ from hybridprof.datamodel import ProfileSession
 from hybridprof.errors import UsageError
 from hybridprof.outputs import check_output_path, write_atomic
 from hybridprof.reporting import known_extensions, renderer_for, write_report
-from hybridprof.reporting.format import format_bytes, format_time_us
+from hybridprof.reporting.ranks import rank_lines
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,29 +92,4 @@ def write_merged(
         write_report(merged, report, force=force_for(report))
 
 
-def rank_lines(merged: ProfileSession) -> list[str]:
-    """Per rank: step time and communication; then stragglers and the communication rows."""
-    ranks = merged.ranks
-    if ranks is None:
-        return []
-    lines = [f"ranks: {ranks.world_size} (figures above: median across ranks)"]
-    for r in ranks.ranks:
-        lines.append(
-            f"  rank {r.info.rank} ({r.info.host}, {r.info.device}, {r.info.backend}): step "
-            f"{format_time_us(r.step_us.median)}, communication {format_time_us(r.comm_us.median)}"
-            f" ({r.comm_share:.0%} of the step), waiting for other ranks "
-            f"{format_time_us(r.waiting_us)}"
-        )
-    for s in ranks.stragglers:
-        lines.append(
-            f"straggler: rank {s.rank} on {s.path or '(root)'}: {format_time_us(s.rank_us)} "
-            f"against {format_time_us(s.others_us)} on the other ranks"
-        )
-    for c in merged.collectives:
-        size = f", {format_bytes(c.nbytes)}" if c.nbytes else ""
-        where = f" in {c.layer}" if c.layer else ""
-        lines.append(f"comm: {c.name}{where}: {format_time_us(c.time_us.median)}{size}")
-    return lines
-
-
-__all__ = ["build_parser", "main", "rank_lines", "write_merged"]
+__all__ = ["build_parser", "main", "write_merged"]

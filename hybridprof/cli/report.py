@@ -66,9 +66,11 @@ def render(args: argparse.Namespace) -> int:
 
     session = load_session(args.session)
     if not outputs:
+        from hybridprof.reporting.ranks import rank_lines
         from hybridprof.reporting.text import render_text
 
-        emit([render_text(session, show_events=args.show_events, max_depth=args.max_depth)])
+        table = render_text(session, show_events=args.show_events, max_depth=args.max_depth)
+        emit([table, *rank_lines(session)])
         return 0
     for output in outputs:
         written = write_report(session, output, force=args.force)

@@ -220,9 +220,10 @@ class _Rank:
         return self._merge_and_report(gathered)
 
     def _merge_and_report(self, payloads: list[str]) -> int:
-        from hybridprof.cli.merge import rank_lines, write_merged
+        from hybridprof.cli.merge import write_merged
         from hybridprof.datamodel import ProfileSession
         from hybridprof.merge import merge_sessions
+        from hybridprof.reporting.ranks import rank_lines
 
         merged = merge_sessions([ProfileSession.from_json(p) for p in payloads])
         out = self.outputs

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from hybridprof.datamodel import ModuleRecord, OpStat, ProfileSession
 from hybridprof.reporting.format import format_bytes, format_calls, format_time_us
+from hybridprof.reporting.ranks import rank_lines
 from hybridprof.reporting.trust import (
     INTERVAL_NOTE,
     has_intervals,
@@ -205,6 +206,8 @@ def render_text_report(session: ProfileSession) -> str:
     lines += ["", render_text(session, show_events=True), *roofline_section(session)]
     if has_intervals(session):
         lines += ["", INTERVAL_NOTE]
+    if session.ranks is not None:
+        lines += ["", *rank_lines(session)]
     if session.never_called:
         lines += ["", "selected but never called: " + ", ".join(session.never_called)]
     if session.warnings:
