@@ -256,13 +256,13 @@ def model_collectives(session: ProfileSession) -> tuple[CollectiveStat, ...]:
     for record in session.records:
         for op in record.ops:
             if op.name.startswith("c10d::") and not op.backward:
-                per_call = op.total_cpu_us
+                per_iteration = op.total_cpu_us
                 rows.append(
                     CollectiveStat(
                         name=op.name,
                         kind="model",
                         calls=float(op.calls),
-                        time_us=Stat(per_call, per_call, per_call),
+                        time_us=Stat(per_iteration, per_iteration, per_iteration),
                         layer=record.path,
                     )
                 )
