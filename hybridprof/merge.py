@@ -43,7 +43,12 @@ def merge_sessions(sessions: Sequence[ProfileSession]) -> ProfileSession:
     """One merged session from every rank's session (any order); refuses mismatched runs."""
     ordered = check_mergeable(sessions)
     layers = tuple(_rank_layer(ordered, path) for path in _paths(ordered))
-    stragglers = tuple(s for path in _paths(ordered) if (s := _straggler(ordered, path)))
+    # A layer that calls a collective itself waits there for the slowest rank: its time shows who
+    # waited, not who was slow, so it is never called a straggler.
+    waits = {c.layer for s in ordered for c in s.collectives if c.layer is not None}
+    stragglers = tuple(
+        s for path in _paths(ordered) if path not in waits and (s := _straggler(ordered, path))
+    )
     collectives, waiting = _merged_collectives(ordered)
     summaries = tuple(_summary(s, w) for s, w in zip(ordered, waiting, strict=True))
     first = ordered[0]

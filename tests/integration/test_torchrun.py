@@ -1,8 +1,8 @@
 """`hybridprof run` under a real `torchrun --nproc-per-node 2` (gloo, CPU), as a user runs it.
 
 Two torchrun runs in all (each starts three Pythons that import torch; on a shared 2-core machine
-that is most of the time): one DDP training run whose layer `1` sleeps 20 ms on rank 1 only, and
-one whose layer raises on rank 1 only.
+that is most of the time): one DDP training run whose layer `1` sleeps 20 ms on rank 1 only (and
+whose layer `4` calls dist.all_reduce itself), and one whose layer raises on rank 1 only.
 """
 
 from __future__ import annotations
@@ -89,7 +89,10 @@ def test_ddp_all_reduce_buckets_are_rows_of_the_backward(ddp_run) -> None:
         assert sum(c.nbytes for c in buckets) == 4 * (16 * 16 + 16 + 16 * 16 + 16 * 4 + 4)
         assert all(c.calls >= 1 and c.time_us.median > 0 for c in buckets)
     merged = load_session(out / "session-merged.json")
-    assert all(c.waiting_us is not None for c in merged.collectives)
+    assert all(c.waiting_us is not None for c in merged.collectives if c.kind == "ddp_bucket")
+    # layer 4 calls dist.all_reduce in its forward: a row of its own, named after the c10d op
+    own = [c for c in merged.collectives if c.kind == "model"]
+    assert [(c.name, c.layer) for c in own] == [("c10d::allreduce_", "4")]
     assert merged.ranks is not None
     assert all(0 < r.comm_share <= 1 for r in merged.ranks.ranks)
 
@@ -98,7 +101,10 @@ def test_a_layer_slow_on_rank1_only_is_a_straggler(ddp_run) -> None:
     out, done = ddp_run
     merged = load_session(out / "session-merged.json")
     assert merged.ranks is not None
-    assert ("1", 1) in {(s.path, s.rank) for s in merged.ranks.stragglers}
+    flagged = {(s.path, s.rank) for s in merged.ranks.stragglers}
+    assert ("1", 1) in flagged
+    # layer 4 waits in its own all-reduce for rank 1: slow there, but not a straggler
+    assert all(path != "4" for path, _ in flagged)
     layer = next(layer for layer in merged.ranks.layers if layer.path == "1")
     assert layer.slowest_rank == 1 and layer.rank_us[1] > 15_000
     assert any(f.kind == "straggler" and f.path == "1" for f in merged.plan.findings)

@@ -144,3 +144,14 @@ def test_sessions_of_different_models_are_refused() -> None:
     hashed = replace(rank_session(1), model_hash="b" * 64)
     with pytest.raises(UsageError, match="merge the sessions of one run"):
         merge_sessions([replace(rank_session(0), model_hash="a" * 64), hashed])
+
+
+def test_a_layer_that_waits_in_its_own_collective_is_no_straggler() -> None:
+    waiting = replace(
+        rank_session(1, slow_fc1=5000.0),
+        collectives=(
+            CollectiveStat("c10d::allreduce_", "model", 1.0, Stat(5.0, 5.0, 5.0), layer="fc1"),
+        ),
+    )
+    merged = merge_sessions([rank_session(0), waiting])
+    assert merged.ranks is not None and merged.ranks.stragglers == ()
