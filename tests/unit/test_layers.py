@@ -8,7 +8,8 @@ Layers, top to bottom (README, "How it is built"):
     reporting                  beside planner and runtime; uses neither
     storage, loader, outputs   file I/O: saved sessions/plans, the user's model file, atomic writes
     datamodel, tree, frames,   the data model (and the tables every report and frame is made of),
-    jsonio, roofline           its JSON round trip, the roofline arithmetic of a --flops session
+    jsonio, roofline, merge    its JSON round trip, the roofline arithmetic of a --flops session,
+                               merging the rank sessions of a torchrun run
     views                      the notebook-view registry, filled from above
     errors
 
