@@ -60,3 +60,10 @@ class ReportDependencyError(HybridprofError):
     """A system library a renderer needs (Pango for weasyprint) is missing."""
 
     exit_code = 4
+
+
+class DistributedError(HybridprofError):
+    """A data-parallel run's ranks could not finish together: another rank failed, or the final
+    gather of the sessions timed out."""
+
+    exit_code = 3

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from hybridprof.cli.common import model_prints_to_stderr
 from hybridprof.cli.terminal import emit, terminal_table
-from hybridprof.errors import HybridprofError, UsageError
+from hybridprof.errors import DistributedError, HybridprofError, UsageError
 from hybridprof.outputs import check_output_path, write_atomic
 
 if TYPE_CHECKING:
@@ -132,7 +132,8 @@ class _Rank:
         if self.board is not None:
             self.board.start()
         try:
-            session = self._profiled(model_file, entry)
+            with model_prints_to_stderr():
+                session = self._profiled(model_file, entry)
         except HybridprofError as exc:
             raise self._failed(exc) from exc
         except Exception as exc:
@@ -144,12 +145,19 @@ class _Rank:
             self._close()
 
     def _failed(self, exc: HybridprofError) -> HybridprofError:
-        """This rank's error, posted for the others, renamed with the rank."""
+        """This rank's error, posted for the others, renamed with the rank; or, when another
+        rank failed first (this one then fails in a collective with it), that rank's error."""
         message = f"rank {self.launch.rank}: {exc}"
+        first = self.board.other_failure() if self.board is not None else None
+        if first is not None:
+            rank, cause = first
+            return DistributedError(
+                f"rank {rank} failed: {cause} (rank {self.launch.rank} stopped)"
+            )
         if self.board is not None:
             self.board.post(" ".join(str(exc).split()))
             self.board.close()
-        error = type(exc)(message) if type(exc) is not HybridprofError else HybridprofError(message)
+        error = type(exc)(message)
         error.exit_code = exc.exit_code
         return error
 
@@ -168,8 +176,7 @@ class _Rank:
 
         device = d.rank_device(self.launch, self.args.device)
         torch.manual_seed(RANK_SEED + self.launch.rank)
-        with model_prints_to_stderr():
-            loaded = load_model(model_file, entry, self.args.inputs, self.args.input_shape)
+        loaded = load_model(model_file, entry, self.args.inputs, self.args.input_shape)
         self.group = d.join_group(self.launch, device, self.args.gather_timeout)
         through = loaded.module.to(device)
         ddp = d.is_ddp(through)  # the entry may return its own DistributedDataParallel

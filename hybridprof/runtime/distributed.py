@@ -33,14 +33,15 @@ import torch.distributed as dist
 from torch import nn
 
 from hybridprof.datamodel import CollectiveStat, ProfileSession, RankInfo, RankRun, Stat
-from hybridprof.errors import HybridprofError, UsageError
+from hybridprof.errors import DistributedError, UsageError
 from hybridprof.loader import ModelInputs
 from hybridprof.runtime.workload import forward_once, training_step
 
 FAILED_KEY = "hybridprof/failed"
 ACKS_KEY = "hybridprof/failed-acks"
 POLL_S = 0.2
-ACK_WAIT_S = 5.0
+ACK_WAIT_S = 10.0  # how long a failed rank waits for the others to see its error before exiting
+STORE_ERRORS = 25  # consecutive store errors (5 s) before a watcher decides the store is gone
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +51,6 @@ class Launch:
     rank: int
     world_size: int
     local_rank: int
-
-
-class DistributedError(HybridprofError):
-    """The ranks could not exchange their sessions (a peer died, or the gather timed out)."""
-
-    exit_code = 3
 
 
 def rank_device(launch: Launch, requested: str | None) -> torch.device:
@@ -326,12 +321,25 @@ class FailureBoard:
         rank, _, message = self.store.get(FAILED_KEY).decode().partition("\t")
         return int(rank), message
 
+    def other_failure(self) -> tuple[int, str] | None:
+        """Another rank's posted failure, if any (this rank's own does not count)."""
+        try:
+            failure = self.posted()
+        except RuntimeError:
+            return None
+        return failure if failure is not None and failure[0] != self.launch.rank else None
+
     def _watch(self) -> None:
+        errors = 0
         while not self.stop.wait(POLL_S):
             try:
                 failure = self.posted()
             except RuntimeError:
-                return  # the store is gone: torchrun is tearing the run down
+                errors += 1  # a busy store can time out once; a gone one keeps failing
+                if errors >= STORE_ERRORS:
+                    return
+                continue
+            errors = 0
             if failure is not None and failure[0] != self.launch.rank:
                 self._stop_this_rank(*failure)
 
@@ -351,7 +359,6 @@ class FailureBoard:
 
 __all__ = [
     "CommClock",
-    "DistributedError",
     "FailureBoard",
     "Group",
     "Launch",

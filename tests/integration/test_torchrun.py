@@ -155,6 +155,7 @@ def test_a_rank_that_raises_ends_both_ranks_with_one_line_each(tmp_path: Path) -
     assert done.returncode != 0
     assert ended - float(stamp.read_text()) < 60
     ours = [line for line in done.stderr.splitlines() if line.startswith("hybridprof:")]
+    ours.append(done.stderr[-4000:])  # shown when an assertion below fails
     cause = "forward failed in 1 (Broken): ValueError: rank one is broken here"
     assert any(line.startswith(f"hybridprof: error: rank 1: {cause}") for line in ours), ours
     assert any(
