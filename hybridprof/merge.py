@@ -225,6 +225,7 @@ def _merged_record(ordered: list[ProfileSession], path: str) -> ModuleRecord:
         backward_self_cpu_us=across(lambda r: r.backward_self_cpu_us),
         backward_total_cpu_us=across(lambda r: r.backward_total_cpu_us),
         backward_self_device_us=across(lambda r: r.backward_self_device_us),
+        per_iteration=None,  # the figures are across ranks now, not one rank's iterations
     )
 
 
