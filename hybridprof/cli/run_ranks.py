@@ -35,14 +35,16 @@ def add_rank_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--ddp",
         action="store_true",
-        help="wrap the model in DistributedDataParallel (default: profile it as the entry returns it)",
+        help="wrap the model in DistributedDataParallel "
+        "(default: profile it as the entry returns it)",
     )
     group.add_argument(
         "--gather-timeout",
         type=float,
         default=GATHER_TIMEOUT_S,
         metavar="S",
-        help=f"seconds rank 0 waits for the other ranks' sessions at the end ({GATHER_TIMEOUT_S:g})",
+        help="seconds rank 0 waits for the other ranks' sessions at the end "
+        f"({GATHER_TIMEOUT_S:g})",
     )
 
 

@@ -35,6 +35,7 @@ from torch import nn
 from hybridprof.datamodel import CollectiveStat, ProfileSession, RankInfo, RankRun, Stat
 from hybridprof.errors import DistributedError, UsageError
 from hybridprof.loader import ModelInputs
+from hybridprof.runtime.ddp_hook import timed_allreduce
 from hybridprof.runtime.workload import forward_once, training_step
 
 FAILED_KEY = "hybridprof/failed"
@@ -118,9 +119,8 @@ def rank_info(group: Group, device: torch.device, ddp: bool) -> RankInfo:
 class CommClock:
     """Times every step, and every DDP gradient bucket's all-reduce within it.
 
-    `hook` is registered with `DistributedDataParallel.register_comm_hook`; it runs torch's
-    default `allreduce_hook` and notes when the bucket was ready and when its reduced gradients
-    came back (the completion callback runs on the backend's thread, hence the lock).
+    It is the state of the comm hook `ddp_hook.timed_allreduce` (torch's default `allreduce_hook`,
+    timed); a bucket's completion is noted on the backend's thread, hence the lock.
     """
 
     layer_of: dict[int, str]  # id(parameter) -> the layer path that owns it
@@ -130,23 +130,20 @@ class CommClock:
     carries: dict[int, tuple[str, ...]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    # DDP checks a hook's annotations against dist.GradBucket and Future[Tensor] objects; the
-    # strings `from __future__ import annotations` would leave fail that check, so none are given.
-    def hook(self, state, bucket):
-        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-
+    def started(self, bucket: Any) -> Callable[[], None]:  # a dist.GradBucket
+        """Note a bucket ready to reduce (`ddp_hook.timed_allreduce` calls this); return what to
+        call once its reduced gradients are back."""
         start, step, index = time.perf_counter_ns(), self.step, bucket.index()
         buffer = bucket.buffer()
         nbytes = buffer.numel() * buffer.element_size()
         self.carries[index] = self._layers(bucket.parameters())
 
-        def done(future: Any) -> Any:
+        def finished() -> None:
             with self.lock:
                 entry = (index, nbytes, start, time.perf_counter_ns())
                 self.buckets.setdefault(step, []).append(entry)
-            return future.value()
 
-        return allreduce_hook(state, bucket).then(done)
+        return finished
 
     def _layers(self, parameters: list[torch.Tensor]) -> tuple[str, ...]:
         paths = (self.layer_of.get(id(p)) for p in parameters)
@@ -231,7 +228,7 @@ def wrap_ddp(model: nn.Module, device: torch.device, clock: CommClock) -> nn.Mod
 
     ids = [device.index] if device.type == "cuda" else None
     wrapped = DistributedDataParallel(model, device_ids=ids)
-    wrapped.register_comm_hook(None, clock.hook)
+    wrapped.register_comm_hook(clock, timed_allreduce)
     return wrapped
 
 
@@ -239,7 +236,7 @@ def time_buckets(wrapped: Any, clock: CommClock) -> bool:
     """Time the buckets of the entry's own DistributedDataParallel, unless it has a comm hook
     already (DDP takes only one): then its buckets get no rows, the layers are still profiled."""
     try:
-        wrapped.register_comm_hook(None, clock.hook)
+        wrapped.register_comm_hook(clock, timed_allreduce)
     except RuntimeError:
         return False
     return True
@@ -295,11 +292,14 @@ class FailureBoard:
         if not host or not port or not port.isdigit():
             return None
         try:
-            store = dist.TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=30))
+            store = dist.TCPStore(  # type: ignore[attr-defined]
+                host, int(port), is_master=False, timeout=timedelta(seconds=30)
+            )
         except (RuntimeError, ValueError):
             return None
         run = os.environ.get("TORCHELASTIC_RUN_ID", "run")
-        return cls(launch, dist.PrefixStore(f"hybridprof/{run}", store))
+        prefixed = dist.PrefixStore(f"hybridprof/{run}", store)  # type: ignore[attr-defined]
+        return cls(launch, prefixed)
 
     def start(self) -> None:
         self.thread.start()
