@@ -165,6 +165,9 @@ class ModuleTarget:
     expected_calls: int | None = None  # per forward, from the source; None when unknown
     source: SourceSpan | None = None  # where the module is created in its parent's __init__
     param_count: int = 0
+    # False for a container that is never called itself (ModuleList, ModuleDict): its time is
+    # exactly its children's, so the complete selection leaves it out and reports sum its children.
+    has_forward: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -561,6 +564,10 @@ class ProfileSession(HtmlView):
     use_device: bool = False  # device (CUDA) timing was measured
     backward: bool = False
     iteration_cpu_us: tuple[float, ...] = ()  # whole profiled time of each measured iteration
+    # Per iteration, the profiled time in no profiled module (loss, backward glue, the user's code
+    # around the model, or with a narrowed selection the unselected parents' own time): the
+    # "(outside modules)" row. None when the session has no per-iteration totals.
+    outside_cpu_us: Stat | None = None
     never_called: tuple[str, ...] = ()  # selected paths that were not called at all
     warnings: tuple[str, ...] = ()
     command: tuple[str, ...] = ()

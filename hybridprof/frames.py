@@ -6,6 +6,10 @@ what the CSV/JSON exports write. It lives in the data layer, beside the data mod
 pandas is loaded only when this module is imported (on the first frame asked for). Numbers
 stay raw (no formatting); a quantity that was not measured (device time without a device, backward
 time without backward) is NaN rather than 0, so a reader can tell "not measured" from "zero".
+
+Shares come from one denominator, the median iteration's profiled time: `pct_self` (own time,
+forward plus backward) adds up to ~100% over the rows, the `(outside modules)` row included;
+`pct_total` is a row's subtree (inclusive) share.
 """
 
 from __future__ import annotations
@@ -16,7 +20,15 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from hybridprof.roofline import by_path
-from hybridprof.tree import depth_of, step_share_us, total_profiled_us, tree_rows
+from hybridprof.tree import (
+    depth_of,
+    inclusive_us,
+    outside_label,
+    share_denominator_us,
+    step_self_us,
+    step_share_us,
+    tree_rows,
+)
 
 if TYPE_CHECKING:  # the data model imports this module (to_dataframe); types only, no cycle
     from hybridprof.datamodel import LayerWork, ModuleRecord, ProfileSession, Stat
@@ -34,6 +46,7 @@ FLOAT_COLUMNS = (
     "backward_self_cpu_us",
     "backward_total_cpu_us",
     "pct_total",
+    "pct_self",
     "calls_per_iter",
 )
 INT_COLUMNS = (
@@ -67,6 +80,7 @@ COLUMNS = (
     "aliases",
     "op_count",
     "pct_total",
+    "pct_self",
 )
 OP_COLUMNS = (
     "path",
@@ -86,7 +100,9 @@ def _median(stat: Stat | None) -> float:
     return math.nan if stat is None else stat.median
 
 
-def _record_row(rec: ModuleRecord, total_us: float, iterations: int) -> dict[str, object]:
+def _record_row(
+    rec: ModuleRecord, total_us: float, iterations: int, inclusive: dict[str, float]
+) -> dict[str, object]:
     return {
         "path": rec.path,
         "name": rec.path.rsplit(".", 1)[-1],
@@ -114,8 +130,27 @@ def _record_row(rec: ModuleRecord, total_us: float, iterations: int) -> dict[str
         "output_shapes": ", ".join(rec.output_shapes),
         "aliases": ", ".join(rec.aliases),
         "op_count": len(rec.ops),
-        "pct_total": 100.0 * step_share_us(rec) / total_us if total_us > 0 else math.nan,
+        "pct_total": _pct(inclusive.get(rec.path, step_share_us(rec)), total_us),
+        "pct_self": _pct(step_self_us(rec), total_us),
     }
+
+
+def _pct(part_us: float, total_us: float) -> float:
+    return 100.0 * part_us / total_us if total_us > 0 else math.nan
+
+
+def _outside_row(session: ProfileSession, total_us: float) -> dict[str, object]:
+    """The row of profiled time in no profiled module (forward and backward are one amount)."""
+    assert session.outside_cpu_us is not None
+    stat, label = session.outside_cpu_us, outside_label(session)
+    row: dict[str, object] = {c: math.nan for c in FLOAT_COLUMNS}
+    row.update({c: 0 for c in INT_COLUMNS})
+    row.update({c: "" for c in STR_COLUMNS})
+    row.update(path=label, name=label, is_leaf=False, calls_per_iter=0.0)
+    row.update(self_cpu_us=stat.median, self_cpu_us_min=stat.min, self_cpu_us_max=stat.max)
+    row.update(total_cpu_us=stat.median, total_cpu_us_min=stat.min, total_cpu_us_max=stat.max)
+    row.update(pct_total=_pct(stat.median, total_us), pct_self=_pct(stat.median, total_us))
+    return row
 
 
 def _typed(frame: pd.DataFrame, floats: tuple[str, ...], ints: tuple[str, ...]) -> pd.DataFrame:
@@ -128,14 +163,17 @@ def _typed(frame: pd.DataFrame, floats: tuple[str, ...], ints: tuple[str, ...]) 
 
 
 def session_frame(session: ProfileSession) -> pd.DataFrame:
-    """One row per profiled path, in module-tree order; columns as `COLUMNS` (times us, memory
-    bytes), then `WORK_COLUMNS` when the session counted FLOPs (`run --flops`)."""
-    total = total_profiled_us(session)
+    """One row per profiled path, in module-tree order, then one for time outside every profiled
+    module; columns as `COLUMNS` (times us, memory bytes), then `WORK_COLUMNS` when the session
+    counted FLOPs (`run --flops`). A container that never runs itself (ModuleList) has a row with
+    its children's totals and no calls or self time."""
+    total = share_denominator_us(session)
+    inclusive = inclusive_us(session)
     order = [row.record for row in tree_rows(session) if row.record is not None]
-    frame = pd.DataFrame(
-        [_record_row(r, total, session.iterations) for r in order], columns=list(COLUMNS)
-    )
-    frame = _typed(frame, FLOAT_COLUMNS, INT_COLUMNS)
+    rows = [_record_row(r, total, session.iterations, inclusive) for r in order]
+    if session.outside_cpu_us is not None:
+        rows.append(_outside_row(session, total))
+    frame = _typed(pd.DataFrame(rows, columns=list(COLUMNS)), FLOAT_COLUMNS, INT_COLUMNS)
     return frame if session.flops is None else _with_work(frame, session)
 
 
@@ -216,5 +254,6 @@ def ops_frame(session: ProfileSession) -> pd.DataFrame:
 def class_totals(session: ProfileSession) -> pd.DataFrame:
     """Self CPU time summed per layer class (e.g. all Conv2d), heaviest first."""
     frame = session_frame(session)
+    frame = frame[frame["class_name"] != ""]  # the outside row belongs to no class
     grouped = frame.groupby("class_name", sort=False)["self_cpu_us"].agg(["sum", "count"])
     return grouped.sort_values("sum", ascending=False).reset_index()

@@ -1,6 +1,11 @@
 """The tree of rows every table shows (each profiled path plus its ancestors, in module order),
 and the iteration totals its percentages are shares of. Pure Python: no pandas, no torch.
 
+A container that never runs itself (ModuleList, ModuleDict) has no record, but its time is exactly
+its children's: its row carries a record made from theirs (`derived`), so every parent shows a
+total. A parent that does run a forward but was not selected (a narrowed selection) stays blank:
+its own ops were not measured. The time in no profiled module is the `outside_label` row.
+
 Part of the data layer: the data model uses it (`ProfileSession.to_dataframe`), so it imports
 `datamodel` for types only.
 """
@@ -8,11 +13,15 @@ Part of the data layer: the data model uses it (`ProfileSession.to_dataframe`), 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the data model's to_dataframe uses this module; types only, no cycle
-    from hybridprof.datamodel import ModuleRecord, ProfileSession
+    from hybridprof.datamodel import ModuleRecord, ProfileSession, Stat
+
+OUTSIDE_ROW = "(outside modules)"
+OUTSIDE_SELECTED_ROW = "(outside profiled modules)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +31,13 @@ class TreeRow:
     depth: int  # root is 0
     record: ModuleRecord | None  # None for an ancestor that was not profiled
     has_children: bool
+    derived: bool = False  # record summed from the children's (a container that never runs)
+
+
+def outside_label(session: ProfileSession) -> str:
+    """The name of the row of time in no profiled module: with the root profiled, that time is
+    outside the model (the loss, backward glue, the user's code); else also unselected parents'."""
+    return OUTSIDE_ROW if session.record("") is not None else OUTSIDE_SELECTED_ROW
 
 
 def parent_of(path: str) -> str | None:
@@ -61,16 +77,82 @@ def tree_rows(session: ProfileSession) -> list[TreeRow]:
             rank[node] = min(rank.get(node, candidate), candidate)
     ordered = sorted(rank, key=lambda p: tuple((*rank[n], n) for n in [*ancestors(p), p]))
     parents = {parent_of(p) for p in ordered}
+    derived = _container_records(session, ordered, by_path)
     return [
         TreeRow(
             path=p,
             name=session.plan.root_class if p == "" else p.rsplit(".", 1)[-1],
             depth=depth_of(p),
-            record=by_path.get(p),
+            record=by_path.get(p) or derived.get(p),
             has_children=p in parents,
+            derived=p in derived,
         )
         for p in ordered
     ]
+
+
+def _container_records(
+    session: ProfileSession, ordered: list[str], by_path: dict[str, ModuleRecord]
+) -> dict[str, ModuleRecord]:
+    """Records for the shown containers without a forward, summed from their children's (deepest
+    first, so a container of containers adds up too); one with an unmeasured child gets none."""
+    containers = {t.path: t for t in session.plan.targets if not t.has_forward}
+    children: dict[str, list[str]] = {}
+    for path in ordered:
+        parent = parent_of(path)
+        if parent is not None:
+            children.setdefault(parent, []).append(path)
+    made: dict[str, ModuleRecord] = {}
+    for path in sorted(set(ordered) & containers.keys(), key=depth_of, reverse=True):
+        kids = [by_path.get(k) or made.get(k) for k in children.get(path, [])]
+        known = [k for k in kids if k is not None]
+        if path not in by_path and known and len(known) == len(kids):
+            made[path] = summed_record(path, containers[path].class_name, known)
+    return made
+
+
+def summed_record(path: str, class_name: str, parts: Sequence[ModuleRecord]) -> ModuleRecord:
+    """A container's record: no calls or self time of its own, totals the sum of its parts'
+    (medians summed; min and max summed too, a bound rather than an observed iteration)."""
+    first = parts[0]
+    zero = replace(first.self_cpu_us, median=0.0, min=0.0, max=0.0)
+
+    def add(stats: Sequence[Stat | None]) -> Stat | None:
+        known = [s for s in stats if s is not None]
+        if not known:
+            return None
+        return replace(
+            known[0],
+            median=sum(s.median for s in known),
+            min=sum(s.min for s in known),
+            max=sum(s.max for s in known),
+        )
+
+    backward = add([p.backward_total_cpu_us for p in parts])
+    return replace(
+        first,
+        path=path,
+        class_name=class_name,
+        calls=0,
+        self_cpu_us=zero,
+        total_cpu_us=add([p.total_cpu_us for p in parts]) or zero,
+        self_device_us=zero if first.self_device_us is not None else None,
+        total_device_us=add([p.total_device_us for p in parts]),
+        self_cpu_mem=0,
+        cpu_mem=sum(p.cpu_mem for p in parts),
+        self_device_mem=0,
+        device_mem=sum(p.device_mem for p in parts),
+        backward_self_cpu_us=zero if backward is not None else None,
+        backward_total_cpu_us=backward,
+        backward_self_device_us=zero if first.backward_self_device_us is not None else None,
+        param_count=0,
+        input_shapes=(),
+        output_shapes=(),
+        ops=(),
+        aliases=(),
+        is_leaf=False,
+        per_iteration=None,  # no series of its own: its intervals are its children's
+    )
 
 
 def total_profiled_us(session: ProfileSession) -> float:
@@ -93,3 +175,37 @@ def step_share_us(rec: ModuleRecord) -> float:
     (the iteration's total then holds both passes)."""
     backward = rec.backward_total_cpu_us.median if rec.backward_total_cpu_us else 0.0
     return rec.total_cpu_us.median + backward
+
+
+def share_denominator_us(session: ProfileSession) -> float:
+    """What every percentage is a share of.
+
+    With the outside time measured, the rows' own times (forward and backward self medians) plus
+    the outside row's median: the self shares then add up to exactly 100%, and stay consistent on
+    a busy machine, where a pause (another process) lands in a different layer each iteration, so
+    each row's median leaves it out while the median iteration keeps it. Without it (a narrowed
+    table built from layer ranges, a session saved before), the median iteration's profiled time.
+    """
+    if session.outside_cpu_us is None:
+        return total_profiled_us(session)
+    own = sum(step_self_us(r) for r in session.records)
+    return own + session.outside_cpu_us.median
+
+
+def inclusive_us(session: ProfileSession) -> dict[str, float]:
+    """Per row, the time its share of the iteration counts: with the outside time measured, the
+    own times of its subtree (its self and every profiled descendant's, so a parent's share is
+    the sum of its rows' shares); else its total, forward plus backward (`step_share_us`)."""
+    if session.outside_cpu_us is None:
+        return {r.path: step_share_us(r) for r in session.records}
+    sums: dict[str, float] = {}
+    for record in session.records:
+        for path in [*ancestors(record.path), record.path]:
+            sums[path] = sums.get(path, 0.0) + step_self_us(record)
+    return sums
+
+
+def step_self_us(rec: ModuleRecord) -> float:
+    """A layer's own part of an iteration: its forward self time plus its backward self time."""
+    backward = rec.backward_self_cpu_us.median if rec.backward_self_cpu_us else 0.0
+    return rec.self_cpu_us.median + backward

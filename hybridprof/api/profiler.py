@@ -20,6 +20,7 @@ of the forwards (scripts/bench_overhead.py), and the numbers are the same either
 
 from __future__ import annotations
 
+import gc
 from collections import defaultdict, namedtuple
 from collections.abc import Iterator, Sequence
 from types import TracebackType
@@ -44,8 +45,11 @@ Trace = namedtuple("Trace", ["path", "leaf", "module"])
 
 
 class Profile:
-    """Profile the selected layers of `model` during one with-block (leaves when `paths` is
-    None)."""
+    """Profile the selected layers of `model` during one with-block.
+
+    Without `paths`/`globs`/`depth` the leaves are profiled, as torchprof did; `leaves_only=False`
+    selects every module that runs a forward, so parents get rows and the rows add up to the block.
+    """
 
     def __init__(
         self,
@@ -58,6 +62,7 @@ class Profile:
         *,
         globs: Sequence[str] = (),
         depth: int | None = None,
+        leaves_only: bool = True,
     ) -> None:
         self._model = model
         self.enabled = enabled
@@ -66,8 +71,11 @@ class Profile:
         self.paths = paths  # as given, as torchprof kept them
         self.strategy_name = strategy
         # Planned now, so an unknown path fails where the Profile is made, with close matches.
-        self.plan: ProfilePlan = tree_plan(model, paths, globs, depth, strategy=strategy)
+        self.plan: ProfilePlan = tree_plan(
+            model, paths, globs, depth, strategy=strategy, leaves_only=leaves_only
+        )
         self.entered = False
+        self._gc_paused = False  # this block disabled the cyclic GC and turns it back on
         self.exited = False
         self._traces: tuple[Trace, ...] | None = None
         self._trace_events: defaultdict[tuple[str, ...], list[Any]] | None = None
@@ -104,6 +112,10 @@ class Profile:
             self.plan, device, profile_memory=self.profile_memory, keep_raw_events=True
         )
         driver = self._driver = Driver(self._model, self.plan, self.strategy_name, config)
+        # The cyclic GC waits until the block ends: a collection inside it (tens of ms in a
+        # process holding torch) would land in whichever layer was running.
+        self._gc_paused = gc.isenabled()
+        gc.disable()
         with quiet_fd2():
             driver.begin()
             driver.strategy.begin_iteration()
@@ -146,6 +158,9 @@ class Profile:
                     raise
             finally:
                 driver.end()
+                if self._gc_paused:
+                    self._gc_paused = False
+                    gc.enable()
 
     def _profiled(self) -> bool:
         return self._result is not None
@@ -193,7 +208,10 @@ class Profile:
         if not self._profiled():
             why = "enabled=False" if not self.enabled else "not entered yet"
             return f"<hybridprof.Profile of {self.plan.root_class}: nothing profiled ({why})>"
-        return render_text(self._table_session(show_events), show_events=show_events)
+        # torchprof's table: layer rows only (the session and its frame also carry the time in no
+        # profiled module; the table from the layer ranges alone could not show it).
+        session = self._table_session(show_events)
+        return render_text(session, show_events=show_events, outside_row=False)
 
     def __str__(self) -> str:
         return self.display()

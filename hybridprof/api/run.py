@@ -24,6 +24,7 @@ def profile(
     paths: Sequence[Selector] | None = None,
     globs: Sequence[str] = (),
     depth: int | None = None,
+    leaves_only: bool = False,
     options: RunOptions | None = None,
     progress: ProgressFn | None = None,
     **option_fields: Any,
@@ -32,7 +33,9 @@ def profile(
 
     Options go in `options` or as keywords (`warmup=3, iters=20, backward=True, ...`, see
     `RunOptions`). `plan` (from `hybridprof analyze`) fixes the selected paths; otherwise `paths`,
-    `globs` and `depth` select (leaves by default). The inputs move to `device`, and so does the
+    `globs` and `depth` select; by default every module that runs a forward is profiled, so the
+    rows (and the session's `outside_cpu_us`) add up to the whole iteration, and `leaves_only=True`
+    selects the leaves alone, as torchprof did. The inputs move to `device`, and so does the
     model for the run if it is elsewhere (it is moved back after); without `device`, to the
     model's own device. The model is left
     exactly as it was.
@@ -41,7 +44,8 @@ def profile(
     opts.check()
     warnings: list[str] = []
     if plan is None:
-        plan = tree_plan(model, paths, globs, depth, strategy=opts.strategy or DEFAULT_STRATEGY)
+        strategy = opts.strategy or DEFAULT_STRATEGY
+        plan = tree_plan(model, paths, globs, depth, strategy=strategy, leaves_only=leaves_only)
     else:
         plan = checked_plan(plan, model, probe(), warnings)  # it comes from outside: check it
     return run(model, inputs, plan, opts, warnings=warnings, progress=progress)

@@ -45,8 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="dotted paths or globs to select (features.0, 'blocks.*.attn')",
     )
     parser.add_argument("--depth", type=int, help="select every module at this depth")
+    parser.add_argument("--leaves-only", action="store_true",
+                        help="select only the leaves (torchprof's; parents get no row)")  # fmt: skip
     parser.add_argument("--with-parents", action="store_true",
-                        help="also select parents whose forward runs ops directly")  # fmt: skip
+                        help="with --paths/--depth/--leaves-only: also select parents whose "
+                        "forward runs ops directly")  # fmt: skip
     parser.add_argument("-o", "--output", help="plan file (default: <model>.plan.json beside it)")
     parser.add_argument("--static-only", action="store_true",
                         help="read the source only; execute nothing of the model file")  # fmt: skip
@@ -87,14 +90,16 @@ def _make_plan(args: argparse.Namespace, model: Path) -> ProfilePlan:
     if args.static_only:
         from hybridprof.planner.static_plan import static_plan
 
-        return static_plan(model, args.entry, paths, globs, args.depth, args.with_parents)
+        return static_plan(
+            model, args.entry, paths, globs, args.depth, args.with_parents, args.leaves_only
+        )
     from hybridprof.loader import load_model
     from hybridprof.planner.plan import plan_model
 
     loaded = load_model(model, args.entry, args.inputs, args.input_shape)
     return plan_model(
         loaded.module, paths, globs, args.depth, args.with_parents,
-        model_file=str(model), entry=args.entry,
+        model_file=str(model), entry=args.entry, leaves_only=args.leaves_only,
     )  # fmt: skip
 
 

@@ -109,6 +109,7 @@ def static_plan(args: argparse.Namespace, module: Any, model_file: Path, entry: 
         globs,
         args.depth,
         with_parents=args.with_parents,
+        leaves_only=args.leaves_only,
         strategy=args.strategy or DEFAULT_STRATEGY,
         model_file=str(model_file),
         entry=entry,

@@ -9,7 +9,7 @@ examples:
   hybridprof run net.py --entry build_model --input-shape 8,3,32,32 --report net.html
   hybridprof run net.py --plan plan.json --iters 50 -o session.json --report net.pdf
   hybridprof run net.py --backward --paths 'blocks.*' --report train.html
-  hybridprof run net.py --with-parents   # attention and fused blocks that skip their children
+  hybridprof run net.py --leaves-only    # torchprof's selection: leaves only
   hybridprof run net.py --flops           # FLOPs, bytes and a roofline verdict per layer
   hybridprof run net.py --warmup auto --iters auto --max-time 60 --threads 1
 """
@@ -86,10 +86,16 @@ def _add_selection_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--depth", type=int, help="select every module at this depth")
     parser.add_argument(
+        "--leaves-only",
+        action="store_true",
+        help="profile only the leaves (default: every module that runs a forward, so the rows "
+        "add up to the whole step)",
+    )
+    parser.add_argument(
         "--with-parents",
         action="store_true",
-        help="also select parents whose forward runs ops directly (attention that uses its "
-        "out_proj's weights, fused fast paths)",
+        help="with --paths/--depth/--leaves-only: also select parents whose forward runs ops "
+        "directly (attention that uses its out_proj's weights, fused fast paths)",
     )
 
 
@@ -250,9 +256,12 @@ def _check_values(args: argparse.Namespace) -> None:
         parse_shape(spec)
     if args.device and args.device.split(":")[0] not in ("cpu", "cuda"):
         raise UsageError(f"--device {args.device!r} is not supported; use cpu or cuda")
-    if args.plan and (args.paths or args.depth is not None or args.with_parents):
+    if args.plan and (
+        args.paths or args.depth is not None or args.with_parents or args.leaves_only
+    ):
         raise UsageError(
-            "--plan fixes the selection; drop --paths/--depth/--with-parents or edit the plan"
+            "--plan fixes the selection; drop --paths/--depth/--leaves-only/--with-parents "
+            "or edit the plan"
         )
     _check_peak_values(args)
     able = backward_strategies()

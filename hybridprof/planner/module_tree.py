@@ -111,9 +111,18 @@ def module_targets(model: nn.Module) -> tuple[ModuleTarget, ...]:
             reason="",
             aliases=node.aliases,
             param_count=sum(p.numel() for p in node.module.parameters(recurse=False)),
+            has_forward=has_forward(node.module),
         )
         for node in walk(model)
     )
+
+
+def has_forward(module: nn.Module) -> bool:
+    """Whether calling the module runs a forward (ModuleList and ModuleDict have none)."""
+    if "forward" in vars(module):  # an instance-level forward
+        return True
+    owner = next(k for k in type(module).__mro__ if "forward" in vars(k))
+    return owner is not nn.Module
 
 
 def module_at(model: nn.Module, path: str) -> nn.Module:
@@ -132,17 +141,20 @@ def select_targets(
     globs: Sequence[str] = (),
     depth: int | None = None,
     root_name: str | None = None,
+    leaves_only: bool = False,
 ) -> tuple[ModuleTarget, ...]:
     """All modules, with `selected`/`reason` set.
 
-    Without selectors the leaves are selected (torchprof's default). `paths` are dotted strings
+    Without selectors every module that runs a forward is selected (the complete selection: each
+    row's self time is its own ops and Python, so the rows add up to the whole forward), or only
+    the leaves with `leaves_only` (torchprof's default). `paths` are dotted strings
     (`"features.0"`) or torchprof tuples whose first element is the root class name
     (`("AlexNet", "features", "0")`); `globs` are fnmatch patterns (`features.*`, `blocks.*.attn`);
     `depth=N` selects the modules N levels below the root plus any shallower leaf. The union of all
     selectors is selected. A selector that matches nothing raises `SelectionError`.
     """
     return select_among(
-        module_targets(model), paths, globs, depth, root_name or type(model).__name__
+        module_targets(model), paths, globs, depth, root_name or type(model).__name__, leaves_only
     )
 
 
@@ -152,18 +164,29 @@ def select_among(
     globs: Sequence[str],
     depth: int | None,
     root: str,
+    leaves_only: bool = False,
 ) -> tuple[ModuleTarget, ...]:
     """Mark `targets` selected or not, with the reason (also used by the static-only planner)."""
     if not paths and not globs and depth is None:
-        return tuple(
-            replace(t, selected=t.is_leaf, reason="leaf" if t.is_leaf else "not a leaf")
-            for t in targets
-        )
+        choose = _leaf_reason if leaves_only else _complete_reason
+        return tuple(replace(t, selected=s, reason=r) for t in targets for s, r in [choose(t)])
     reasons = _selection_reasons(targets, paths or (), globs, depth, root)
     return tuple(
         replace(t, selected=t.path in reasons, reason=reasons.get(t.path, "not selected"))
         for t in targets
     )
+
+
+def _leaf_reason(target: ModuleTarget) -> tuple[bool, str]:
+    return (True, "leaf") if target.is_leaf else (False, "not a leaf (--leaves-only)")
+
+
+def _complete_reason(target: ModuleTarget) -> tuple[bool, str]:
+    if target.is_leaf:
+        return True, "leaf"
+    if target.has_forward:
+        return True, "runs its own forward"
+    return False, "container without a forward (its children are measured)"
 
 
 def _selection_reasons(
@@ -255,6 +278,7 @@ def tree_plan(
     globs: Sequence[str] = (),
     depth: int | None = None,
     strategy: str = DEFAULT_STRATEGY,
+    leaves_only: bool = False,
 ) -> ProfilePlan:
     """A ProfilePlan from the live model alone (no source reading); the static planner enriches
     it."""
@@ -265,9 +289,11 @@ def tree_plan(
     selectors = [_show(p) for p in paths or ()] + [f"glob {g}" for g in globs]
     if depth is not None:
         selectors.append(f"depth {depth}")
+    if leaves_only and not selectors:
+        selectors.append("leaves only")
     return ProfilePlan(
         root_class=type(model).__name__,
-        targets=select_targets(model, paths, globs, depth),
+        targets=select_targets(model, paths, globs, depth, leaves_only=leaves_only),
         compat=probe().choices(),
         strategy=strategy,
         selectors=tuple(selectors),
@@ -279,6 +305,7 @@ def tree_plan(
 __all__ = [
     "TreeNode",
     "depth_of",
+    "has_forward",
     "module_at",
     "module_targets",
     "partition_selectors",

@@ -162,11 +162,12 @@ def plan_model(
     strategy: str = DEFAULT_STRATEGY,
     model_file: str | None = None,
     entry: str | None = None,
+    leaves_only: bool = False,
 ) -> ProfilePlan:
     """The plan for a live nn.Module: tree, selection, static facts, findings and compat."""
     from hybridprof.planner.module_tree import named_modules, tree_plan
 
-    base = tree_plan(model, paths, globs, depth, strategy)
+    base = tree_plan(model, paths, globs, depth, strategy, leaves_only=leaves_only)
     modules = dict(named_modules(model))
     infos = _class_infos(modules)
     facts = _LiveFacts(modules, infos)

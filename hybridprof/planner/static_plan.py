@@ -146,6 +146,7 @@ class _StaticTree:
                 reason="",
                 expected_calls=count,
                 source=child.span if child else None,
+                has_forward=qualname.rpartition(".")[2] not in ("ModuleList", "ModuleDict"),
             )
         )
 
@@ -157,6 +158,7 @@ def static_plan(
     globs: Sequence[str] = (),
     depth: int | None = None,
     with_parents: bool = False,
+    leaves_only: bool = False,
 ) -> ProfilePlan:
     """A plan from libcst alone: the file is read and parsed, never imported."""
     import torch
@@ -171,7 +173,9 @@ def static_plan(
     tree.build(root, "", 1, None)
     from hybridprof.planner.module_tree import select_among  # imports torch: only once needed
 
-    targets = select_among(tuple(tree.targets), paths, globs, depth, infos[root].qualname)
+    targets = select_among(
+        tuple(tree.targets), paths, globs, depth, infos[root].qualname, leaves_only
+    )
     note = Finding(
         FindingKind.STATIC_ONLY,
         "",
@@ -185,7 +189,7 @@ def static_plan(
         compat=probe().choices(),
         classes=tuple(infos.values()),
         findings=(note, *tree.findings),
-        selectors=_selectors(paths, globs, depth),
+        selectors=_selectors(paths, globs, depth, leaves_only),
         model_file=str(model_file),
         entry=entry,
         torch_version=str(torch.__version__),
@@ -267,10 +271,12 @@ def _called_name(node: cst.BaseExpression) -> str | None:
 
 
 def _selectors(
-    paths: Sequence[Any] | None, globs: Sequence[str], depth: int | None
+    paths: Sequence[Any] | None, globs: Sequence[str], depth: int | None, leaves_only: bool
 ) -> tuple[str, ...]:
     chosen = [repr(p) for p in paths or ()] + [f"glob {g}" for g in globs]
-    return (*chosen, f"depth {depth}") if depth is not None else tuple(chosen)
+    if depth is not None:
+        chosen.append(f"depth {depth}")
+    return tuple(chosen or (["leaves only"] if leaves_only else []))
 
 
 def _top_names(defs: list[ChildDef]) -> list[str]:

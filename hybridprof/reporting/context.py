@@ -32,12 +32,24 @@ from hybridprof.reporting.trust import (
     time_with_interval,
 )
 from hybridprof.roofline import by_path
-from hybridprof.tree import TreeRow, parent_of, step_share_us, total_profiled_us, tree_rows
+from hybridprof.tree import (
+    TreeRow,
+    inclusive_us,
+    outside_label,
+    parent_of,
+    share_denominator_us,
+    step_self_us,
+    step_share_us,
+    total_profiled_us,
+    tree_rows,
+)
 
 Mode = Literal["html", "pdf"]
 PDF_MAX_ROWS = 200
 PDF_OP_LAYERS = 10
 PDF_MAX_OPS = 10
+HEAVY_SHARE = 50.0  # % of the iteration: a row this heavy is opened so its parts show
+OPEN_ROWS = 30  # the HTML tree also opens a level while the rows shown stay this few
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,14 +84,17 @@ class RowView:
     calls_text: str
     self_us: float
     total_us: float
-    pct: float
+    pct: float  # subtree (inclusive) share of the iteration, forward plus backward
     heat: int  # 0..5: self time relative to the heaviest row, for shading
     self_cpu: str
     total_cpu: str
     self_device: str
     total_device: str
     backward: str
+    backward_total: str
     pct_text: str
+    self_pct: float  # own share of the iteration: the rows' self shares add up to ~100%
+    self_pct_text: str
     memory: str
     memory_bytes: int
     spread: str
@@ -90,6 +105,9 @@ class RowView:
     flops: str = ""  # with --flops: the layer's FLOPs per step, achieved GFLOP/s, verdict
     gflops: str = ""
     verdict: str = ""
+    derived: bool = False  # a container that never runs: its children's totals only
+    outside: bool = False  # the row of time in no profiled module
+    collapsed: bool = False  # the HTML tree opens with this row's children hidden
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,17 +184,24 @@ def _heat(self_us: float, peak: float) -> int:
 
 
 def _row_view(
-    row: TreeRow, target: ModuleTarget | None, total: float, peak: float, iterations: int
+    row: TreeRow,
+    target: ModuleTarget | None,
+    total: float,
+    peak: float,
+    iterations: int,
+    inclusive: dict[str, float],
 ) -> RowView:
     rec = row.record
     self_us = rec.self_cpu_us.median if rec else 0.0
     total_us = rec.total_cpu_us.median if rec else 0.0
-    share_us = step_share_us(rec) if rec else 0.0
+    share_us = inclusive.get(row.path, step_share_us(rec)) if rec else 0.0
+    own_us = step_self_us(rec) if rec else 0.0
     spread = (
         f"{format_time_us(rec.self_cpu_us.min)}–{format_time_us(rec.self_cpu_us.max)}"
-        if rec
+        if rec and not row.derived
         else ""
     )
+    own = None if row.derived else rec  # has calls and self time of its own
     params = rec.param_count if rec and rec.param_count else (target.param_count if target else 0)
     return RowView(
         path=row.path,
@@ -187,25 +212,82 @@ def _row_view(
         profiled=rec is not None,
         has_children=row.has_children,
         calls=rec.calls_per_iteration(iterations) if rec else 0.0,
-        calls_text=format_calls(rec.calls_per_iteration(iterations)) if rec else "",
+        calls_text=format_calls(own.calls_per_iteration(iterations)) if own else "",
         self_us=self_us,
         total_us=total_us,
         pct=100.0 * share_us / total if total > 0 else 0.0,
         heat=_heat(self_us, peak),
-        self_cpu=_self_text(rec) if rec else "",
+        self_cpu=_self_text(own) if own else "",
         total_cpu=_total_text(rec) if rec else "",
-        self_device=_stat_text(rec.self_device_us) if rec else "",
+        self_device=_stat_text(own.self_device_us) if own else "",
         total_device=_stat_text(rec.total_device_us) if rec else "",
-        backward=_stat_text(rec.backward_self_cpu_us) if rec else "",
+        backward=_stat_text(own.backward_self_cpu_us) if own else "",
+        backward_total=_stat_text(rec.backward_total_cpu_us) if rec else "",
         pct_text=format_percent(share_us, total) if rec else "",
-        memory=format_bytes(rec.self_cpu_mem) if rec else "",
+        self_pct=100.0 * own_us / total if total > 0 else 0.0,
+        self_pct_text=format_percent(own_us, total) if own else "",
+        memory=format_bytes(own.self_cpu_mem) if own else "",
         memory_bytes=rec.self_cpu_mem if rec else 0,
         spread=spread,
         params=params,
         output_shape=", ".join(rec.output_shapes) if rec else "",
         source=target.source.short() if target and target.source else "",
-        op_count=len(rec.ops) if rec else 0,
+        op_count=len(own.ops) if own else 0,
+        derived=row.derived,
     )
+
+
+def _outside_view(session: ProfileSession, total: float, peak: float) -> RowView | None:
+    """The `(outside modules)` row: one amount, forward and backward together."""
+    stat = session.outside_cpu_us
+    if stat is None:
+        return None
+    label, text = outside_label(session), format_time_us(stat.median)
+    pct = 100.0 * stat.median / total if total > 0 else 0.0
+    return RowView(
+        path=label, name=label, depth=0, parent=None, class_name="", profiled=True,
+        has_children=False, calls=0.0, calls_text="", self_us=stat.median, total_us=stat.median,
+        pct=pct, heat=_heat(stat.median, peak), self_cpu=text, total_cpu=text, self_device="",
+        total_device="", backward="", backward_total="",
+        pct_text=format_percent(stat.median, total),
+        self_pct=pct, self_pct_text=format_percent(stat.median, total), memory="", memory_bytes=0,
+        spread=f"{format_time_us(stat.min)}–{format_time_us(stat.max)}", params=0,
+        output_shape="", source="", op_count=0, outside=True,
+    )  # fmt: skip
+
+
+def heaviest_first(rows: list[RowView]) -> list[RowView]:
+    """The same tree with each row's children ordered by their share (subtree time, forward plus
+    backward), heaviest first; rows with no time keep their module order after them."""
+    children: dict[str | None, list[RowView]] = {}
+    for row in rows:
+        children.setdefault(row.parent, []).append(row)
+    ordered: list[RowView] = []
+
+    def place(row: RowView) -> None:
+        ordered.append(row)
+        for child in sorted(children.get(row.path, []), key=lambda r: -r.pct):
+            place(child)
+
+    for top in sorted(children.get(None, []), key=lambda r: -r.pct):
+        place(top)
+    return ordered
+
+
+def open_depth(rows: list[RowView]) -> int:
+    """How deep the HTML tree opens: a level is opened while it holds a row with at least
+    HEAVY_SHARE of the iteration (its parts are where the time goes) or while the rows shown stay
+    within OPEN_ROWS; rows at the returned depth start collapsed."""
+    deepest = max((r.depth for r in rows), default=0)
+    depth = 0
+    while depth < deepest:
+        level = [r for r in rows if r.depth == depth and r.has_children]
+        heavy = any(r.pct >= HEAVY_SHARE for r in level)
+        shown = sum(1 for r in rows if r.depth <= depth + 1)
+        if not heavy and shown > OPEN_ROWS:
+            break
+        depth += 1
+    return depth
 
 
 def _op_view(o: OpStat) -> OpView:
@@ -224,7 +306,7 @@ def _sorted_ops(rec: ModuleRecord) -> list[OpStat]:
     return sorted(rec.ops, key=lambda o: -o.self_cpu_us)
 
 
-def _header(session: ProfileSession, total: float) -> tuple[HeaderItem, ...]:
+def _header(session: ProfileSession, shares_of: float) -> tuple[HeaderItem, ...]:
     env, plan = session.environment, session.plan
     runs = iterations_text(session)
     items = [
@@ -241,7 +323,7 @@ def _header(session: ProfileSession, total: float) -> tuple[HeaderItem, ...]:
         ("Strategy", session.strategy),
         ("Iterations", runs),
         ("Date", session.started_at or plan.created_at or "-"),
-        ("Total profiled time", f"{format_time_us(total)} per iteration (median)"),
+        ("Total profiled time", _total_time_text(total_profiled_us(session), shares_of)),
     ]
     return tuple(HeaderItem(k, v) for k, v in items)
 
@@ -251,6 +333,17 @@ def _stability(session: ProfileSession) -> StabilityView | None:
     if stability is None:
         return None
     return StabilityView(stability.verdict, stability_text(stability))
+
+
+def _total_time_text(median_us: float, shares_of: float) -> str:
+    """The median iteration, and what the shares are of when that differs by more than 2%."""
+    text = f"{format_time_us(median_us)} per iteration (median)"
+    if median_us > 0 and abs(shares_of - median_us) > 0.02 * median_us:
+        text += (
+            f"; % columns are shares of {format_time_us(shares_of)}, the rows' medians summed "
+            "(the iterations varied: pauses landed in different layers)"
+        )
+    return text
 
 
 def _param_count(session: ProfileSession) -> int:
@@ -372,14 +465,22 @@ def build_context(
 ) -> ReportContext:
     """Everything the report shows. In "pdf" mode the table and op breakdowns are limited (see
     notes)."""
-    total = total_profiled_us(session)
+    total = share_denominator_us(session)
+    inclusive = inclusive_us(session)
     peak = max((r.self_cpu_us.median for r in session.records), default=0.0)
     targets = {t.path: t for t in session.plan.targets}  # plan.target() is a linear scan
-    all_rows = [
-        _row_view(r, targets.get(r.path), total, peak, session.iterations)
-        for r in tree_rows(session)
-    ]
+    all_rows = heaviest_first(
+        [
+            _row_view(r, targets.get(r.path), total, peak, session.iterations, inclusive)
+            for r in tree_rows(session)
+        ]
+    )
+    depth = open_depth(all_rows)
+    all_rows = [replace(r, collapsed=r.has_children and r.depth >= depth) for r in all_rows]
     all_rows = _with_work_cells(all_rows, session)
+    outside = _outside_view(session, total, peak)
+    if outside is not None:
+        all_rows.append(outside)
     rows, notes = (
         _pdf_limits(all_rows, pdf_max_rows, pdf_op_layers) if mode == "pdf" else (all_rows, [])
     )

@@ -8,6 +8,10 @@ total time follow the forward ones. Times are per-iteration medians, formatted a
 confidence interval (`84.200us ±3%`, see trust.py). `show_events` adds one row per op under each
 layer (backward ops carry their own forward-looking columns: an op's self/total is its time, in
 whichever pass it ran).
+
+A last row, `(outside modules)`, holds the profiled time in no profiled module (the loss, backward
+glue, code around the model), so the Self CPU column adds up to the whole iteration; a container
+that never runs itself (ModuleList) shows its children's total and no calls.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from hybridprof.roofline import (
     session_rooflines,
     unattributed_flops,
 )
-from hybridprof.tree import TreeRow, tree_rows
+from hybridprof.tree import TreeRow, outside_label, tree_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,13 +46,14 @@ class Column:
     title: str
     of_record: Callable[[ModuleRecord], str]
     of_op: Callable[[OpStat], str]
+    inclusive: bool = False  # a subtree total: what a container that never runs still has
 
 
 def columns(session: ProfileSession) -> list[Column]:
     """The columns this session has data for, in torchprof's order."""
     cols = [
         Column("Self CPU total", _self_cpu, lambda o: format_time_us(o.self_cpu_us)),
-        Column("CPU total", _total_cpu, lambda o: format_time_us(o.total_cpu_us)),
+        Column("CPU total", _total_cpu, lambda o: format_time_us(o.total_cpu_us), inclusive=True),
     ]
     if session.backward:
         cols += [
@@ -61,6 +66,7 @@ def columns(session: ProfileSession) -> list[Column]:
                 "CPU total (backward)",
                 lambda r: _time(r.backward_total_cpu_us),
                 lambda o: "",
+                inclusive=True,
             ),
         ]
     if session.use_device:
@@ -74,6 +80,7 @@ def columns(session: ProfileSession) -> list[Column]:
                 "CUDA total",
                 lambda r: _time(r.total_device_us),
                 lambda o: format_time_us(o.total_device_us),
+                inclusive=True,
             ),
         ]
     if session.profile_memory:
@@ -83,7 +90,12 @@ def columns(session: ProfileSession) -> list[Column]:
                 lambda r: format_bytes(r.self_cpu_mem),
                 lambda o: format_bytes(o.self_cpu_mem),
             ),
-            Column("CPU Mem", lambda r: format_bytes(r.cpu_mem), lambda o: format_bytes(o.cpu_mem)),
+            Column(
+                "CPU Mem",
+                lambda r: format_bytes(r.cpu_mem),
+                lambda o: format_bytes(o.cpu_mem),
+                inclusive=True,
+            ),
         ]
         if session.use_device:
             cols += [
@@ -96,6 +108,7 @@ def columns(session: ProfileSession) -> list[Column]:
                     "CUDA Mem",
                     lambda r: format_bytes(r.device_mem),
                     lambda o: format_bytes(o.device_mem),
+                    inclusive=True,
                 ),
             ]
     cols += roofline_columns(session)
@@ -174,17 +187,31 @@ def _time(stat: object) -> str:
 
 
 def render_text(
-    session: ProfileSession, show_events: bool = False, max_depth: int | None = None
+    session: ProfileSession,
+    show_events: bool = False,
+    max_depth: int | None = None,
+    outside_row: bool = True,
 ) -> str:
-    """The tree table as one string (no trailing newline)."""
+    """The tree table as one string (no trailing newline); `outside_row=False` leaves out the
+    `(outside modules)` row (torchprof's table had none)."""
     cols = columns(session)
     rows = [r for r in tree_rows(session) if max_depth is None or r.depth <= max_depth]
     body: list[list[str]] = []
     for row, prefix in zip(rows, _tree_prefixes(rows), strict=True):
-        body.append([prefix + row.name, *_record_cells(row.record, cols)])
-        if show_events and row.record is not None:
+        body.append([prefix + row.name, *_record_cells(row, cols)])
+        if show_events and row.record is not None and not row.derived:
             body.extend(_op_rows(row.record, prefix, cols))
+    if outside_row and session.outside_cpu_us is not None:
+        body.append(_outside_cells(session, cols))
     return _table(["Module", *(c.title for c in cols)], body)
+
+
+def _outside_cells(session: ProfileSession, cols: list[Column]) -> list[str]:
+    """Outside time sits in the CPU columns (forward and backward together: it is one amount)."""
+    assert session.outside_cpu_us is not None
+    time = format_time_us(session.outside_cpu_us.median)
+    cells = [time, time] + [""] * (len(cols) - 2)
+    return [outside_label(session), *cells]
 
 
 def render_text_report(session: ProfileSession) -> str:
@@ -215,8 +242,11 @@ def render_text_report(session: ProfileSession) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _record_cells(record: ModuleRecord | None, cols: list[Column]) -> list[str]:
-    return ["" if record is None else c.of_record(record) for c in cols]
+def _record_cells(row: TreeRow, cols: list[Column]) -> list[str]:
+    if row.record is None:
+        return [""] * len(cols)
+    # A container that never runs shows its children's totals only: no self time, no calls.
+    return [c.of_record(row.record) if c.inclusive or not row.derived else "" for c in cols]
 
 
 def _op_rows(record: ModuleRecord, prefix: str, cols: list[Column]) -> list[list[str]]:

@@ -90,6 +90,7 @@ def build_session(
         use_device=facts.use_device,
         backward=facts.backward,
         iteration_cpu_us=tuple(m.total_cpu_us for m in measures),
+        outside_cpu_us=_outside_stat(measures),
         never_called=tuple(p for p in plan.selected_paths() if p not in called),
         warnings=facts.warnings,
         command=facts.command,
@@ -99,6 +100,22 @@ def build_session(
         duration_s=facts.duration_s,
         trace_file=facts.trace_file,
     )
+
+
+def outside_us(measure: IterationMeasure) -> float:
+    """An iteration's time in no profiled layer: as measured op by op, else what the layers'
+    self times (forward and backward) leave of the iteration's total."""
+    if measure.outside_cpu_us is not None:
+        return measure.outside_cpu_us
+    inside = sum(p.self_cpu_us + p.backward_self_cpu_us for p in measure.paths.values())
+    return max(0.0, measure.total_cpu_us - inside)
+
+
+def _outside_stat(measures: Sequence[IterationMeasure]) -> Stat | None:
+    """The outside time over the iterations; None when they have no totals (layer ranges only)."""
+    if not any(m.total_cpu_us for m in measures):
+        return None
+    return Stat.of([outside_us(m) for m in measures])
 
 
 def aggregate(
@@ -315,4 +332,5 @@ __all__ = [
     "describe_device",
     "environment",
     "never_ran_warning",
+    "outside_us",
 ]

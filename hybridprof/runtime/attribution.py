@@ -26,6 +26,10 @@ that goes to the layer that called the checkpoint, which owns its forward bookke
 selected (else to no layer).
 
 Device kernels name their launching CPU op by correlation id; their time goes to that op's layer.
+
+Time in no layer: every op outside all layer ranges, and every backward node whose forward ran
+outside them (the loss's), adds its self time to `outside_cpu_us`, so the layers' self times
+(forward and backward) and that add up to the iteration's profiled time.
 """
 
 from __future__ import annotations
@@ -93,6 +97,7 @@ class _Walk:
     by_correlation: dict[int, Frame]
     raw: dict[str, list[Frame]]
     kernels: dict[int, list[tuple[str, int, float]]]
+    outside_ns: int = 0  # self time of events in no layer (see `_add_outside`)
 
 
 def attribute(
@@ -125,6 +130,7 @@ def attribute(
         elif frame[KIND] != MERGED:
             _fold_backward(frame, walk)
     _fold_device(device, walk)
+    walk.measure.outside_cpu_us = walk.outside_ns / 1000
     return Attribution(walk.measure, dict(walk.raw), walk.kernels)
 
 
@@ -272,16 +278,31 @@ def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
             _nest_in_parent(frame, duration, total_mem, total_dmem, stack)
     if kind == LAYER:
         _fold_range(frame, duration, total_mem, total_dmem, walk)
+        if not walk.keep_raw:
+            # A range's frame named itself its RANGE while open; unlinked now, the frames form
+            # no cycle and are freed when the walk ends, never by a later GC pause in a layer.
+            # (Kept frames, for Profile.raw(), stay a tree with links both ways: see Profile.)
+            frame[RANGE] = None
     elif frame[BWD] is not None:
         if kind == OP and frame[RANGE] is not None:  # an op of a recomputed forward
             _fold_op(
                 frame, frame[RANGE][MEASURE].ops, op_key(event.name, backward=True), backward=True
             )
         else:
+            if kind == RECOMPUTE and not walk.keep_raw:
+                frame[RANGE] = None  # as for LAYER: no cycle
             walk.deferred.append(frame)
     elif frame[CHAIN]:
         _fold_op(frame, frame[RANGE][MEASURE].ops, event.name, backward=False)
+    else:
+        _add_outside(frame, walk)
     return 0 if stack else duration
+
+
+def _add_outside(frame: Frame, walk: _Walk) -> None:
+    """An event in no layer: its self time (layers nested in it keep theirs) is outside time."""
+    event = frame[EVENT]
+    walk.outside_ns += event.end_ns - event.start_ns - frame[CHILD_NS]
 
 
 def _fold_range(frame: Frame, duration: int, total_mem: int, total_dmem: int, walk: _Walk) -> None:
@@ -365,8 +386,9 @@ def _fold_op(frame: Frame, ops: dict[str, OpMeasure], name: str, *, backward: bo
 
 def _fold_backward(frame: Frame, walk: _Walk) -> None:
     chain = walk.seq_chains.get(frame[BWD])
-    if not chain:
-        return  # a node whose forward ran outside every selected layer (e.g. the loss)
+    if not chain:  # a node whose forward ran outside every selected layer (e.g. the loss)
+        _add_outside(frame, walk)
+        return
     measure = walk.measure
     event = frame[EVENT]
     _fold_op(frame, measure.path(chain[-1]).ops, op_key(event.name, backward=True), backward=True)
@@ -392,8 +414,9 @@ def _fold_recompute(frame: Frame, walk: _Walk) -> None:
 def _fold_host(frame: Frame, walk: _Walk) -> None:
     """The op that ran a recompute: its self time is checkpoint bookkeeping, the caller's."""
     callers = walk.forward_chains.get(frame[MEASURE].path, ())[:-1]
-    if not callers:
-        return  # the checkpoint was called outside every selected layer
+    if not callers:  # the checkpoint was called outside every selected layer
+        _add_outside(frame, walk)
+        return
     event = frame[EVENT]
     self_us = (event.end_ns - event.start_ns - frame[CHILD_NS]) / 1000
     caller = walk.measure.path(callers[-1])

@@ -13,6 +13,9 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 MEMORY_EVENT = "[memory]"
+# A range the session strategy opens where an iteration's measure starts (see `start_measuring`):
+# every event that starts before it belongs to the unmeasured warm step and is dropped.
+MEASURE_MARK = "hybridprof::measure"
 
 # Utility events torch itself leaves out of its tables (profiler_util._filter_name).
 _SKIPPED = frozenset(
@@ -25,6 +28,7 @@ _SKIPPED = frozenset(
         "aten::is_leaf",
         "aten::output_nr",
         "aten::_version",
+        MEASURE_MARK,
     }
 )
 
@@ -63,6 +67,13 @@ def read_events(prof: Any, method: str, *, links: bool, device: bool) -> list[Ev
     return _from_function_events(prof.function_events)
 
 
+def _after_mark(events: list[Event], mark_ns: int | None) -> list[Event]:
+    """The events from the measure mark on (all of them when there is no mark)."""
+    if mark_ns is None:
+        return events
+    return [e for e in events if e[2] >= mark_ns]  # e[2]: start_ns
+
+
 def read_ranges(prof: Any, names: Mapping[str, str]) -> list[tuple[int, int, int, str]]:
     """(start_ns, end_ns, thread, path) of every layer range of a stopped session, in the
     profiler's order; names: range name -> path. Only the "kineto" method can do this cheaply.
@@ -88,9 +99,12 @@ def _from_kineto(raw: Any, *, links: bool, device: bool) -> list[Event]:
     new = tuple.__new__
     out: list[Event] = []
     append = out.append
+    mark_ns: int | None = None
     for e in raw:
         name = e.name()
         if name in _SKIPPED:
+            if name == MEASURE_MARK:
+                mark_ns = e.start_ns()
             continue
         start = e.start_ns()
         if name == MEMORY_EVENT:
@@ -115,7 +129,7 @@ def _from_kineto(raw: Any, *, links: bool, device: bool) -> list[Event]:
                 # the op that made it, and Kineto may file it under another thread id.
                 continue
             append(_linked_event(e, name, start, links, is_cpu))
-    return out
+    return _after_mark(out, mark_ns)
 
 
 def _linked_event(e: Any, name: str, start: int, links: bool, is_cpu: bool) -> Event:
@@ -129,9 +143,13 @@ def _from_function_events(function_events: Any) -> list[Event]:
     """The slow, public path: FunctionEvents already fold memory into their intervals, so each
     event's self memory is re-emitted as one instant at its start (attribution then nests it)."""
     out: list[Event] = []
+    mark_ns: int | None = None
     for fe in function_events:
         start = int(fe.time_range.start * 1000)
         end = int(fe.time_range.end * 1000)
+        if fe.name == MEASURE_MARK:
+            mark_ns = start
+            continue
         out.append(
             Event("cpu", fe.name, start, end, fe.thread, fe.sequence_nr, fe.fwd_thread, fe.id)
         )
@@ -149,7 +167,7 @@ def _from_function_events(function_events: Any) -> list[Event]:
         for kernel in fe.kernels:
             dur = int(kernel.duration * 1000)
             out.append(Event("device", kernel.name, start, start + dur, -1, linked_id=fe.id))
-    return out
+    return _after_mark(out, mark_ns)
 
 
 class TraceParts:

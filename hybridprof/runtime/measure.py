@@ -59,10 +59,16 @@ class PathMeasure:
 
 @dataclass(slots=True)
 class IterationMeasure:
-    """All paths of one iteration, plus the whole iteration's profiled CPU time."""
+    """All paths of one iteration, plus the whole iteration's profiled CPU time.
+
+    outside_cpu_us: the part of `total_cpu_us` in no profiled layer, forward or backward (the loss,
+    the autograd engine's nodes for it, the user's code around the model), when the strategy
+    measured it op by op; None when it did not (the session then takes what the layers leave).
+    """
 
     paths: dict[str, PathMeasure] = field(default_factory=dict)
     total_cpu_us: float = 0.0
+    outside_cpu_us: float | None = None
 
     def path(self, path: str) -> PathMeasure:
         measure = self.paths.get(path)

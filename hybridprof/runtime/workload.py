@@ -162,10 +162,13 @@ class ShapeRecorder:
 
     strategy: Strategy
     recording: bool = True
+    passthrough: bool = False  # the runner's unmeasured warm step: forwards run as they are
     inputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
     outputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def call(self, path: str, forward: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        if self.passthrough:
+            return forward(*args, **kwargs)
         if not self.recording or path in self.inputs:
             return self.strategy.call(path, forward, args, kwargs)
         self.inputs[path] = (

@@ -12,6 +12,11 @@
   var collapsed = new Set();
   var state = { filter: "", maxDepth: Infinity, sortCol: -1, sortDir: 1 };
   rows.forEach(function (row, i) { row.dataset.order = String(i); byPath.set(row.dataset.path, row); });
+  // The report opens with the light subtrees collapsed (the server marks them; see open_depth).
+  rows.forEach(function (row) {
+    var button = row.querySelector("button.toggle");
+    if (button && button.getAttribute("aria-expanded") === "false") { collapsed.add(row.dataset.path); }
+  });
 
   function parentRow(row) {
     return row.hasAttribute("data-parent") ? byPath.get(row.dataset.parent) : undefined;

@@ -105,7 +105,7 @@ def test_fused_fast_path_that_skips_every_leaf_says_what_to_select(
     # the table was empty with "heaviest: " and no word of why.
     model = write_model(tmp_path, FAST_PATH_MODEL)
     session_file = tmp_path / "s.json"
-    assert main(["run", str(model), *QUICK, "-o", str(session_file)]) == 0
+    assert main(["run", str(model), *QUICK, "--leaves-only", "-o", str(session_file)]) == 0
     out = capsys.readouterr().out
     assert "heaviest: none (no selected layer ran" in out
     warning = next(line for line in out.splitlines() if line.startswith("warning: none of the"))
@@ -114,6 +114,10 @@ def test_fused_fast_path_that_skips_every_leaf_says_what_to_select(
     assert main(["run", str(model), *QUICK, "--paths", "layers.0", "layers.1"]) == 0
     out = capsys.readouterr().out
     assert "heaviest: layers." in out and "warning: none of the" not in out
+    # The default selection measures the layers that run the fused op: their rows hold the time.
+    assert main(["run", str(model), *QUICK, "-o", str(session_file), "--force"]) == 0
+    session = load_session(session_file)
+    assert {"", "layers.0", "layers.1"} <= {r.path for r in session.records}
 
 
 ENTRIES = """
@@ -205,14 +209,17 @@ def test_attention_whose_out_proj_never_runs_is_named_and_with_parents_shows_it(
     # torchvision's ViT: MultiheadAttention uses out_proj's weights, never calls it; with leaves
     # selected, attention time was in no row and nothing said so.
     model = write_model(tmp_path, ATTENTION_MODEL)
-    assert main(["run", str(model), *QUICK]) == 0
+    assert main(["run", str(model), *QUICK, "--leaves-only"]) == 0
     out = capsys.readouterr().out
     assert "warning: attn.out_proj never ran: the module around it does the work itself" in out
     assert out.rstrip().endswith("add such parents with --with-parents")
     session_file = tmp_path / "s.json"
-    assert main(["run", str(model), *QUICK, "--with-parents", "-o", str(session_file)]) == 0
-    record = load_session(session_file).record("attn")
-    assert record is not None and record.calls == 2 and record.self_cpu_us.median > 0
+    for selection in (["--leaves-only", "--with-parents"], []):  # the default selects it too
+        assert (
+            main(["run", str(model), *QUICK, *selection, "-o", str(session_file), "--force"]) == 0
+        )
+        record = load_session(session_file).record("attn")
+        assert record is not None and record.calls == 2 and record.self_cpu_us.median > 0
 
 
 def test_with_parents_and_a_plan_conflict(
@@ -223,7 +230,7 @@ def test_with_parents_and_a_plan_conflict(
     assert main(["analyze", str(model), "-o", str(plan)]) == 0
     capsys.readouterr()
     assert main(["run", str(model), "--plan", str(plan), "--with-parents"]) == 2
-    assert "drop --paths/--depth/--with-parents" in one_error_line(capsys)
+    assert "drop --paths/--depth/--leaves-only/--with-parents" in one_error_line(capsys)
 
 
 NOISY_MODEL = """

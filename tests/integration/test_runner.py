@@ -59,7 +59,7 @@ def assert_restored(model: nn.Module, training: bool) -> None:
 
 def test_leaves_measured_over_iterations_with_shapes() -> None:
     model = Net().eval()
-    session = profile(model, torch.rand(5, 12), warmup=2, iters=3)
+    session = profile(model, torch.rand(5, 12), warmup=2, iters=3, leaves_only=True)
     paths = {r.path for r in session.records}
     assert paths == {"features.0", "features.1", "pair", "head"}
     assert all(r.calls == 3 for r in session.records)  # warm-up calls are not counted
@@ -119,9 +119,10 @@ def test_non_runtime_error_keeps_its_type_in_the_message() -> None:
 
 
 def test_ctrl_c_on_third_iteration_keeps_two_and_marks_interrupted() -> None:
-    # one warm-up call, then measured calls 1, 2 and (interrupted) 3
+    # one warm-up call, then two calls per measured iteration (its warm step, then the measured
+    # step): calls 2-3 and 4-5 are iterations 1 and 2, call 6 interrupts the third
     model = nn.Sequential(
-        nn.Linear(8, 8), Explode(KeyboardInterrupt(), on_call=4), nn.ReLU()
+        nn.Linear(8, 8), Explode(KeyboardInterrupt(), on_call=6), nn.ReLU()
     ).eval()
     session = profile(model, torch.rand(2, 8), warmup=1, iters=10)
     assert session.interrupted
@@ -162,7 +163,7 @@ def test_plan_selects_exactly_its_paths() -> None:
 
 
 def test_plan_from_another_model_is_a_clear_error() -> None:
-    plan = tree_plan(nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.ReLU())))
+    plan = tree_plan(nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.ReLU())), leaves_only=True)
     with pytest.raises(
         UsageError,
         match=r"the plan's paths '0', '1.0' are not in this model "

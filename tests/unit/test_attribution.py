@@ -218,3 +218,52 @@ def test_a_nested_backward_op_of_the_same_name_is_one_call() -> None:
     ops = attribute(events, NAMES, backward=True).measure.paths["act"].ops
     bwd = ops["aten::mul [bwd]"]
     assert (bwd.calls, bwd.total_cpu_us, bwd.self_cpu_us) == (1, 18, 16)
+
+
+def test_time_in_no_layer_is_outside_and_everything_adds_up() -> None:
+    events = [
+        cpu("aten::zeros", 0, 4),  # the user's code before the model
+        cpu(ROOT_RANGE, 5, 45),
+        cpu("aten::add", 6, 10),
+        cpu("act", 10, 30),
+        cpu("aten::relu", 11, 29, seq=6),
+        cpu("aten::mean", 50, 58, seq=7),  # the loss
+        cpu("aten::sum", 52, 55, seq=7),
+        cpu(BACKWARD_PREFIX + "MeanBackward0", 60, 66, seq=7, fwd=1),  # the loss's node
+        cpu("aten::div", 61, 64),
+        cpu(BACKWARD_PREFIX + "ReluBackward0", 70, 80, seq=6, fwd=1),
+        cpu(BACKWARD_PREFIX + "torch::autograd::AccumulateGrad", 80, 82),  # no seq: previous
+    ]
+    measure = attribute(events, NAMES, backward=True).measure
+    root, act = measure.paths[""], measure.paths["act"]
+    assert measure.outside_cpu_us == 4 + 8 + 6
+    inside = sum(p.self_cpu_us + p.backward_self_cpu_us for p in measure.paths.values())
+    assert inside == 20 + 20 + 12 and inside + measure.outside_cpu_us == measure.total_cpu_us
+    assert (root.self_cpu_us, act.backward_self_cpu_us) == (20, 12)
+
+
+def test_outside_time_excludes_layers_run_inside_an_outside_event() -> None:
+    # The user's own record_function around the model: only its own time is outside.
+    events = [cpu("step", 0, 50), cpu(ROOT_RANGE, 10, 40), cpu("aten::mm", 12, 38)]
+    measure = attribute(events, NAMES).measure
+    assert measure.outside_cpu_us == 20 and measure.paths[""].self_cpu_us == 30
+
+
+def test_attribution_leaves_no_cyclic_garbage() -> None:
+    import gc
+
+    events = [
+        cpu(ROOT_RANGE, 0, 100),
+        cpu("block", 10, 60),
+        cpu("block.fc", 20, 50),
+        cpu("aten::addmm", 25, 45),
+    ]
+    gc.collect()
+    gc.disable()
+    try:
+        result = attribute(events, NAMES)  # kept frames (Profile.raw()) are a tree: see Profile
+        assert result.measure.paths["block.fc"].ops["aten::addmm"].calls == 1
+        del result
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

@@ -26,8 +26,8 @@ def selected(targets) -> list[str]:
     return [t.path for t in targets if t.selected]
 
 
-def test_leaves_selected_by_default_in_named_modules_order() -> None:
-    targets = select_targets(alexnet())
+def test_leaves_selected_with_leaves_only_in_named_modules_order() -> None:
+    targets = select_targets(alexnet(), leaves_only=True)
     assert targets[0].path == "" and targets[0].depth == 0 and not targets[0].is_leaf
     leaves = selected(targets)
     assert leaves[:2] == ["features.0", "features.1"]
@@ -36,7 +36,28 @@ def test_leaves_selected_by_default_in_named_modules_order() -> None:
     assert conv.class_name == "Conv2d" and conv.qualname == "torch.nn.modules.conv.Conv2d"
     assert conv.param_count == 64 * 3 * 11 * 11 + 64 and conv.depth == 2 and conv.reason == "leaf"
     features = next(t for t in targets if t.path == "features")
-    assert features.param_count == 0 and features.reason == "not a leaf"
+    assert features.param_count == 0 and features.reason.startswith("not a leaf")
+
+
+def test_every_module_that_runs_a_forward_is_selected_by_default() -> None:
+    class Blocks(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = nn.ModuleList([nn.Linear(2, 2), nn.Linear(2, 2)])
+            self.heads = nn.ModuleDict({"a": nn.ReLU()})
+            self.seq = nn.Sequential(nn.ReLU())
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for block in self.blocks:
+                x = block(x)
+            return self.seq(self.heads["a"](x))
+
+    targets = {t.path: t for t in select_targets(Blocks())}
+    chosen = [p for p, t in targets.items() if t.selected]
+    assert chosen == ["", "blocks.0", "blocks.1", "heads.a", "seq", "seq.0"]
+    assert not targets["blocks"].has_forward and not targets["heads"].has_forward
+    assert "container without a forward" in targets["blocks"].reason
+    assert targets[""].reason == "runs its own forward" and targets["seq.0"].reason == "leaf"
 
 
 def test_dotted_paths_and_torchprof_tuples_select_the_same() -> None:
@@ -74,7 +95,8 @@ def test_unknown_path_names_close_matches() -> None:
 
 def test_depth_past_the_bottom_keeps_leaves() -> None:
     model = alexnet()
-    assert selected(select_targets(model, depth=9)) == selected(select_targets(model))
+    leaves = selected(select_targets(model, leaves_only=True))
+    assert selected(select_targets(model, depth=9)) == leaves
 
 
 def test_shared_module_has_one_canonical_path_and_aliases() -> None:

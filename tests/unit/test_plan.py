@@ -75,8 +75,8 @@ def test_sources_point_at_init_lines() -> None:
 
 
 def test_with_parents_selects_owners_of_inline_ops() -> None:
-    plain = plan_model(Net())
-    plan = plan_model(Net(), with_parents=True)
+    plain = plan_model(Net(), leaves_only=True)
+    plan = plan_model(Net(), leaves_only=True, with_parents=True)
     assert not plain.target("").selected  # type: ignore[union-attr]
     root = plan.target("")
     assert root is not None and root.selected and "inline ops" in root.reason

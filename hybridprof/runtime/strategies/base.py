@@ -9,6 +9,8 @@ the library `Profile`) calls it in this order:
     strategy.begin()                       # once; profiler start-up happens here or in warm-up
     for each warm-up and measured iteration:
         strategy.begin_iteration()
+        ... measured iterations: the step runs once unmeasured (patched forwards pass straight
+            through), then strategy.start_measuring() ...
         ... model runs, patched forwards call strategy.call(...) ...
         measure = strategy.end_iteration()  # warm-up measures are discarded
       or, for the one iteration of a `Profile` with-block:
@@ -93,6 +95,11 @@ class Strategy(Protocol):
     def begin(self) -> None: ...
 
     def begin_iteration(self) -> None: ...
+
+    def start_measuring(self) -> None:
+        """Whatever ran since `begin_iteration` (the runner's unmeasured warm step) is not part of
+        the iteration's measure."""
+        ...
 
     def call(
         self,

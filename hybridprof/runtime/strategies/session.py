@@ -36,7 +36,7 @@ from hybridprof.runtime.attribution import (
     range_name,
 )
 from hybridprof.runtime.event_lists import ListOptions, from_frames
-from hybridprof.runtime.kineto import TraceParts, read_events, read_ranges
+from hybridprof.runtime.kineto import MEASURE_MARK, TraceParts, read_events, read_ranges
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
 from hybridprof.runtime.ranges import new_autograd_profiler, range_factory
@@ -68,6 +68,12 @@ class SessionStrategy:
 
     def begin_iteration(self) -> None:
         self._start()
+
+    def start_measuring(self) -> None:
+        """Mark where the iteration's measure starts: events before the mark (the runner's warm
+        step, run under this same profiler session) are dropped when the events are read."""
+        with self._make_range(MEASURE_MARK):
+            pass
 
     def call(
         self,

@@ -40,6 +40,9 @@ class TimerStrategy:
         self._nested_ns.clear()
         self._iteration_start = time.perf_counter_ns()
 
+    def start_measuring(self) -> None:
+        self.begin_iteration()
+
     def call(
         self,
         path: str,
