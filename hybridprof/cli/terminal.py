@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from hybridprof.datamodel import ModuleRecord, ProfileSession
-from hybridprof.tree import tree_rows
+from hybridprof.tree import ancestors, tree_rows
 
 TABLE_ROWS = 40
 
@@ -38,6 +38,8 @@ def terminal_table(session: ProfileSession, rows: int = TABLE_ROWS) -> list[str]
     """The table's lines, plus a note when layers were left out to fit."""
     from hybridprof.reporting.text import render_text
 
+    if session.outside_cpu_us is not None:
+        rows -= 1  # the (outside modules) line
     if len(tree_rows(session)) <= rows:
         return [render_text(session)]
     shown = heaviest_fitting(session, rows)
@@ -45,7 +47,9 @@ def terminal_table(session: ProfileSession, rows: int = TABLE_ROWS) -> list[str]
         f"(the {len(shown)} heaviest of {len(session.records)} profiled layers by self CPU time, "
         "with their parents; the report lists every layer)"
     )
-    return [render_text(replace(session, records=shown)), note]
+    # The whole session, its rows cut: a container's total still sums all its children.
+    keep = {path for r in shown for path in [*ancestors(r.path), r.path]}
+    return [render_text(session, only=keep), note]
 
 
 def summary_line(session: ProfileSession) -> str:

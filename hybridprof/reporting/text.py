@@ -16,7 +16,7 @@ that never runs itself (ModuleList) shows its children's total and no calls.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from hybridprof.datamodel import ModuleRecord, OpStat, ProfileSession
@@ -191,11 +191,16 @@ def render_text(
     show_events: bool = False,
     max_depth: int | None = None,
     outside_row: bool = True,
+    only: Collection[str] | None = None,
 ) -> str:
     """The tree table as one string (no trailing newline); `outside_row=False` leaves out the
-    `(outside modules)` row (torchprof's table had none)."""
+    `(outside modules)` row (torchprof's table had none), `only` keeps just those paths' rows."""
     cols = columns(session)
-    rows = [r for r in tree_rows(session) if max_depth is None or r.depth <= max_depth]
+    rows = [
+        r
+        for r in tree_rows(session)
+        if (max_depth is None or r.depth <= max_depth) and (only is None or r.path in only)
+    ]
     body: list[list[str]] = []
     for row, prefix in zip(rows, _tree_prefixes(rows), strict=True):
         body.append([prefix + row.name, *_record_cells(row, cols)])

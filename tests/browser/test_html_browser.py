@@ -190,6 +190,9 @@ def test_hostile_name_runs_nothing(browser: Any, tmp_path: Path) -> None:
 
 def test_big_report_renders_and_filters(browser: Any, tmp_path: Path) -> None:
     opened = Opened(browser, write_report(big_session(leaves=2000), tmp_path / "big.html"))
+    shown = opened.page.text_content("#shown") or ""
+    assert shown.endswith(" of 2402 rows") and int(shown.split()[0]) < 2402  # opens collapsed
+    opened.page.click("#expand-all")
     assert opened.page.text_content("#shown") == "2402 of 2402 rows"
     started = time.perf_counter()
     opened.page.fill("#filter", "blocks.150.layers.7")

