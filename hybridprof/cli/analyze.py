@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--depth", type=int, help="select every module at this depth")
     parser.add_argument("--leaves-only", action="store_true",
-                        help="select only the leaves (torchprof's; parents get no row)")  # fmt: skip
+                        help="select only the leaves (as torchprof did)")  # fmt: skip
     parser.add_argument("--with-parents", action="store_true",
                         help="with --paths/--depth/--leaves-only: also select parents whose "
                         "forward runs ops directly")  # fmt: skip
