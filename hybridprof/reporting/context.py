@@ -401,7 +401,7 @@ def _pdf_rows(rows: list[RowView], limit: int) -> tuple[list[RowView], str]:
             break
         kept.update(chain)
         shown += 1
-    profiled = sum(1 for r in rows if r.profiled)
+    profiled = sum(1 for r in rows if r.profiled and not (r.derived or r.outside))
     note = (
         f"The table shows the {shown} heaviest of {profiled} profiled layers by total CPU time, "
         f"with their parents ({len(kept)} of {len(rows)} rows); the HTML report has all of them."

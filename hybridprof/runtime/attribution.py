@@ -263,8 +263,9 @@ def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
     """Pass a popped frame's totals to its parent and fold it; returns its duration if top-level."""
     event, kind = frame[EVENT], frame[KIND]
     sole = frame[SOLE]
+    frame[SOLE] = None  # read once: no parent-child link left both ways (the frames stay acyclic)
     if sole and kind == OP and sole[KIND] == OP and sole[EVENT][1] == event[1]:
-        _absorb(frame, sole)
+        _absorb(frame, sole, walk)
     duration = event.end_ns - event.start_ns
     total_mem, total_dmem = frame[MEM] + frame[CHILD_MEM], frame[DMEM] + frame[CHILD_DMEM]
     if stack:
@@ -319,7 +320,7 @@ def _fold_range(frame: Frame, duration: int, total_mem: int, total_dmem: int, wa
     walk.forward_chains.setdefault(measure.path, frame[CHAIN])
 
 
-def _absorb(frame: Frame, child: Frame) -> None:
+def _absorb(frame: Frame, child: Frame, walk: _Walk) -> None:
     """Merge `child`, the only child of an op of the same name, into it, as torch's event tree
     does: the pair is one call; the parent's self time and memory take the child's. A child
     already folded (forward) is taken back out of its op row; a deferred one is skipped later."""
@@ -331,7 +332,9 @@ def _absorb(frame: Frame, child: Frame) -> None:
     frame[CHILD_DMEM] -= child[DMEM]
     child[KIND] = MERGED
     if child[RANGE] is None:
-        return  # outside every layer (never folded), or a deferred backward op (skipped as MERGED)
+        if child[BWD] is None:  # outside every layer: its self time moves into `frame`'s
+            walk.outside_ns -= child_ns - child[CHILD_NS]
+        return  # or a deferred backward op (skipped as MERGED)
     name = op_key(child[EVENT].name, backward=child[BWD] is not None)
     op = child[RANGE][MEASURE].ops[name]
     op.calls -= 1

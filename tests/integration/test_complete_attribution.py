@@ -116,7 +116,9 @@ def test_first_of_identical_layers_does_not_stand_out(one_thread: None) -> None:
     layers = [session.record(str(i)) for i in range(300)]
     medians = [r.self_cpu_us.median for r in layers if r is not None]
     assert len(medians) == 300
-    assert medians[0] < 2 * statistics.median(medians), (medians[:5], statistics.median(medians))
+    # 3x here, not the 2x scripts/check_coverage.py --chain 1000 shows (1.7-1.9x measured): this
+    # suite shares 2 cores with other work, and the artifact it guards against read ~10x.
+    assert medians[0] < 3 * statistics.median(medians), (medians[:5], statistics.median(medians))
 
 
 def test_no_gc_pause_inside_a_measured_block() -> None:
