@@ -133,7 +133,6 @@ class Driver:
         backward: bool = False,
         keep_raw_events: bool = False,
         trace_path: str | None = None,
-        warmup_iterations: int = 0,
     ) -> StrategyConfig:
         return StrategyConfig(
             paths=plan.selected_paths(),
@@ -143,7 +142,6 @@ class Driver:
             backward=backward,
             keep_raw_events=keep_raw_events,
             trace_path=trace_path,
-            warmup_iterations=warmup_iterations,
         )
 
     # -- begin, patch, iterate, stop
@@ -161,8 +159,9 @@ class Driver:
     def restore(self) -> None:
         self.patcher.restore()
 
-    def iteration(self, step: Callable[[], None]) -> IterationMeasure:
-        """One iteration around `step`; a failure closes the iteration and names the layer."""
+    def iteration(self, step: Callable[[], None], warmup: bool = False) -> IterationMeasure:
+        """One iteration around `step`; a failure closes the iteration and names the layer. A
+        warm-up's measure is not worked out (empty) and stays out of the trace."""
         strategy = self.strategy
         strategy.begin_iteration()
         try:
@@ -182,7 +181,7 @@ class Driver:
         finally:
             if self.shapes is not None:
                 self.shapes.recording = False
-        measure = strategy.end_iteration()
+        measure = strategy.end_iteration(warmup)
         self.watch.sample()
         return measure
 
@@ -219,7 +218,7 @@ class Driver:
     def _abandon_iteration(self) -> None:
         """Close an iteration that failed half-way so `end()` finds a consistent strategy."""
         with contextlib.suppress(Exception):
-            self.strategy.end_iteration()
+            self.strategy.end_iteration(warmup=True)  # its measure is dropped: skip the work
 
     def _failure_message(self, exc: Exception) -> str:
         lines = [line for line in str(exc).splitlines() if line.strip()]
@@ -298,9 +297,6 @@ class _RunLoop:
             profile_memory=opts.profile_memory,
             backward=opts.backward,
             trace_path=opts.trace_path,
-            # An auto warm-up's length is not known in advance: its iterations are then worked
-            # out like measured ones (and traced); only this loop knows to drop them.
-            warmup_iterations=self.rule.warmup_total() or 0,
         )
         driver = Driver(self.model, self.plan, self.strategy_name, config, record_shapes=True)
         training = TrainingState(self.model) if opts.backward else None
@@ -358,7 +354,7 @@ class _RunLoop:
         total = self.rule.warmup_total()
         self._report("warmup", 0, total)
         while not self.rule.warmup_done(times, self._elapsed()):
-            driver.iteration(one)
+            driver.iteration(one, warmup=True)
             times.append(driver.step_us)
             self._report("warmup", len(times), total)
         self.warmup_done = len(times)
