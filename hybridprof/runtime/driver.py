@@ -205,7 +205,11 @@ class Driver:
             use_device=self.config.use_device,
             backward=self.config.backward,
             started_at=self.started_at,
-            stability=self.watch.stability([m.total_cpu_us for m in measures], self.threads),
+            stability=self.watch.stability(
+                [m.total_cpu_us for m in measures],
+                self.threads,
+                iters_auto=facts.requested_iterations == "auto",
+            ),
         )
         session = build_session(self.plan, measures, self.strategy_name, facts)
         shapes = self.shapes
