@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from hybridprof.roofline import by_path
+from hybridprof.stats import median_ci
 from hybridprof.tree import (
     depth_of,
     inclusive_us,
@@ -48,6 +49,8 @@ FLOAT_COLUMNS = (
     "pct_total",
     "pct_self",
     "calls_per_iter",
+    "self_cpu_us_ci_low",  # the median's 95% interval (hybridprof.stats), NaN below 6 iterations
+    "self_cpu_us_ci_high",
 )
 INT_COLUMNS = (
     "depth",
@@ -81,6 +84,8 @@ COLUMNS = (
     "op_count",
     "pct_total",
     "pct_self",
+    "self_cpu_us_ci_low",
+    "self_cpu_us_ci_high",
 )
 OP_COLUMNS = (
     "path",
@@ -100,10 +105,18 @@ def _median(stat: Stat | None) -> float:
     return math.nan if stat is None else stat.median
 
 
+def _self_interval(rec: ModuleRecord) -> tuple[float, float]:
+    interval = median_ci(rec.per_iteration.self_cpu_us.values) if rec.per_iteration else None
+    return (interval.low, interval.high) if interval else (math.nan, math.nan)
+
+
 def _record_row(
     rec: ModuleRecord, total_us: float, iterations: int, inclusive: dict[str, float]
 ) -> dict[str, object]:
+    ci_low, ci_high = _self_interval(rec)
     return {
+        "self_cpu_us_ci_low": ci_low,
+        "self_cpu_us_ci_high": ci_high,
         "path": rec.path,
         "name": rec.path.rsplit(".", 1)[-1],
         "class_name": rec.class_name,

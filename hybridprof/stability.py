@@ -30,12 +30,15 @@ def assess(
     cores: int,
     load_average: float | None,
     other_runnable: float | None,
+    iters_auto: bool = False,
 ) -> Stability:
     """The verdict on one run.
 
     iteration_us: whole-iteration times; threads: torch's intra-op threads; cores: the CPUs this
     process may run on; load_average: the 1-minute load average (None where the OS has none);
-    other_runnable: the mean count of other runnable tasks while the model ran (None: not sampled).
+    other_runnable: the mean count of other runnable tasks while the model ran (None: not sampled);
+    iters_auto: the run already chose its iteration count (`--iters auto`), so the advice for a wide
+    spread is a longer time limit rather than more iterations.
     """
     cores = max(cores, 1)
     cv = coefficient_of_variation(iteration_us)
@@ -43,7 +46,12 @@ def assess(
     oversubscribed = other + threads > cores + OVERSUBSCRIBED_MARGIN
     spread = cv > NOISY_CV
     load = (load_average or 0.0) / cores
-    advice = _advice(cv, spread, oversubscribed, other, threads, cores)
+    more = (
+        "give --iters auto a longer --max-time"
+        if iters_auto
+        else "run more iterations (--iters auto)"
+    )
+    advice = _advice(cv, spread, oversubscribed, other, threads, cores, more)
     return Stability(
         verdict="noisy" if spread or oversubscribed else "stable",
         iteration_cv=round(cv, 4),
@@ -54,7 +62,13 @@ def assess(
 
 
 def _advice(
-    cv: float, spread: bool, oversubscribed: bool, other: float, threads: int, cores: int
+    cv: float,
+    spread: bool,
+    oversubscribed: bool,
+    other: float,
+    threads: int,
+    cores: int,
+    more_iterations: str,
 ) -> str:
     """Why the run is noisy and what to change (empty when it is not)."""
     causes: list[str] = []
@@ -71,7 +85,7 @@ def _advice(
             fixes.append("stop background jobs (fewer jobs than cores)")
     if spread:
         causes.append(f"iteration times vary by {100 * cv:.0f}% (coefficient of variation)")
-        fixes.append("run more iterations (--iters auto)")
+        fixes.append(more_iterations)
         if threads > 1 and not oversubscribed:
             fixes.append("use one torch thread (--threads 1)")
     if not causes:

@@ -118,7 +118,7 @@ class Runner:
     def __post_init__(self) -> None:
         self.post = []
         if self.name in STRATEGY_CONFIGS:
-            config = StrategyConfig(paths=self.paths, compat=probe(), warmup_iterations=0)
+            config = StrategyConfig(paths=self.paths, compat=probe())
             self.strategy = make_strategy(self.name, config)
             with quiet_fd2():
                 self.strategy.begin()

@@ -138,7 +138,6 @@ class Driver:
         backward: bool = False,
         keep_raw_events: bool = False,
         trace_path: str | None = None,
-        warmup_iterations: int = 0,
     ) -> StrategyConfig:
         return StrategyConfig(
             paths=plan.selected_paths(),
@@ -148,7 +147,6 @@ class Driver:
             backward=backward,
             keep_raw_events=keep_raw_events,
             trace_path=trace_path,
-            warmup_iterations=warmup_iterations,
         )
 
     # -- begin, patch, iterate, stop
@@ -166,8 +164,11 @@ class Driver:
     def restore(self) -> None:
         self.patcher.restore()
 
-    def iteration(self, step: Callable[[], None], warm: bool = False) -> IterationMeasure:
-        """One iteration around `step`; a failure closes the iteration and names the layer.
+    def iteration(
+        self, step: Callable[[], None], warm: bool = False, warmup: bool = False
+    ) -> IterationMeasure:
+        """One iteration around `step`; a failure closes the iteration and names the layer. A
+        warm-up's measure is not worked out (empty) and stays out of the trace.
 
         With `warm` the step first runs unmeasured, its patched forwards passing straight through,
         and only the second run is measured: on a chain of 1,000 Linear(16,16) the first layer
@@ -202,7 +203,7 @@ class Driver:
         finally:
             if self.shapes is not None:
                 self.shapes.recording = False
-        measure = strategy.end_iteration()
+        measure = strategy.end_iteration(warmup)
         self.watch.sample()
         return measure
 
@@ -226,7 +227,11 @@ class Driver:
             use_device=self.config.use_device,
             backward=self.config.backward,
             started_at=self.started_at,
-            stability=self.watch.stability([m.total_cpu_us for m in measures], self.threads),
+            stability=self.watch.stability(
+                [m.total_cpu_us for m in measures],
+                self.threads,
+                iters_auto=facts.requested_iterations == "auto",
+            ),
         )
         session = build_session(self.plan, measures, self.strategy_name, facts)
         shapes = self.shapes
@@ -239,7 +244,7 @@ class Driver:
     def _abandon_iteration(self) -> None:
         """Close an iteration that failed half-way so `end()` finds a consistent strategy."""
         with contextlib.suppress(Exception):
-            self.strategy.end_iteration()
+            self.strategy.end_iteration(warmup=True)  # its measure is dropped: skip the work
 
     def _failure_message(self, exc: Exception) -> str:
         lines = [line for line in str(exc).splitlines() if line.strip()]
@@ -318,9 +323,6 @@ class _RunLoop:
             profile_memory=opts.profile_memory,
             backward=opts.backward,
             trace_path=opts.trace_path,
-            # An auto warm-up's length is not known in advance: its iterations are then worked
-            # out like measured ones (and traced); only this loop knows to drop them.
-            warmup_iterations=self.rule.warmup_total() or 0,
         )
         driver = Driver(self.model, self.plan, self.strategy_name, config, record_shapes=True)
         training = TrainingState(self.model) if opts.backward else None
@@ -378,7 +380,7 @@ class _RunLoop:
         total = self.rule.warmup_total()
         self._report("warmup", 0, total)
         while not self.rule.warmup_done(times, self._elapsed()):
-            driver.iteration(one)
+            driver.iteration(one, warmup=True)
             times.append(driver.step_us)
             self._report("warmup", len(times), total)
         self.warmup_done = len(times)

@@ -77,7 +77,9 @@ class LoadWatch:
     def other_runnable(self) -> float | None:
         return sum(self.samples) / len(self.samples) if self.samples else None
 
-    def stability(self, iteration_us: Sequence[float], threads: int | None = None) -> Stability:
+    def stability(
+        self, iteration_us: Sequence[float], threads: int | None = None, iters_auto: bool = False
+    ) -> Stability:
         """The verdict on a run whose whole-iteration times were `iteration_us`."""
         return assess(
             iteration_us,
@@ -85,6 +87,7 @@ class LoadWatch:
             cores=usable_cores(),
             load_average=self.load_average,
             other_runnable=self.other_runnable(),
+            iters_auto=iters_auto,
         )
 
 

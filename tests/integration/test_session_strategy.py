@@ -38,10 +38,15 @@ PATHS = ("", "block", "block.fc", "block.act", "shared", "head")
 
 
 def run_iteration(
-    strategy: SessionStrategy, net: Net, x: torch.Tensor, *, backward: bool = False
+    strategy: SessionStrategy,
+    net: Net,
+    x: torch.Tensor,
+    *,
+    backward: bool = False,
+    warmup: bool = False,
 ) -> IterationMeasure:
     run_forward(strategy, net, x, backward=backward)
-    return strategy.end_iteration()
+    return strategy.end_iteration(warmup)
 
 
 def run_forward(
@@ -67,16 +72,19 @@ def run_forward(
 
 
 def measure_net(
-    iterations: int = 2, **config: Any
+    iterations: int = 2, warmup: int = 0, **config: Any
 ) -> tuple[list[IterationMeasure], SessionStrategy]:
+    """`iterations` in all, the first `warmup` of them warm-up."""
     torch.manual_seed(0)
     net, x = Net(), torch.randn(4, 8)
     strategy = SessionStrategy(StrategyConfig(paths=PATHS, compat=probe(), **config))
     strategy.begin()
     try:
         measures = [
-            run_iteration(strategy, net, x, backward=config.get("backward", False))
-            for _ in range(iterations)
+            run_iteration(
+                strategy, net, x, backward=config.get("backward", False), warmup=i < warmup
+            )
+            for i in range(iterations)
         ]
     finally:
         strategy.end()
@@ -139,13 +147,13 @@ def test_raw_events_are_kept_per_call_only_when_asked() -> None:
 
 
 def test_warm_up_iterations_are_not_worked_out() -> None:
-    measures, _ = measure_net(iterations=3, warmup_iterations=2)
+    measures, _ = measure_net(iterations=3, warmup=2)
     assert [len(m.paths) for m in measures] == [0, 0, len(PATHS)]
 
 
 def test_trace_holds_the_measured_iterations_in_one_file(tmp_path: Path) -> None:
     trace = tmp_path / "trace.json"
-    measure_net(iterations=3, warmup_iterations=1, trace_path=str(trace))
+    measure_net(iterations=3, warmup=1, trace_path=str(trace))
     events = json.loads(trace.read_text())["traceEvents"]
     block_ranges = [e for e in events if e.get("name") == "block" and e.get("ph") == "X"]
     assert len(block_ranges) == 2

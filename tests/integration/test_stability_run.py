@@ -167,3 +167,14 @@ def test_cli_refuses_bad_counts(
     assert main(["run", str(SMALL), *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_an_auto_warmup_stays_out_of_the_trace(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    session = profile(
+        Net().eval(), torch.randn(4, 16), warmup="auto", iters=2, trace_path=str(trace)
+    )
+    assert session.warmup >= 3
+    events = json.loads(trace.read_text())["traceEvents"]
+    head = [e for e in events if e.get("name") == "head" and e.get("ph") == "X"]
+    assert len(head) == 2  # one per measured iteration, none from the warm-up

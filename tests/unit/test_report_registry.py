@@ -68,7 +68,7 @@ def test_json_export_is_records_with_null_for_unmeasured() -> None:
     assert records[0]["total_cpu_us"] == 580.0
     assert records[0]["calls"] == 3 and records[0]["is_leaf"] is True
     assert records[0]["self_device_us"] is None
-    assert pd.read_json(io.StringIO(json.dumps(records))).shape == (3, 28)
+    assert pd.read_json(io.StringIO(json.dumps(records))).shape == (3, 30)
 
 
 def test_txt_goes_to_the_text_renderer(tmp_path: Path) -> None:

@@ -105,3 +105,13 @@ def test_advice_is_escaped() -> None:
     page = render_html(replace(small_session(), stability=replace(NOISY, advice=HOSTILE)))
     assert HOSTILE not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+def test_frames_carry_each_self_time_interval() -> None:
+    frame = session_with(FC1).to_dataframe().set_index("path")
+    assert (frame.loc["fc1", "self_cpu_us_ci_low"], frame.loc["fc1", "self_cpu_us_ci_high"]) == (
+        500.0,
+        540.0,
+    )
+    few = session_with(FC1[:5]).to_dataframe()
+    assert few["self_cpu_us_ci_low"].isna().all() and few["self_cpu_us_ci_high"].isna().all()

@@ -47,6 +47,14 @@ def test_widely_spread_iterations_are_noisy_even_on_a_quiet_machine() -> None:
     assert "vary by" in stability.advice
 
 
+def test_a_run_that_chose_its_iterations_is_told_to_take_longer() -> None:
+    stability = assess(
+        SPREAD, threads=1, cores=8, load_average=0.0, other_runnable=0.0, iters_auto=True
+    )
+    assert "longer --max-time" in stability.advice
+    assert "run more iterations" not in stability.advice
+
+
 def test_the_load_average_stands_in_when_runnable_tasks_were_not_sampled() -> None:
     busy = assess(STEADY, threads=2, cores=2, load_average=2.0, other_runnable=None)
     quiet = assess(STEADY, threads=2, cores=2, load_average=0.1, other_runnable=None)

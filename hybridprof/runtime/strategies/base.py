@@ -12,7 +12,7 @@ the library `Profile`) calls it in this order:
         ... measured iterations: the step runs once unmeasured (patched forwards pass straight
             through), then strategy.start_measuring() ...
         ... model runs, patched forwards call strategy.call(...) ...
-        measure = strategy.end_iteration()  # warm-up measures are discarded
+        measure = strategy.end_iteration(warmup=...)  # warm-up measures are discarded
       or, for the one iteration of a `Profile` with-block:
         result = strategy.stop_iteration()  # results worked out when read (see IterationResult)
     strategy.end()                         # always, in `finally`
@@ -39,9 +39,6 @@ class StrategyConfig:
     backward: bool = False  # attribute backward ops to the layer whose forward made them
     keep_raw_events: bool = False  # keep per-call event lists for Profile.raw()
     trace_path: str | None = None  # write a Chrome/Perfetto trace of the measured iterations
-    # The run loop's first `warmup_iterations` iterations are warm-up: a strategy may skip working
-    # out their measures (the driver discards them) and leaves them out of the trace.
-    warmup_iterations: int = 0
 
 
 class IterationResult(Protocol):
@@ -109,7 +106,11 @@ class Strategy(Protocol):
         kwargs: Mapping[str, Any],
     ) -> Any: ...
 
-    def end_iteration(self) -> IterationMeasure: ...
+    def end_iteration(self, warmup: bool = False) -> IterationMeasure:
+        """The iteration's measure. warmup=True: the caller discards it (a warm-up, whose length
+        `--warmup auto` only knows as it goes), so a strategy may skip working it out, and leaves
+        it out of the trace."""
+        ...
 
     def stop_iteration(self) -> IterationResult | None:
         """Stop the iteration and hand back its results unread (None: no iteration was open)."""

@@ -47,7 +47,6 @@ class PerCallStrategy:
         self._make_range = range_factory(config.compat.fast_ranges)
         self._depth = 0  # > 0 while an outermost call's profiler runs
         self._pending: list[tuple[str, Any]] = []  # (path, stopped profiler) of this iteration
-        self._iteration = 0
         self._raw: dict[str, list[Any]] = {}
 
     # -- the Strategy protocol
@@ -91,11 +90,10 @@ class PerCallStrategy:
         self._pending.append((path, profiler))
         return result
 
-    def end_iteration(self) -> IterationMeasure:
+    def end_iteration(self, warmup: bool = False) -> IterationMeasure:
         pending, self._pending = self._pending, []
-        self._iteration += 1
         measure = IterationMeasure()
-        if self._iteration <= self.config.warmup_iterations:
+        if warmup:
             return measure  # warm-up measures are discarded: skip the post-processing
         folder = CallFolder(measure, self._fields, self.config.use_device)
         for path, profiler in pending:

@@ -53,7 +53,6 @@ class SessionStrategy:
         self._paths_by_range = {name: path for path, name in self._range_names.items()}
         self._make_range = range_factory(config.compat.fast_ranges)
         self._profiler: Any = None
-        self._iteration = 0
         self._raw: dict[str, list[Frame]] = {}  # per path, per call: the layer's frame
         self._kernels: dict[int, list[tuple[str, int, float]]] = {}
         self._trace = TraceParts(config.trace_path) if config.trace_path else None
@@ -85,9 +84,9 @@ class SessionStrategy:
         with self._make_range(self._range_names[path]):
             return forward(*args, **kwargs)
 
-    def end_iteration(self) -> IterationMeasure:
+    def end_iteration(self, warmup: bool = False) -> IterationMeasure:
         stopped = self.stop_iteration()
-        if stopped is None or self._iteration <= self.config.warmup_iterations:
+        if stopped is None or warmup:
             return IterationMeasure()  # warm-up iterations are not worth the work
         if self._trace is not None:
             self._trace.add(stopped.profiler)
@@ -104,7 +103,6 @@ class SessionStrategy:
         and how much, to work out. The trace and the kept raw events are `end_iteration`'s job.
         """
         profiler = self._stop()
-        self._iteration += 1
         if profiler is None:
             return None
         return StoppedIteration(profiler, self.config, self._paths_by_range)

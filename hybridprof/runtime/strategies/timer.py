@@ -75,7 +75,7 @@ class TimerStrategy:
             event = RawEvent(path, start / 1000, end / 1000, (duration - nested_ns) / 1000)
             self._raw.setdefault(path, []).append([event])
 
-    def end_iteration(self) -> IterationMeasure:
+    def end_iteration(self, warmup: bool = False) -> IterationMeasure:  # nothing to skip
         measure = self._measure
         measure.total_cpu_us = (time.perf_counter_ns() - self._iteration_start) / 1000
         self._measure = IterationMeasure()
