@@ -174,6 +174,7 @@ class Outputs:
     reports: tuple[Path, ...]
     trace: Path | None
     own: frozenset[Path]  # files hybridprof named itself in an out dir: overwritten freely
+    inputs: tuple[Path, ...] = ()  # the model file and plan: never written over
 
     def force_for(self, path: Path, force: bool) -> bool:
         return force or path in self.own
@@ -212,7 +213,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     plan = _load_plan(args.plan) if args.plan else None
     model_file, entry = model_and_entry(args, plan)
     read_model_source(model_file)  # missing file or syntax error: said before anything is created
-    outputs = plan_outputs(args, demo=args.model is None and plan is None)
+    inputs = (model_file, *([Path(args.plan)] if args.plan else []))
+    outputs = plan_outputs(args, demo=args.model is None and plan is None, inputs=inputs)
     try:
         with model_prints_to_stderr():
             session = _profile(args, argv, model_file, entry, plan, outputs)
@@ -279,7 +281,7 @@ def _load_plan(path: str) -> ProfilePlan:
     return load_plan(path)
 
 
-def plan_outputs(args: argparse.Namespace, demo: bool) -> Outputs:
+def plan_outputs(args: argparse.Namespace, demo: bool, inputs: tuple[Path, ...] = ()) -> Outputs:
     """Decide and check every output path (folder exists, writable, not there without --force)."""
     out_dir = Path(args.out_dir) if args.out_dir else (Path(DEFAULT_OUT_DIR) if demo else None)
     own: set[Path] = set()
@@ -298,8 +300,8 @@ def plan_outputs(args: argparse.Namespace, demo: bool) -> Outputs:
     check_report_paths(reports)
     for path in (session, *reports, trace):
         if path is not None:
-            check_output_path(path, args.force or path in own)
-    return Outputs(session, tuple(reports), trace, frozenset(own))
+            check_output_path(path, args.force or path in own, inputs)
+    return Outputs(session, tuple(reports), trace, frozenset(own), inputs)
 
 
 def _check_distinct(paths: list[Path]) -> None:
@@ -331,7 +333,12 @@ def _profile(
 
 def _save(session: ProfileSession, outputs: Outputs, force: bool) -> None:
     if outputs.session is not None:
-        write_atomic(outputs.session, session.to_json(), outputs.force_for(outputs.session, force))
+        write_atomic(
+            outputs.session,
+            session.to_json(),
+            outputs.force_for(outputs.session, force),
+            outputs.inputs,
+        )
     for report in outputs.reports:
         write_report(session, report, force=outputs.force_for(report, force))
 

@@ -1,0 +1,118 @@
+"""What `hybridprof` may write over, run as a user runs it: only regular files that are not inputs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hybridprof.storage import load_session
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+SCRIPT = Path(sys.executable).with_name("hybridprof")
+QUICK = ["--warmup", "0", "--iters", "1"]
+
+
+def hybridprof(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPT), *argv], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hybridprof: error: "), done.stderr
+    return lines[0]
+
+
+def test_force_never_replaces_a_fifo(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe.json")
+    done = hybridprof(
+        "run", str(FIXTURES / "run_small.py"), *QUICK, "-o", "pipe.json", "--force", cwd=tmp_path
+    )
+    assert done.returncode == 2
+    assert "is a FIFO, not a regular file" in one_error_line(done)
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "pipe.json").st_mode)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+def test_force_never_replaces_a_device_node(tmp_path: Path) -> None:
+    # A private copy of /dev/null's node: a regression can only damage this one.
+    node = tmp_path / "null"
+    os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    _session(tmp_path)
+    for argv in (
+        ("run", str(FIXTURES / "run_small.py"), *QUICK, "-o", str(node), "--force"),
+        ("report", str(tmp_path / "s.json"), "-o", str(tmp_path / "link.txt"), "--force"),
+    ):
+        (tmp_path / "link.txt").unlink(missing_ok=True)
+        (tmp_path / "link.txt").symlink_to(node)
+        done = hybridprof(*argv, cwd=tmp_path)
+        assert done.returncode == 2
+        assert "is a character device, not a regular file" in one_error_line(done)
+        assert stat.S_ISCHR(os.lstat(node).st_mode)
+
+
+def test_force_writes_through_a_symlink_and_keeps_it(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    real = tmp_path / "runs" / "latest.json"
+    real.write_text("old")
+    os.chmod(real, 0o600)
+    link = tmp_path / "s.json"
+    link.symlink_to(real)
+    done = hybridprof("run", str(FIXTURES / "run_small.py"), *QUICK, "-o", "s.json", cwd=tmp_path)
+    assert done.returncode == 2 and "pass --force" in one_error_line(done)
+    done = hybridprof(
+        "run", str(FIXTURES / "run_small.py"), *QUICK, "-o", "s.json", "--force", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert load_session(real).iterations == 1
+    assert stat.S_IMODE(os.stat(real).st_mode) == 0o600  # an overwritten file keeps its mode
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["latest.json"]
+
+
+def test_an_output_that_is_an_input_is_refused(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.py"
+    shutil.copy(FIXTURES / "run_small.py", victim)
+    before = victim.read_bytes()
+    for argv in (
+        ("run", "victim.py", *QUICK, "-o", "victim.py", "--force"),
+        ("run", "victim.py", *QUICK, "-o", "./sub/../victim.py", "--force"),
+        ("analyze", "victim.py", "-o", "victim.py", "--force"),
+    ):
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        done = hybridprof(*argv, cwd=tmp_path)
+        assert done.returncode == 2, (argv, done.stderr)
+        assert "is the input" in one_error_line(done)
+        assert victim.read_bytes() == before
+
+    session = _session(tmp_path)
+    saved = session.read_bytes()
+    (tmp_path / "hard.json").hardlink_to(session)
+    for output in ("s.json", "hard.json"):
+        done = hybridprof("report", "s.json", "-o", output, "--force", cwd=tmp_path)
+        assert done.returncode == 2
+        assert f"output '{output}' is the input 's.json'" in one_error_line(done)
+        assert session.read_bytes() == saved
+
+
+def test_run_refuses_its_own_model_file_as_session(tmp_path: Path) -> None:
+    # the plain case the report names: -o over the model file itself, before any torch work
+    victim = tmp_path / "victim.py"
+    shutil.copy(FIXTURES / "run_small.py", victim)
+    done = hybridprof("run", str(victim), "-o", str(victim), "--force", cwd=tmp_path)
+    assert done.returncode == 2
+    assert one_error_line(done).endswith("give the output another name")
+    assert victim.read_text().startswith('"""A small model')
+
+
+def _session(folder: Path) -> Path:
+    done = hybridprof("run", str(FIXTURES / "run_small.py"), *QUICK, "-o", "s.json", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return folder / "s.json"
