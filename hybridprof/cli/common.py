@@ -66,4 +66,7 @@ def model_prints_to_stderr() -> Iterator[None]:
 
 
 def one_line(message: str) -> str:
-    return " ".join(message.split())
+    """The message on one line, with control characters (from module names) shown escaped."""
+    from hybridprof.reporting.format import visible
+
+    return " ".join(visible(message, newlines=True).split())
