@@ -40,13 +40,13 @@ from hybridprof.runtime.aggregate import RunFacts, build_session, environment, n
 from hybridprof.runtime.flops import with_work
 from hybridprof.runtime.machine import LoadWatch
 from hybridprof.runtime.measure import IterationMeasure
+from hybridprof.runtime.model_state import model_state_kept, random_state_kept
 from hybridprof.runtime.patching import ForwardPatcher
 from hybridprof.runtime.stopping import AUTO, Count, IterationRule, unconverged
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, check_backward, make_strategy
 from hybridprof.runtime.strategies.base import IterationResult, Strategy, StrategyConfig
 from hybridprof.runtime.workload import (
     ShapeRecorder,
-    TrainingState,
     forward_once,
     model_device,
     placed_on,
@@ -303,9 +303,13 @@ class _RunLoop:
             warmup_iterations=self.rule.warmup_total() or 0,
         )
         driver = Driver(self.model, self.plan, self.strategy_name, config, record_shapes=True)
-        training = TrainingState(self.model) if opts.backward else None
         start = time.perf_counter()
-        with _restoring(driver, training), _trace_removed_on_failure(opts.trace_path):
+        with (
+            random_state_kept(self.device),
+            model_state_kept(self.model, training=opts.backward),
+            _patched(driver),
+            _trace_removed_on_failure(opts.trace_path),
+        ):
             self._iterate(driver)
         if self.interrupted:
             asked = "" if opts.iters == AUTO else f" of {opts.iters}"
@@ -396,19 +400,13 @@ def _trace_removed_on_failure(trace_path: str | None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _restoring(driver: Driver, training: TrainingState | None) -> Iterator[None]:
-    """Training state outermost, patches inside: undone in reverse, whatever happens."""
-    if training is not None:
-        training.enter()
+def _patched(driver: Driver) -> Iterator[None]:
+    """The driver's patches for the block, undone whatever happens (model state is kept outside)."""
+    driver.patch()
     try:
-        driver.patch()
-        try:
-            yield
-        finally:
-            driver.restore()
+        yield
     finally:
-        if training is not None:
-            training.restore()
+        driver.restore()
 
 
 __all__ = ["Driver", "ProgressFn", "RunOptions", "run"]
