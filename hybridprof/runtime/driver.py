@@ -46,6 +46,7 @@ from hybridprof.runtime.stopping import AUTO, Count, IterationRule, unconverged
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, check_backward, make_strategy
 from hybridprof.runtime.strategies.base import IterationResult, Strategy, StrategyConfig
 from hybridprof.runtime.workload import (
+    BackwardFailed,
     ShapeRecorder,
     forward_once,
     model_device,
@@ -173,7 +174,7 @@ class Driver:
         except HybridprofError:
             self._abandon_iteration()
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in forward is a model failure too
             self._abandon_iteration()
             raise ModelRunError(self._failure_message(exc)) from exc
         except BaseException:  # KeyboardInterrupt: close the iteration, the caller decides
@@ -221,11 +222,14 @@ class Driver:
         with contextlib.suppress(Exception):
             self.strategy.end_iteration()
 
-    def _failure_message(self, exc: Exception) -> str:
-        lines = [line for line in str(exc).splitlines() if line.strip()]
-        text = lines[0].strip() if lines else ""
-        if not isinstance(exc, RuntimeError) or not text:
-            text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    def _failure_message(self, exc: BaseException) -> str:
+        text = _first_line(exc)
+        if isinstance(exc, BackwardFailed):
+            cause = exc.__cause__ if exc.__cause__ is not None else exc
+            return (
+                f"the backward pass of {type(self.model).__name__} failed: {_first_line(cause)}; "
+                "profile without --backward to check the forward alone"
+            )
         path = self.patcher.failed_path
         if path is None:
             where = "the training step" if self.config.backward else "the forward"
@@ -238,6 +242,17 @@ class Driver:
             f"forward failed in {path or '(root)'} ({cls}): {text}; check that the inputs fit "
             "the model"
         )
+
+
+def _first_line(exc: BaseException) -> str:
+    """An exception as one line: its message's first line, with its type unless a RuntimeError."""
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r}); a forward must return or raise"
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    text = lines[0].strip() if lines else ""
+    if not isinstance(exc, RuntimeError) or not text:
+        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text
 
 
 def run(
@@ -257,6 +272,11 @@ def run(
     was. `warnings` (from checking the plan) go into the session.
     """
     rule = opts.check()
+    if opts.backward and not torch.is_grad_enabled():
+        raise UsageError(
+            "backward=True inside torch.no_grad() or torch.inference_mode(): gradients are off, "
+            "so there is no backward to profile; call profile() outside that block"
+        )
     device = resolve_device(opts.device) or model_device(model)
     model_inputs = as_model_inputs(inputs, "the inputs")
     if device is not None:
