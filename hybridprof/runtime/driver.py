@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession, StopReason
-from hybridprof.errors import HybridprofError, ModelRunError, UsageError
+from hybridprof.errors import HybridprofError, ModelRunError, NestedProfileError, UsageError
 from hybridprof.loader import ModelInputs, as_model_inputs, keeping_cwd
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import module_at
@@ -41,9 +41,9 @@ from hybridprof.runtime.flops import with_work
 from hybridprof.runtime.machine import LoadWatch
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.model_state import model_state_kept, random_state_kept
-from hybridprof.runtime.patching import ForwardPatcher
+from hybridprof.runtime.patching import ForwardPatcher, live_patches
 from hybridprof.runtime.stopping import AUTO, Count, IterationRule, unconverged
-from hybridprof.runtime.strategies import DEFAULT_STRATEGY, check_backward, make_strategy
+from hybridprof.runtime.strategies import DEFAULT_STRATEGY, check_backward, make_strategy, spec_of
 from hybridprof.runtime.strategies.base import IterationResult, Strategy, StrategyConfig
 from hybridprof.runtime.workload import (
     BackwardFailed,
@@ -109,6 +109,7 @@ class Driver:
         *,
         record_shapes: bool = False,
     ) -> None:
+        refuse_nesting(strategy_name)
         self.model = model
         self.plan = plan
         self.strategy_name = strategy_name
@@ -201,8 +202,10 @@ class Driver:
         self, measures: Sequence[IterationMeasure], facts: RunFacts
     ) -> ProfileSession:
         """The session of `measures`; what was measured and when it started come from here."""
+        said = self.thread_warning()
         facts = replace(
             facts,
+            warnings=facts.warnings + ((said,) if said else ()),
             profile_memory=self.config.profile_memory,
             use_device=self.config.use_device,
             backward=self.config.backward,
@@ -214,6 +217,17 @@ class Driver:
         if shapes is None:
             return session
         return replace(session, records=tuple(shapes.apply(r) for r in session.records))
+
+    def thread_warning(self) -> str | None:
+        """What to say when profiled layers were also called from other threads (not measured)."""
+        calls = self.patcher.foreign_calls
+        if not calls:
+            return None
+        return (
+            f"{calls} call{'s' if calls > 1 else ''} of profiled layers came from other threads and "
+            "are not measured: hybridprof measures the thread that started profiling; profile "
+            "each thread's work on its own"
+        )
 
     # -- helpers
 
@@ -241,6 +255,22 @@ class Driver:
         return (
             f"forward failed in {path or '(root)'} ({cls}): {text}; check that the inputs fit "
             "the model"
+        )
+
+
+def refuse_nesting(strategy_name: str) -> None:
+    """NestedProfileError when another profile is running: the inner would empty the outer."""
+    patched = live_patches()
+    if patched:
+        raise NestedProfileError(
+            f"another hybridprof profile is active in this process (patched: "
+            f"{', '.join(patched[:3])}); profile after it ends, not inside it"
+        )
+    if spec_of(strategy_name).torch_profiler and torch.autograd._profiler_enabled():
+        raise NestedProfileError(
+            "torch.profiler (or torch.autograd.profiler) is already running in this thread, and "
+            f"strategy '{strategy_name}' runs its own, which cannot nest: profile outside that "
+            "block, or use strategy 'timer' inside it"
         )
 
 
