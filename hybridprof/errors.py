@@ -74,3 +74,7 @@ class DistributedError(HybridprofError):
     gather of the sessions timed out."""
 
     exit_code = 3
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during `hybridprof run`: stops the run like Ctrl-C (exit 143 instead of 130)."""

@@ -43,6 +43,7 @@ from hybridprof.loader import DEFAULT_ENTRY, parse_shape, read_model_source
 from hybridprof.outputs import check_output_path, write_atomic
 from hybridprof.reporting import known_extensions, write_report
 from hybridprof.reporting.trust import stability_line
+from hybridprof.runtime.signals import TerminateHandler, sigterm_as_interrupt
 from hybridprof.runtime.stopping import AUTO_TARGET_PCT, DEFAULT_MAX_TIME_S, Count, parse_count
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES, backward_strategies
 
@@ -215,27 +216,33 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     read_model_source(model_file)  # missing file or syntax error: said before anything is created
     inputs = (model_file, *([Path(args.plan)] if args.plan else []))
     outputs = plan_outputs(args, demo=args.model is None and plan is None, inputs=inputs)
-    try:
-        with model_prints_to_stderr():
-            session = _profile(args, argv, model_file, entry, plan, outputs)
-    except KeyboardInterrupt:
-        print(
-            "hybridprof: interrupted before a measured iteration finished; nothing saved",
-            file=sys.stderr,
-        )
-        return 130
-    _save(session, outputs, args.force)
+    with sigterm_as_interrupt() as sigterm:
+        try:
+            with model_prints_to_stderr():
+                session = _profile(args, argv, model_file, entry, plan, outputs)
+        except KeyboardInterrupt:
+            print(
+                f"hybridprof: {_stopped_by(sigterm)} before a measured iteration finished; "
+                "nothing saved",
+                file=sys.stderr,
+            )
+            return 143 if sigterm.received else 130
+        _save(session, outputs, args.force)
     emit([*terminal_table(session), *_where_lines(session, outputs)])
     if session.interrupted:
         where = f"; partial session saved to {outputs.session}" if outputs.session else ""
         asked = session.requested_iterations
         print(
-            f"hybridprof: interrupted after {session.iterations}"
+            f"hybridprof: {_stopped_by(sigterm)} after {session.iterations}"
             f"{'' if asked == 'auto' else f' of {asked}'} iterations{where}",
             file=sys.stderr,
         )
-        return 130
+        return 143 if sigterm.received else 130
     return 0
+
+
+def _stopped_by(sigterm: TerminateHandler) -> str:
+    return "terminated (SIGTERM)" if sigterm.received else "interrupted"
 
 
 def _check_values(args: argparse.Namespace) -> None:

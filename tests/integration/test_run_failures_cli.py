@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+from hybridprof.storage import load_session
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SCRIPT = Path(sys.executable).with_name("hybridprof")
@@ -27,3 +32,33 @@ def test_sys_exit_in_forward_is_a_model_failure(tmp_path: Path) -> None:
         "return or raise; check that the inputs fit the model"
     ]
     assert not (tmp_path / "s.json").exists()
+
+
+def test_sigterm_saves_what_was_measured_and_leaves_no_temp_files(tmp_path: Path) -> None:
+    ready, temp = tmp_path / "ready", tmp_path / "tmp"
+    temp.mkdir()
+    argv = [str(SCRIPT), "run", str(FIXTURES / "run_signal.py"), "--warmup", "1"]
+    argv += ["--iters", "1000000", "-o", "s.json", "--trace", "t.json"]
+    env = {**os.environ, "HYBRIDPROF_TEST_READY": str(ready), "TMPDIR": str(temp)}
+    proc = subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), "the model never reached its fifth call"
+        time.sleep(0.3)  # a few more iterations
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "terminated (SIGTERM) after" in err and "partial session saved to s.json" in err
+    assert "Traceback" not in err
+    session = load_session(tmp_path / "s.json")
+    assert session.interrupted and session.iterations >= 3
+    assert (tmp_path / "t.json").is_file()
+    assert list(temp.iterdir()) == []  # no hybridprof-trace-* folder left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ready", "s.json", "t.json", "tmp"]
