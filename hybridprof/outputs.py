@@ -91,17 +91,37 @@ def write_atomic(
     real = write_target(target)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     mode = _mode_for(real)
-    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _cannot_write(target, exc) from exc
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
         os.chmod(tmp, mode)
         os.replace(tmp, real)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):  # disk full, read-only or special file system, quota
+            raise _cannot_write(target, exc) from exc
         raise
     return target
+
+
+def _cannot_write(target: Path, exc: OSError) -> OutputError:
+    return OutputError(f"cannot write '{target}': {exc.strerror or exc}")
+
+
+def rescue_copy(data: str, stem: str) -> Path | None:
+    """Save `data` in the system temp folder when it could not go where asked; None if that fails."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=f"{stem}-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(data)
+    except OSError:
+        return None
+    return Path(name)
 
 
 def _mode_for(real: Path) -> int:

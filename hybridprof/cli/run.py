@@ -38,9 +38,9 @@ from hybridprof.cli.profiling import (
 )
 from hybridprof.cli.run_ranks import add_rank_options, run_rank, torchrun_launch
 from hybridprof.cli.terminal import emit, roofline_lines, summary_line, terminal_table
-from hybridprof.errors import UsageError
+from hybridprof.errors import OutputError, UsageError
 from hybridprof.loader import DEFAULT_ENTRY, parse_shape, read_model_source
-from hybridprof.outputs import check_output_path, write_atomic
+from hybridprof.outputs import check_output_path, rescue_copy, write_atomic
 from hybridprof.reporting import known_extensions, write_report
 from hybridprof.reporting.trust import stability_line
 from hybridprof.runtime.signals import TerminateHandler, sigterm_as_interrupt
@@ -339,15 +339,27 @@ def _profile(
 
 
 def _save(session: ProfileSession, outputs: Outputs, force: bool) -> None:
+    """Session first, then reports. A file that cannot be written does not lose the measurements:
+    the error says where the session is (where asked, else a copy in the system temp folder)."""
+    text = session.to_json()
     if outputs.session is not None:
-        write_atomic(
-            outputs.session,
-            session.to_json(),
-            outputs.force_for(outputs.session, force),
-            outputs.inputs,
-        )
+        try:
+            force_session = outputs.force_for(outputs.session, force)
+            write_atomic(outputs.session, text, force_session, outputs.inputs)
+        except OutputError as exc:
+            raise OutputError(f"{exc}; {_kept(rescue_copy(text, 'hybridprof-session'))}") from exc
     for report in outputs.reports:
-        write_report(session, report, force=outputs.force_for(report, force))
+        try:
+            write_report(session, report, force=outputs.force_for(report, force))
+        except OutputError as exc:
+            kept = outputs.session or rescue_copy(text, "hybridprof-session")
+            raise OutputError(f"{exc}; {_kept(kept)}") from exc
+
+
+def _kept(session_file: Path | None) -> str:
+    if session_file is None:
+        return "the session could not be saved anywhere"
+    return f"the session is in {session_file} (re-render: hybridprof report {session_file} -o FILE)"
 
 
 def _where_lines(session: ProfileSession, outputs: Outputs) -> list[str]:

@@ -77,6 +77,8 @@ def emit(lines: Iterable[str]) -> None:
     Control characters (in module names from a model or a session file) are shown escaped, so
     they cannot recolour the terminal, retitle it or rewrite a line.
     """
+    if sys.stdout is None:  # started with stdout closed (`>&-`): nowhere to print
+        return
     try:
         for line in lines:
             print(visible(line, newlines=True))
