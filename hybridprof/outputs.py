@@ -9,10 +9,11 @@ refused.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from hybridprof.errors import OutputError
@@ -130,3 +131,27 @@ def _mode_for(real: Path) -> int:
         return stat.S_IMODE(os.stat(real).st_mode)
     except OSError:
         return 0o644
+
+
+@contextlib.contextmanager
+def folder_locked(folder: Path | None) -> Iterator[None]:
+    """Hold an exclusive lock on `folder` (an --out-dir) for the block; refuse if another run has it.
+
+    Two runs writing into one out dir would leave a session from one and a report from the other.
+    The lock is on the folder itself (flock), so nothing is left behind and it ends with the process.
+    """
+    if folder is None:
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise OutputError(
+                f"another hybridprof run is writing into '{folder}'; wait for it to finish or "
+                "give another --out-dir"
+            ) from exc
+        yield
+    finally:
+        os.close(fd)

@@ -40,7 +40,7 @@ from hybridprof.cli.run_ranks import add_rank_options, run_rank, torchrun_launch
 from hybridprof.cli.terminal import emit, roofline_lines, summary_line, terminal_table
 from hybridprof.errors import OutputError, UsageError
 from hybridprof.loader import DEFAULT_ENTRY, parse_shape, read_model_source
-from hybridprof.outputs import check_output_path, rescue_copy, write_atomic
+from hybridprof.outputs import check_output_path, folder_locked, rescue_copy, write_atomic
 from hybridprof.reporting import known_extensions, write_report
 from hybridprof.reporting.trust import stability_line
 from hybridprof.runtime.signals import TerminateHandler, sigterm_as_interrupt
@@ -176,6 +176,7 @@ class Outputs:
     trace: Path | None
     own: frozenset[Path]  # files hybridprof named itself in an out dir: overwritten freely
     inputs: tuple[Path, ...] = ()  # the model file and plan: never written over
+    out_dir: Path | None = None  # locked for the run: two runs never mix their files there
 
     def force_for(self, path: Path, force: bool) -> bool:
         return force or path in self.own
@@ -216,7 +217,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     read_model_source(model_file)  # missing file or syntax error: said before anything is created
     inputs = (model_file, *([Path(args.plan)] if args.plan else []))
     outputs = plan_outputs(args, demo=args.model is None and plan is None, inputs=inputs)
-    with sigterm_as_interrupt() as sigterm:
+    with folder_locked(outputs.out_dir), sigterm_as_interrupt() as sigterm:
         try:
             with model_prints_to_stderr():
                 session = _profile(args, argv, model_file, entry, plan, outputs)
@@ -308,7 +309,7 @@ def plan_outputs(args: argparse.Namespace, demo: bool, inputs: tuple[Path, ...] 
     for path in (session, *reports, trace):
         if path is not None:
             check_output_path(path, args.force or path in own, inputs)
-    return Outputs(session, tuple(reports), trace, frozenset(own), inputs)
+    return Outputs(session, tuple(reports), trace, frozenset(own), inputs, out_dir)
 
 
 def _check_distinct(paths: list[Path]) -> None:

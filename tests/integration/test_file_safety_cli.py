@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -116,3 +118,39 @@ def _session(folder: Path) -> Path:
     done = hybridprof("run", str(FIXTURES / "run_small.py"), *QUICK, "-o", "s.json", cwd=folder)
     assert done.returncode == 0, done.stderr
     return folder / "s.json"
+
+
+def test_two_runs_never_mix_their_files_in_one_out_dir(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    argv = [str(SCRIPT), "run", str(FIXTURES / "run_signal.py"), "--warmup", "1"]
+    argv += ["--iters", "1000000", "--out-dir", "out"]
+    env = {**os.environ, "HYBRIDPROF_TEST_READY": str(ready)}
+    first = subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), "the first run never started measuring"
+        second = hybridprof(
+            "run", str(FIXTURES / "run_small.py"), *QUICK, "--out-dir", "out", cwd=tmp_path
+        )
+        first.send_signal(signal.SIGINT)
+        _, err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert second.returncode == 2
+    assert one_error_line(second) == (
+        "hybridprof: error: another hybridprof run is writing into 'out'; wait for it to finish "
+        "or give another --out-dir"
+    )
+    assert first.returncode == 130, err
+    session = load_session(tmp_path / "out" / "session.json")
+    assert session.model_file is not None and session.model_file.endswith("run_signal.py")
+    assert "run_signal.py" in (tmp_path / "out" / "report.html").read_text()
+    again = hybridprof(
+        "run", str(FIXTURES / "run_small.py"), *QUICK, "--out-dir", "out", cwd=tmp_path
+    )
+    assert again.returncode == 0, again.stderr  # the lock ends with the run
