@@ -15,6 +15,7 @@ import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from hybridprof.errors import OutputError
 
@@ -88,9 +89,19 @@ def write_atomic(
     path: str | Path, data: str | bytes, force: bool = False, inputs: Iterable[str | Path] = ()
 ) -> Path:
     """Write to a temp file in the same folder, then rename: readers never see half a file."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    with atomic_file(path, force, inputs) as handle:
+        handle.write(payload)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def atomic_file(
+    path: str | Path, force: bool = False, inputs: Iterable[str | Path] = ()
+) -> Iterator[BinaryIO]:
+    """A binary handle on a temp file that replaces `path` when the block ends without error."""
     target = check_output_path(path, force, inputs)
     real = write_target(target)
-    payload = data.encode("utf-8") if isinstance(data, str) else data
     mode = _mode_for(real)
     try:
         fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
@@ -98,7 +109,7 @@ def write_atomic(
         raise _cannot_write(target, exc) from exc
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
+            yield handle
         os.chmod(tmp, mode)
         os.replace(tmp, real)
     except BaseException as exc:
@@ -107,7 +118,6 @@ def write_atomic(
         if isinstance(exc, OSError):  # disk full, read-only or special file system, quota
             raise _cannot_write(target, exc) from exc
         raise
-    return target
 
 
 def _cannot_write(target: Path, exc: OSError) -> OutputError:

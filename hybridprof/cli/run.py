@@ -371,8 +371,12 @@ def _where_lines(session: ProfileSession, outputs: Outputs) -> list[str]:
         )
     lines += [f"report:  {r}" for r in outputs.reports]
     if outputs.trace is not None:
+        from hybridprof.runtime.kineto import TRACE_ITERATIONS
+
+        first = min(session.iterations, TRACE_ITERATIONS)
         lines.append(
-            f"trace:   {outputs.trace}  (open in https://ui.perfetto.dev or chrome://tracing)"
+            f"trace:   {outputs.trace}  (the first {first} measured iteration"
+            f"{'s' if first > 1 else ''}; open in https://ui.perfetto.dev or chrome://tracing)"
         )
     if outputs.session is None and not outputs.reports:
         lines.append("nothing saved: add -o session.json and/or --report report.html")

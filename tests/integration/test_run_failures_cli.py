@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -170,3 +171,18 @@ def test_an_input_shape_too_big_to_allocate_is_bad_input(tmp_path: Path) -> None
     assert len(lines) == 1
     assert lines[0].startswith("hybridprof: error: --input-shape '100000,100000,100000' needs ")
     assert lines[0].endswith("cannot be allocated here (RuntimeError); give a smaller shape")
+
+
+def test_a_trace_holds_a_bounded_number_of_iterations(tmp_path: Path) -> None:
+    from hybridprof.runtime.kineto import TRACE_ITERATIONS
+
+    iters = TRACE_ITERATIONS + 3
+    argv = ["run", str(FIXTURES / "run_small.py"), "--warmup", "1", "--iters", str(iters)]
+    done = hybridprof(*argv, "-o", "s.json", "--trace", "t.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    trace = json.loads((tmp_path / "t.json").read_text())
+    names = [event.get("name") for event in trace["traceEvents"]]
+    assert names.count("classifier.0") == TRACE_ITERATIONS  # one call per traced iteration
+    assert "schemaVersion" in trace  # the profiler's metadata kept beside the events
+    assert f"trace:   t.json  (the first {TRACE_ITERATIONS} measured iterations;" in done.stdout
+    assert load_session(tmp_path / "s.json").iterations == iters
