@@ -284,3 +284,18 @@ def test_sys_exit_in_forward_is_a_model_failure() -> None:
     model = nn.Sequential(nn.Linear(4, 4), Quits())
     with pytest.raises(hybridprof.HybridprofError, match=r"1 \(Quits\): it called sys.exit\(0\)"):
         hybridprof.profile(model, torch.rand(2, 4), **QUICK)
+
+
+def test_a_bypassed_layer_is_not_blamed_on_a_fused_fast_path() -> None:
+    class Bypass(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return nn.functional.linear(x, self.fc.weight, self.fc.bias)  # never calls self.fc
+
+    session = hybridprof.profile(Bypass(), torch.rand(2, 4), **QUICK)
+    said = " ".join(session.warnings)
+    assert "none of the 1 selected layer was called through its module" in said
+    assert "F.linear on a layer's weight" in said
