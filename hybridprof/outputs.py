@@ -1,9 +1,9 @@
 """Writing output files safely: check before any work, write atomically, never clobber silently.
 
-Only regular files are ever replaced: a device node, FIFO or socket at an output path is refused even
-with --force (`-o /dev/null --force` must not turn /dev/null into a JSON file). A symlink is written
-through (its target is replaced, the link stays), and an output that is one of the run's inputs is
-refused.
+Only regular files are ever replaced: a device node, FIFO or socket at an output path is refused
+even with --force (`-o /dev/null --force` must not turn /dev/null into a JSON file). A symlink is
+written through (its target is replaced, the link stays), and an output that is one of the run's
+inputs is refused.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def _cannot_write(target: Path, exc: OSError) -> OutputError:
 
 
 def rescue_copy(data: str, stem: str) -> Path | None:
-    """Save `data` in the system temp folder when it could not go where asked; None if that fails."""
+    """Save `data` in the system temp folder when it could not go where asked (None: failed too)."""
     try:
         fd, name = tempfile.mkstemp(prefix=f"{stem}-", suffix=".json")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -145,10 +145,10 @@ def _mode_for(real: Path) -> int:
 
 @contextlib.contextmanager
 def folder_locked(folder: Path | None) -> Iterator[None]:
-    """Hold an exclusive lock on `folder` (an --out-dir) for the block; refuse if another run has it.
+    """Lock `folder` (an --out-dir) for the block; refuse if another run holds it.
 
     Two runs writing into one out dir would leave a session from one and a report from the other.
-    The lock is on the folder itself (flock), so nothing is left behind and it ends with the process.
+    The lock is on the folder itself (flock): nothing is left behind, and it ends with the process.
     """
     if folder is None:
         yield

@@ -32,18 +32,19 @@ import torch
 from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession, StopReason
-from hybridprof.errors import HybridprofError, ModelRunError, NestedProfileError, UsageError
+from hybridprof.errors import HybridprofError, ModelRunError, UsageError
 from hybridprof.loader import ModelInputs, as_model_inputs, keeping_cwd
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import module_at
 from hybridprof.runtime.aggregate import RunFacts, build_session, environment, never_ran_warning
 from hybridprof.runtime.flops import with_work
+from hybridprof.runtime.guards import first_line, refuse_nesting
 from hybridprof.runtime.machine import LoadWatch
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.model_state import model_state_kept, random_state_kept
-from hybridprof.runtime.patching import ForwardPatcher, live_patches
+from hybridprof.runtime.patching import ForwardPatcher
 from hybridprof.runtime.stopping import AUTO, Count, IterationRule, unconverged
-from hybridprof.runtime.strategies import DEFAULT_STRATEGY, check_backward, make_strategy, spec_of
+from hybridprof.runtime.strategies import DEFAULT_STRATEGY, check_backward, make_strategy
 from hybridprof.runtime.strategies.base import IterationResult, Strategy, StrategyConfig
 from hybridprof.runtime.workload import (
     BackwardFailed,
@@ -224,9 +225,9 @@ class Driver:
         if not calls:
             return None
         return (
-            f"{calls} call{'s' if calls > 1 else ''} of profiled layers came from other threads and "
-            "are not measured: hybridprof measures the thread that started profiling; profile "
-            "each thread's work on its own"
+            f"{calls} call{'s' if calls > 1 else ''} of profiled layers came from other threads "
+            "and are not measured: hybridprof measures the thread that started profiling; "
+            "profile each thread's work on its own"
         )
 
     # -- helpers
@@ -237,11 +238,11 @@ class Driver:
             self.strategy.end_iteration()
 
     def _failure_message(self, exc: BaseException) -> str:
-        text = _first_line(exc)
+        text = first_line(exc)
         if isinstance(exc, BackwardFailed):
             cause = exc.__cause__ if exc.__cause__ is not None else exc
             return (
-                f"the backward pass of {type(self.model).__name__} failed: {_first_line(cause)}; "
+                f"the backward pass of {type(self.model).__name__} failed: {first_line(cause)}; "
                 "profile without --backward to check the forward alone"
             )
         path = self.patcher.failed_path
@@ -256,33 +257,6 @@ class Driver:
             f"forward failed in {path or '(root)'} ({cls}): {text}; check that the inputs fit "
             "the model"
         )
-
-
-def refuse_nesting(strategy_name: str) -> None:
-    """NestedProfileError when another profile is running: the inner would empty the outer."""
-    patched = live_patches()
-    if patched:
-        raise NestedProfileError(
-            f"another hybridprof profile is active in this process (patched: "
-            f"{', '.join(patched[:3])}); profile after it ends, not inside it"
-        )
-    if spec_of(strategy_name).torch_profiler and torch.autograd._profiler_enabled():
-        raise NestedProfileError(
-            "torch.profiler (or torch.autograd.profiler) is already running in this thread, and "
-            f"strategy '{strategy_name}' runs its own, which cannot nest: profile outside that "
-            "block, or use strategy 'timer' inside it"
-        )
-
-
-def _first_line(exc: BaseException) -> str:
-    """An exception as one line: its message's first line, with its type unless a RuntimeError."""
-    if isinstance(exc, SystemExit):
-        return f"it called sys.exit({exc.code!r}); a forward must return or raise"
-    lines = [line for line in str(exc).splitlines() if line.strip()]
-    text = lines[0].strip() if lines else ""
-    if not isinstance(exc, RuntimeError) or not text:
-        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return text
 
 
 def run(

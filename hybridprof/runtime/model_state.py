@@ -27,7 +27,7 @@ from hybridprof.errors import UsageError
 
 @dataclass(slots=True)
 class ModelState:
-    """The state a run may change; `enter()` saves (and for training sets) it, `restore()` undoes."""
+    """The state a run may change: `enter()` saves it (and sets it for training), `restore()`."""
 
     model: nn.Module
     training: bool = False  # a training step: train mode, gradients on
@@ -112,7 +112,7 @@ def random_state_kept(device: torch.device | None) -> Iterator[None]:
 
 @contextlib.contextmanager
 def model_state_kept(model: nn.Module, training: bool) -> Iterator[ModelState]:
-    """`ModelState.enter()` then the block; `restore()` whatever happens, a failed enter included."""
+    """`ModelState.enter()`, the block, then `restore()` whatever happens (a failed enter too)."""
     state = ModelState(model, training)
     try:
         state.enter()

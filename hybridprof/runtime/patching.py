@@ -123,7 +123,7 @@ COPY_GUARDS = ("__getstate__", "_replicate_for_data_parallel")
 
 
 class _StateWithoutPatch:
-    """The module's `__getstate__` while patched: its class's state, minus hybridprof's attributes."""
+    """The module's `__getstate__` while patched: its class's state, hybridprof's attributes out."""
 
     __slots__ = ("module", "own_forward")
 
@@ -132,7 +132,8 @@ class _StateWithoutPatch:
         self.own_forward = own_forward
 
     def __call__(self) -> Any:
-        state = type(self.module).__getstate__(self.module)
+        class_getstate: Callable[[nn.Module], Any] = type(self.module).__getstate__
+        state = class_getstate(self.module)
         return without_patch(state, self.own_forward) if isinstance(state, dict) else state
 
 
@@ -146,7 +147,8 @@ class _ReplicaWithoutPatch:
         self.own_forward = own_forward
 
     def __call__(self) -> nn.Module:
-        replica: nn.Module = type(self.module)._replicate_for_data_parallel(self.module)
+        replicate: Callable[[nn.Module], nn.Module] = type(self.module)._replicate_for_data_parallel
+        replica = replicate(self.module)
         replica.__dict__ = without_patch(replica.__dict__, self.own_forward)
         return replica
 

@@ -1,4 +1,4 @@
-"""What `hybridprof` may write over, run as a user runs it: only regular files that are not inputs."""
+"""What `hybridprof` may write over, as a user runs it: only regular files that are not inputs."""
 
 from __future__ import annotations
 

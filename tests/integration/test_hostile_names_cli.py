@@ -1,4 +1,4 @@
-"""Module names with escape sequences or formulas are shown, never acted on (terminal, .txt, .csv)."""
+"""Module names with escape sequences or formulas are shown, never run (terminal, .txt, .csv)."""
 
 from __future__ import annotations
 

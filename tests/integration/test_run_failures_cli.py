@@ -1,4 +1,4 @@
-"""How `hybridprof run` ends when the model, a signal or the disk gets in the way, as a user runs it."""
+"""How `hybridprof run` ends when the model, a signal or the disk gets in the way."""
 
 from __future__ import annotations
 
