@@ -254,6 +254,7 @@ class OpStat:
 
 SERIES_DECIMALS = 1  # per-iteration values are kept to 0.1 us
 _SERIES_ITEM = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+SERIES_MAX = 1e18  # microseconds; beyond it a file is corrupt (a float of 400 digits is infinite)
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,7 +280,10 @@ class Series:
         bad = next((item for item in items if not _SERIES_ITEM.fullmatch(item)), None)
         if bad is not None:
             raise ValueError(f"per-iteration series holds {bad[:20]!r}, not a number")
-        return cls(tuple(float(item) for item in items))
+        values = tuple(float(item) for item in items)
+        if any(not abs(v) <= SERIES_MAX for v in values):
+            raise ValueError(f"per-iteration series holds a number over {SERIES_MAX:g}")
+        return cls(values)
 
     # the JSON round trip (jsonio): a string, not a dict
     def json_encode(self) -> str:

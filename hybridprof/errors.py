@@ -32,6 +32,13 @@ class SelectionError(UsageError, ValueError):
     """
 
 
+class NestedProfileError(UsageError, RuntimeError):
+    """A profile was started inside another one (hybridprof's or torch.profiler's).
+
+    Also a RuntimeError, as a second hybridprof Profile raised before.
+    """
+
+
 class OutputError(HybridprofError):
     """An output path cannot be written: missing folder, unwritable, or exists without --force."""
 
@@ -67,3 +74,7 @@ class DistributedError(HybridprofError):
     gather of the sessions timed out."""
 
     exit_code = 3
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during `hybridprof run`: stops the run like Ctrl-C (exit 143 instead of 130)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import types
 import typing
 from enum import Enum
@@ -103,11 +104,20 @@ def dump(kind: str, obj: Any, omit_none: tuple[str, ...] = ()) -> str:
 def load(kind: str, cls: type[T], text: str, schema_version: int) -> T:
     """`cls` from JSON text that `dump(kind, ...)` wrote, checked: SessionFileError if it is not."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SessionFileError(
             f"not a JSON file ({exc}); give a file written by hybridprof"
         ) from exc
+    except ValueError as exc:  # NaN or Infinity
+        raise SessionFileError(
+            f"corrupt {kind} file: {exc}; write it again with hybridprof"
+        ) from exc
+    except RecursionError as exc:
+        raise SessionFileError(
+            f"corrupt {kind} file: nested too deeply to be one written by hybridprof"
+        ) from exc
+    _check_bounds(kind, data)
     if not isinstance(data, dict) or data.get("kind") != kind:
         raise SessionFileError(f'not a {kind} file (no "kind": "{kind}" field)')
     version = data.get("schema_version")
@@ -124,10 +134,49 @@ def load(kind: str, cls: type[T], text: str, schema_version: int) -> T:
     data.pop("kind")
     try:
         return typing.cast(T, from_plain(cls, data))
-    except (ValueError, TypeError, KeyError, IndexError) as exc:
+    except (ValueError, TypeError, KeyError, IndexError, RecursionError) as exc:
         raise SessionFileError(
             f"corrupt {kind} file: {exc}; write it again with hybridprof"
         ) from exc
+
+
+# Bounds on what a file written by hybridprof holds (1e18 is 31,000 years in us, an exabyte, a
+# million seconds of a petaflop machine); beyond them a file is corrupt or hostile, and renderers
+# would fail on it (NaN, infinity) or take minutes (a 50 MB name in a PDF).
+MAX_NUMBER = 1e18
+MAX_TEXT = 100_000
+# Per-iteration series are texts of numbers ("84.2 85 83.9"), as long as the run; they are never
+# drawn as text, and their numbers are checked where they are read (`Series.decode`).
+_NUMBERS = re.compile(r"[-0-9. ]*")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number hybridprof writes")
+
+
+def _check_bounds(kind: str, data: Any) -> None:
+    """SessionFileError naming the first number or text out of bounds (walked without recursion)."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{where}.{key}", item) for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
+        elif isinstance(value, str) and len(value) > MAX_TEXT and not _NUMBERS.fullmatch(value):
+            raise SessionFileError(
+                f"corrupt {kind} file: a text of {len(value):,} characters at {where.lstrip('.')} "
+                f"(hybridprof writes none over {MAX_TEXT:,}); write it again with hybridprof"
+            )
+        elif (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and not abs(value) <= MAX_NUMBER
+        ):
+            raise SessionFileError(
+                f"corrupt {kind} file: the number {value!r:.30} at {where.lstrip('.')} is out of "
+                f"range (over {MAX_NUMBER:g}); write it again with hybridprof"
+            )
 
 
 __all__ = ["dump", "expect", "from_plain", "load", "to_plain"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import math
 import os
 import sys
 import types
@@ -202,11 +203,18 @@ def random_tensor(spec: str) -> Any:
 
     dims, dtype_name = parse_shape(spec)
     dtype = getattr(torch, dtype_name)
-    if dtype.is_floating_point:
-        return torch.rand(dims, dtype=dtype)
-    if dtype == torch.bool:
-        return torch.zeros(dims, dtype=torch.bool)
-    return torch.randint(0, 2, dims, dtype=dtype)
+    try:
+        if dtype.is_floating_point:
+            return torch.rand(dims, dtype=dtype)
+        if dtype == torch.bool:
+            return torch.zeros(dims, dtype=torch.bool)
+        return torch.randint(0, 2, dims, dtype=dtype)
+    except (RuntimeError, MemoryError, OverflowError) as exc:
+        size = math.prod(dims) * torch.empty((), dtype=dtype).element_size()
+        raise UsageError(
+            f"--input-shape '{spec}' needs {size / 2**30:,.1f} GiB, which cannot be allocated "
+            f"here ({type(exc).__name__}); give a smaller shape"
+        ) from exc
 
 
 def _not_a_module(entry: str, result: Any) -> str:

@@ -1,42 +1,167 @@
-"""Writing output files safely: check before any work, write atomically, never clobber silently."""
+"""Writing output files safely: check before any work, write atomically, never clobber silently.
+
+Only regular files are ever replaced: a device node, FIFO or socket at an output path is refused
+even with --force (`-o /dev/null --force` must not turn /dev/null into a JSON file). A symlink is
+written through (its target is replaced, the link stays), and an output that is one of the run's
+inputs is refused.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import stat
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from hybridprof.errors import OutputError
 
 
-def check_output_path(path: str | Path, force: bool) -> Path:
+def check_output_path(path: str | Path, force: bool, inputs: Iterable[str | Path] = ()) -> Path:
     """Fail early (before a long run) if `path` cannot be written. Returns it as a Path."""
     target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
-    if target.is_dir():
+    real = write_target(target)
+    parent = real.parent
+    if real.is_dir():
         raise OutputError(f"output '{target}' is a folder; give a file name")
+    _refuse_special_file(target, real)
+    _refuse_inputs(target, inputs)
     if not parent.is_dir():
         raise OutputError(f"folder '{parent}' of output '{target}' does not exist; create it first")
     if not os.access(parent, os.W_OK):
         raise OutputError(f"folder '{parent}' is not writable; choose another output path")
-    if target.exists() and not force:
+    if os.path.lexists(target) and not force:
         raise OutputError(f"output '{target}' exists; pass --force to overwrite it")
     return target
 
 
-def write_atomic(path: str | Path, data: str | bytes, force: bool = False) -> Path:
+def write_target(path: Path) -> Path:
+    """Where writing `path` lands: through symlinks (the link itself is never replaced)."""
+    if not os.path.islink(path):
+        return path
+    return Path(os.path.realpath(path))
+
+
+def _refuse_special_file(target: Path, real: Path) -> None:
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise OutputError(f"cannot check output '{target}': {exc.strerror}") from exc
+    if not stat.S_ISREG(mode):
+        raise OutputError(
+            f"output '{target}' is {_kind(mode)}, not a regular file; hybridprof writes only "
+            "regular files: give a file path"
+        )
+
+
+def _kind(mode: int) -> str:
+    kinds = {
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISFIFO: "a FIFO",
+        stat.S_ISSOCK: "a socket",
+    }
+    return next((name for test, name in kinds.items() if test(mode)), "a special file")
+
+
+def _refuse_inputs(target: Path, inputs: Iterable[str | Path]) -> None:
+    for source in inputs:
+        if same_file(target, Path(source)):
+            raise OutputError(
+                f"output '{target}' is the input '{source}'; writing it would destroy the "
+                "input: give the output another name"
+            )
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether `a` and `b` name one file (through symlinks, `..` and hard links)."""
+    with contextlib.suppress(OSError):
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def write_atomic(
+    path: str | Path, data: str | bytes, force: bool = False, inputs: Iterable[str | Path] = ()
+) -> Path:
     """Write to a temp file in the same folder, then rename: readers never see half a file."""
-    target = check_output_path(path, force)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    with atomic_file(path, force, inputs) as handle:
+        handle.write(payload)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def atomic_file(
+    path: str | Path, force: bool = False, inputs: Iterable[str | Path] = ()
+) -> Iterator[BinaryIO]:
+    """A binary handle on a temp file that replaces `path` when the block ends without error."""
+    target = check_output_path(path, force, inputs)
+    real = write_target(target)
+    mode = _mode_for(real)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _cannot_write(target, exc) from exc
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
+            yield handle
+        os.chmod(tmp, mode)
+        os.replace(tmp, real)
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):  # disk full, read-only or special file system, quota
+            raise _cannot_write(target, exc) from exc
         raise
-    return target
+
+
+def _cannot_write(target: Path, exc: OSError) -> OutputError:
+    return OutputError(f"cannot write '{target}': {exc.strerror or exc}")
+
+
+def rescue_copy(data: str, stem: str) -> Path | None:
+    """Save `data` in the system temp folder when it could not go where asked (None: failed too)."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=f"{stem}-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(data)
+    except OSError:
+        return None
+    return Path(name)
+
+
+def _mode_for(real: Path) -> int:
+    """An overwritten file keeps its permissions; a new one gets the usual 0o644."""
+    try:
+        return stat.S_IMODE(os.stat(real).st_mode)
+    except OSError:
+        return 0o644
+
+
+@contextlib.contextmanager
+def folder_locked(folder: Path | None) -> Iterator[None]:
+    """Lock `folder` (an --out-dir) for the block; refuse if another run holds it.
+
+    Two runs writing into one out dir would leave a session from one and a report from the other.
+    The lock is on the folder itself (flock): nothing is left behind, and it ends with the process.
+    """
+    if folder is None:
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise OutputError(
+                f"another hybridprof run is writing into '{folder}'; wait for it to finish or "
+                "give another --out-dir"
+            ) from exc
+        yield
+    finally:
+        os.close(fd)

@@ -21,6 +21,7 @@ of the forwards (scripts/bench_overhead.py), and the numbers are the same either
 from __future__ import annotations
 
 import gc
+import warnings
 from collections import defaultdict, namedtuple
 from collections.abc import Iterator, Sequence
 from types import TracebackType
@@ -33,7 +34,6 @@ from hybridprof.planner.module_tree import Selector, is_scripted, tree_plan
 from hybridprof.runtime.aggregate import RunFacts, environment
 from hybridprof.runtime.driver import Driver
 from hybridprof.runtime.measure import IterationMeasure
-from hybridprof.runtime.patching import live_patches
 from hybridprof.runtime.quiet import quiet_fd2
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY
 from hybridprof.runtime.strategies.base import IterationResult
@@ -99,12 +99,6 @@ class Profile:
                 "so create a new Profile for the next one"
             )
         self.entered = True
-        if live_patches():
-            # torch's profiler cannot nest sessions: the inner one would end the outer one's.
-            raise RuntimeError(
-                "another hybridprof profile is active in this process (patched: "
-                f"{', '.join(live_patches()[:3])}); exit it before entering this one"
-            )
         device = None
         if self.use_cuda:
             device = resolve_device("cuda", asked_as="use_cuda=True", fix="use_cuda=False")
@@ -139,6 +133,9 @@ class Profile:
         finally:
             self.exited = True
             self._finish(failed=exc_type is not None)
+        said = self._driver.thread_warning()
+        if said:
+            warnings.warn(said, RuntimeWarning, stacklevel=2)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the model, as torchprof's Profile did: `prof(x)` is `model(x)`."""

@@ -75,11 +75,11 @@ def _analyze(argv: list[str]) -> int:
         raise UsageError(f"--max-rows must be 0 (all) or more, got {args.max_rows}")
     model = Path(args.model)
     read_model_source(model)  # missing file, syntax error: before anything else
-    output = check_output_path(args.output or _default_output(model), args.force)
+    output = check_output_path(args.output or _default_output(model), args.force, [model])
     with model_prints_to_stderr():
         plan = _make_plan(args, model)
     text = plan.to_json() if args.format == "json" else _text(plan, model, args.max_rows)
-    write_atomic(output, plan.to_json() + "\n", force=args.force)
+    write_atomic(output, plan.to_json() + "\n", force=args.force, inputs=[model])
     lines = text.rstrip("\n").splitlines()
     emit([*lines, f"plan saved to {output}"] if args.format == "text" else lines)
     return 0

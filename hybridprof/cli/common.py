@@ -9,7 +9,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import NoReturn
 
-from hybridprof.errors import HybridprofError, UsageError
+from hybridprof.errors import HybridprofError, Terminated, UsageError
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -43,6 +43,9 @@ def guarded(action: Callable[[], int], debug: bool) -> int:
             traceback.print_exc()
         print(f"hybridprof: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
+    except Terminated:
+        print("hybridprof: terminated (SIGTERM)", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("hybridprof: interrupted", file=sys.stderr)
         return 130
@@ -66,4 +69,7 @@ def model_prints_to_stderr() -> Iterator[None]:
 
 
 def one_line(message: str) -> str:
-    return " ".join(message.split())
+    """The message on one line, with control characters (from module names) shown escaped."""
+    from hybridprof.reporting.format import visible
+
+    return " ".join(visible(message, newlines=True).split())

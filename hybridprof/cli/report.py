@@ -59,7 +59,7 @@ def render(args: argparse.Namespace) -> int:
     outputs = [Path(o) for o in args.output]
     for output in outputs:
         renderer_for(output)  # a known format, and its renderer importable
-        check_output_path(output, args.force)
+        check_output_path(output, args.force, inputs=[args.session])
     if len({o.resolve() for o in outputs}) != len(outputs):
         raise UsageError("the same output is given twice; give each -o its own file")
     from hybridprof.storage import load_session

@@ -38,11 +38,12 @@ from hybridprof.cli.profiling import (
 )
 from hybridprof.cli.run_ranks import add_rank_options, run_rank, torchrun_launch
 from hybridprof.cli.terminal import emit, roofline_lines, summary_line, terminal_table
-from hybridprof.errors import UsageError
+from hybridprof.errors import OutputError, UsageError
 from hybridprof.loader import DEFAULT_ENTRY, parse_shape, read_model_source
-from hybridprof.outputs import check_output_path, write_atomic
+from hybridprof.outputs import check_output_path, folder_locked, rescue_copy, write_atomic
 from hybridprof.reporting import known_extensions, write_report
 from hybridprof.reporting.trust import stability_line
+from hybridprof.runtime.signals import TerminateHandler, sigterm_as_interrupt
 from hybridprof.runtime.stopping import AUTO_TARGET_PCT, DEFAULT_MAX_TIME_S, Count, parse_count
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES, backward_strategies
 
@@ -180,6 +181,8 @@ class Outputs:
     reports: tuple[Path, ...]
     trace: Path | None
     own: frozenset[Path]  # files hybridprof named itself in an out dir: overwritten freely
+    inputs: tuple[Path, ...] = ()  # the model file and plan: never written over
+    out_dir: Path | None = None  # locked for the run: two runs never mix their files there
 
     def force_for(self, path: Path, force: bool) -> bool:
         return force or path in self.own
@@ -218,28 +221,35 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     plan = _load_plan(args.plan) if args.plan else None
     model_file, entry = model_and_entry(args, plan)
     read_model_source(model_file)  # missing file or syntax error: said before anything is created
-    outputs = plan_outputs(args, demo=args.model is None and plan is None)
-    try:
-        with model_prints_to_stderr():
-            session = _profile(args, argv, model_file, entry, plan, outputs)
-    except KeyboardInterrupt:
-        print(
-            "hybridprof: interrupted before a measured iteration finished; nothing saved",
-            file=sys.stderr,
-        )
-        return 130
-    _save(session, outputs, args.force)
+    inputs = (model_file, *([Path(args.plan)] if args.plan else []))
+    outputs = plan_outputs(args, demo=args.model is None and plan is None, inputs=inputs)
+    with folder_locked(outputs.out_dir), sigterm_as_interrupt() as sigterm:
+        try:
+            with model_prints_to_stderr():
+                session = _profile(args, argv, model_file, entry, plan, outputs)
+        except KeyboardInterrupt:
+            print(
+                f"hybridprof: {_stopped_by(sigterm)} before a measured iteration finished; "
+                "nothing saved",
+                file=sys.stderr,
+            )
+            return 143 if sigterm.received else 130
+        _save(session, outputs, args.force)
     emit([*terminal_table(session), *_where_lines(session, outputs)])
     if session.interrupted:
         where = f"; partial session saved to {outputs.session}" if outputs.session else ""
         asked = session.requested_iterations
         print(
-            f"hybridprof: interrupted after {session.iterations}"
+            f"hybridprof: {_stopped_by(sigterm)} after {session.iterations}"
             f"{'' if asked == 'auto' else f' of {asked}'} iterations{where}",
             file=sys.stderr,
         )
-        return 130
+        return 143 if sigterm.received else 130
     return 0
+
+
+def _stopped_by(sigterm: TerminateHandler) -> str:
+    return "terminated (SIGTERM)" if sigterm.received else "interrupted"
 
 
 def _check_values(args: argparse.Namespace) -> None:
@@ -288,7 +298,7 @@ def _load_plan(path: str) -> ProfilePlan:
     return load_plan(path)
 
 
-def plan_outputs(args: argparse.Namespace, demo: bool) -> Outputs:
+def plan_outputs(args: argparse.Namespace, demo: bool, inputs: tuple[Path, ...] = ()) -> Outputs:
     """Decide and check every output path (folder exists, writable, not there without --force)."""
     out_dir = Path(args.out_dir) if args.out_dir else (Path(DEFAULT_OUT_DIR) if demo else None)
     own: set[Path] = set()
@@ -307,8 +317,8 @@ def plan_outputs(args: argparse.Namespace, demo: bool) -> Outputs:
     check_report_paths(reports)
     for path in (session, *reports, trace):
         if path is not None:
-            check_output_path(path, args.force or path in own)
-    return Outputs(session, tuple(reports), trace, frozenset(own))
+            check_output_path(path, args.force or path in own, inputs)
+    return Outputs(session, tuple(reports), trace, frozenset(own), inputs, out_dir)
 
 
 def _check_distinct(paths: list[Path]) -> None:
@@ -339,10 +349,27 @@ def _profile(
 
 
 def _save(session: ProfileSession, outputs: Outputs, force: bool) -> None:
+    """Session first, then reports. A file that cannot be written does not lose the measurements:
+    the error says where the session is (where asked, else a copy in the system temp folder)."""
+    text = session.to_json()
     if outputs.session is not None:
-        write_atomic(outputs.session, session.to_json(), outputs.force_for(outputs.session, force))
+        try:
+            force_session = outputs.force_for(outputs.session, force)
+            write_atomic(outputs.session, text, force_session, outputs.inputs)
+        except OutputError as exc:
+            raise OutputError(f"{exc}; {_kept(rescue_copy(text, 'hybridprof-session'))}") from exc
     for report in outputs.reports:
-        write_report(session, report, force=outputs.force_for(report, force))
+        try:
+            write_report(session, report, force=outputs.force_for(report, force))
+        except OutputError as exc:
+            kept = outputs.session or rescue_copy(text, "hybridprof-session")
+            raise OutputError(f"{exc}; {_kept(kept)}") from exc
+
+
+def _kept(session_file: Path | None) -> str:
+    if session_file is None:
+        return "the session could not be saved anywhere"
+    return f"the session is in {session_file} (re-render: hybridprof report {session_file} -o FILE)"
 
 
 def _where_lines(session: ProfileSession, outputs: Outputs) -> list[str]:
@@ -353,8 +380,12 @@ def _where_lines(session: ProfileSession, outputs: Outputs) -> list[str]:
         )
     lines += [f"report:  {r}" for r in outputs.reports]
     if outputs.trace is not None:
+        from hybridprof.runtime.kineto import TRACE_ITERATIONS
+
+        first = min(session.iterations, TRACE_ITERATIONS)
         lines.append(
-            f"trace:   {outputs.trace}  (open in https://ui.perfetto.dev or chrome://tracing)"
+            f"trace:   {outputs.trace}  (the first {first} measured iteration"
+            f"{'s' if first > 1 else ''}; open in https://ui.perfetto.dev or chrome://tracing)"
         )
     if outputs.session is None and not outputs.reports:
         lines.append("nothing saved: add -o session.json and/or --report report.html")

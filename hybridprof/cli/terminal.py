@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from hybridprof.datamodel import ModuleRecord, ProfileSession
+from hybridprof.reporting.format import visible
 from hybridprof.tree import ancestors, tree_rows
 
 TABLE_ROWS = 40
@@ -75,10 +76,16 @@ def summary_line(session: ProfileSession) -> str:
 
 
 def emit(lines: Iterable[str]) -> None:
-    """Print to stdout; a reader that went away (`| head`) ends the printing, not the command."""
+    """Print to stdout; a reader that went away (`| head`) ends the printing, not the command.
+
+    Control characters (in module names from a model or a session file) are shown escaped, so
+    they cannot recolour the terminal, retitle it or rewrite a line.
+    """
+    if sys.stdout is None:  # started with stdout closed (`>&-`): nowhere to print
+        return
     try:
         for line in lines:
-            print(line)
+            print(visible(line, newlines=True))
         sys.stdout.flush()
     except BrokenPipeError:
         # Point stdout at /dev/null so the interpreter's final flush does not fail again.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 def format_time_us(us: float) -> str:
     """1.832ms, 51.858us, 2.100s — three decimals, the unit chosen by size, as torchprof printed."""
@@ -30,3 +32,23 @@ def format_percent(part: float, whole: float) -> str:
 def format_calls(calls: float) -> str:
     """3, or 2.5 when calls differ between iterations (a branch taken sometimes)."""
     return str(int(calls)) if float(calls).is_integer() else f"{calls:.1f}"
+
+
+# Characters a terminal or editor acts on instead of showing: C0/C1 controls (ESC starts colour and
+# title sequences, CR rewrites the line), and the invisible and bidirectional-override marks that
+# make text read differently from what it is. Module names come from user models and session files.
+_HIDDEN = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+_HIDDEN_OR_NEWLINE = re.compile(_HIDDEN.pattern[:-1] + "\n]")
+
+
+def visible(text: str, newlines: bool = False) -> str:
+    """`text` with each such character written as its Python escape (`\\x1b`, `\\r`, `\\u202e`).
+
+    `newlines=True` keeps line breaks (for whole reports); a cell or a name escapes them too.
+    """
+    pattern = _HIDDEN if newlines else _HIDDEN_OR_NEWLINE
+    return pattern.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")

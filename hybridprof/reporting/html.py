@@ -7,7 +7,9 @@ undefined names fail loudly (`StrictUndefined`).
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 from dataclasses import dataclass
 from importlib import resources
 
@@ -52,15 +54,24 @@ class Assets:
     css: Markup
     print_css: Markup
     js: Markup
+    js_hash: str  # the CSP source that allows exactly this inline script and no other
 
 
 @functools.cache
 def assets() -> Assets:
+    js = _read_template("report.js")
     return Assets(
         css=Markup(_read_template("report.css")),
         print_css=Markup(_read_template("print.css")),
-        js=Markup(_read_template("report.js")),
+        js=Markup(js),
+        js_hash=script_hash(js),
     )
+
+
+def script_hash(script: str) -> str:
+    """CSP's `'sha256-...'` of an inline script's exact text."""
+    digest = hashlib.sha256(script.encode("utf-8")).digest()
+    return f"'sha256-{base64.b64encode(digest).decode('ascii')}'"
 
 
 def render_page(ctx: ReportContext) -> str:

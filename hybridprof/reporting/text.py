@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from hybridprof.datamodel import ModuleRecord, OpStat, ProfileSession
-from hybridprof.reporting.format import format_bytes, format_calls, format_time_us
+from hybridprof.reporting.format import format_bytes, format_calls, format_time_us, visible
 from hybridprof.reporting.ranks import rank_lines
 from hybridprof.reporting.trust import (
     INTERVAL_NOTE,
@@ -244,7 +244,7 @@ def render_text_report(session: ProfileSession) -> str:
         lines += ["", "selected but never called: " + ", ".join(session.never_called)]
     if session.warnings:
         lines += ["", "warnings:", *(f"- {w}" for w in session.warnings)]
-    return "\n".join(lines) + "\n"
+    return "\n".join(visible(line, newlines=True) for line in lines) + "\n"
 
 
 def _record_cells(row: TreeRow, cols: list[Column]) -> list[str]:
@@ -294,6 +294,7 @@ def _parent(path: str) -> str:
 
 
 def _table(header: list[str], body: list[list[str]]) -> str:
+    body = [[visible(cell) for cell in row] for row in body]  # names from models and files
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
     lines = [_line(header, widths), "-|-".join("-" * w for w in widths)]
     lines += [_line(r, widths) for r in body]

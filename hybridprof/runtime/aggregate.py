@@ -286,9 +286,10 @@ def never_ran_warning(session: ProfileSession) -> str | None:
         more = " ..." if len(parents) > 4 else ""
         count = len(session.never_called)
         return (
-            f"none of the {count} selected layer{'s' if count > 1 else ''} ran (the model skipped "
-            "them, e.g. a fused fast path such as nn.TransformerEncoder's in eval mode); profile "
-            f"the modules that run them instead: {instead}{more} (or --with-parents)"
+            f"none of the {count} selected layer{'s' if count > 1 else ''} was called through "
+            "its module (the model skipped them or ran their work another way, e.g. a fused fast "
+            "path such as nn.TransformerEncoder's in eval mode, or F.linear on a layer's weight); "
+            f"profile the modules that run them instead: {instead}{more} (or --with-parents)"
         )
     return _skipped_by_parents(session)
 

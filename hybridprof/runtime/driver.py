@@ -38,16 +38,18 @@ from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import module_at
 from hybridprof.runtime.aggregate import RunFacts, build_session, environment, never_ran_warning
 from hybridprof.runtime.flops import with_work
+from hybridprof.runtime.guards import first_line, refuse_nesting
 from hybridprof.runtime.machine import LoadWatch
 from hybridprof.runtime.measure import IterationMeasure
+from hybridprof.runtime.model_state import model_state_kept, random_state_kept
 from hybridprof.runtime.patching import ForwardPatcher
 from hybridprof.runtime.stopping import AUTO, Count, IterationRule, unconverged
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, check_backward, make_strategy
 from hybridprof.runtime.strategies.base import IterationResult, Strategy, StrategyConfig
 from hybridprof.runtime.strategies.session import no_gc
 from hybridprof.runtime.workload import (
+    BackwardFailed,
     ShapeRecorder,
-    TrainingState,
     forward_once,
     model_device,
     placed_on,
@@ -113,6 +115,7 @@ class Driver:
         *,
         record_shapes: bool = False,
     ) -> None:
+        refuse_nesting(strategy_name)
         self.model = model
         self.plan = plan
         self.strategy_name = strategy_name
@@ -194,7 +197,7 @@ class Driver:
         except HybridprofError:
             self._abandon_iteration()
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in forward is a model failure too
             self._abandon_iteration()
             raise ModelRunError(self._failure_message(exc)) from exc
         except BaseException:  # KeyboardInterrupt: close the iteration, the caller decides
@@ -221,8 +224,10 @@ class Driver:
         self, measures: Sequence[IterationMeasure], facts: RunFacts
     ) -> ProfileSession:
         """The session of `measures`; what was measured and when it started come from here."""
+        said = self.thread_warning()
         facts = replace(
             facts,
+            warnings=facts.warnings + ((said,) if said else ()),
             profile_memory=self.config.profile_memory,
             use_device=self.config.use_device,
             backward=self.config.backward,
@@ -239,6 +244,17 @@ class Driver:
             return session
         return replace(session, records=tuple(shapes.apply(r) for r in session.records))
 
+    def thread_warning(self) -> str | None:
+        """What to say when profiled layers were also called from other threads (not measured)."""
+        calls = self.patcher.foreign_calls
+        if not calls:
+            return None
+        return (
+            f"{calls} call{'s' if calls > 1 else ''} of profiled layers came from other threads "
+            "and are not measured: hybridprof measures the thread that started profiling; "
+            "profile each thread's work on its own"
+        )
+
     # -- helpers
 
     def _abandon_iteration(self) -> None:
@@ -246,11 +262,14 @@ class Driver:
         with contextlib.suppress(Exception):
             self.strategy.end_iteration(warmup=True)  # its measure is dropped: skip the work
 
-    def _failure_message(self, exc: Exception) -> str:
-        lines = [line for line in str(exc).splitlines() if line.strip()]
-        text = lines[0].strip() if lines else ""
-        if not isinstance(exc, RuntimeError) or not text:
-            text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    def _failure_message(self, exc: BaseException) -> str:
+        text = first_line(exc)
+        if isinstance(exc, BackwardFailed):
+            cause = exc.__cause__ if exc.__cause__ is not None else exc
+            return (
+                f"the backward pass of {type(self.model).__name__} failed: {first_line(cause)}; "
+                "profile without --backward to check the forward alone"
+            )
         path = self.patcher.failed_path
         if path is None:
             where = "the training step" if self.config.backward else "the forward"
@@ -282,6 +301,11 @@ def run(
     was. `warnings` (from checking the plan) go into the session.
     """
     rule = opts.check()
+    if opts.backward and not torch.is_grad_enabled():
+        raise UsageError(
+            "backward=True inside torch.no_grad() or torch.inference_mode(): gradients are off, "
+            "so there is no backward to profile; call profile() outside that block"
+        )
     device = resolve_device(opts.device) or model_device(model)
     model_inputs = as_model_inputs(inputs, "the inputs")
     if device is not None:
@@ -325,9 +349,13 @@ class _RunLoop:
             trace_path=opts.trace_path,
         )
         driver = Driver(self.model, self.plan, self.strategy_name, config, record_shapes=True)
-        training = TrainingState(self.model) if opts.backward else None
         start = time.perf_counter()
-        with _restoring(driver, training), _trace_removed_on_failure(opts.trace_path):
+        with (
+            random_state_kept(self.device),
+            model_state_kept(self.model, training=opts.backward),
+            _patched(driver),
+            _trace_removed_on_failure(opts.trace_path),
+        ):
             self._iterate(driver)
         if self.interrupted:
             asked = "" if opts.iters == AUTO else f" of {opts.iters}"
@@ -418,19 +446,13 @@ def _trace_removed_on_failure(trace_path: str | None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _restoring(driver: Driver, training: TrainingState | None) -> Iterator[None]:
-    """Training state outermost, patches inside: undone in reverse, whatever happens."""
-    if training is not None:
-        training.enter()
+def _patched(driver: Driver) -> Iterator[None]:
+    """The driver's patches for the block, undone whatever happens (model state is kept outside)."""
+    driver.patch()
     try:
-        driver.patch()
-        try:
-            yield
-        finally:
-            driver.restore()
+        yield
     finally:
-        if training is not None:
-            training.restore()
+        driver.restore()
 
 
 __all__ = ["Driver", "ProgressFn", "RunOptions", "run"]

@@ -36,9 +36,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from hybridprof.datamodel import LayerWork, MachinePeak, OpCount, ProfileSession, WorkProfile
 from hybridprof.loader import ModelInputs, keeping_cwd
 from hybridprof.planner.module_tree import is_scripted, named_modules
+from hybridprof.runtime.model_state import model_state_kept
 from hybridprof.runtime.op_bytes import METADATA_OPS, bytes_of, moves_nothing
 from hybridprof.runtime.peak import PeakRequest, machine_peak, model_dtype
-from hybridprof.runtime.workload import TrainingState, training_step
+from hybridprof.runtime.workload import training_step
 
 METHOD = (
     "dispatch-mode counter with torch.utils.flop_counter's formulas; ops attributed to layers by "
@@ -327,21 +328,16 @@ def count_work(
     """One forward (a training step with `backward`) under the counter; the model is left as it
     was."""
     counter = LayerCounter(model, selected)
-    training = TrainingState(model) if backward else None
     step = training_step if backward else forward_with_autograd
-    buffers = [(b, b.detach().clone()) for b in model.buffers()] if not backward else []
     start = time.perf_counter()
-    if training is not None:
-        training.enter()
-    try:
-        with counter.hooked(), _CountingMode(counter), keeping_cwd():
-            step(model, inputs)
-    finally:
-        if training is not None:
-            training.restore()
-        with torch.no_grad():  # a train-mode BatchNorm moved its statistics: put them back
-            for buffer, saved in buffers:
-                buffer.copy_(saved)
+    # buffers kept forward-only too: a counting pass in train mode must not move BatchNorm's stats
+    with (
+        model_state_kept(model, training=backward),
+        counter.hooked(),
+        _CountingMode(counter),
+        keeping_cwd(),
+    ):
+        step(model, inputs)
     forward, backward_tally = counter.tallies
     return WorkProfile(
         layers=counter.layers(),

@@ -7,14 +7,22 @@ reverse order: the added attribute is DELETED (assigning a bound method back wou
 attribute that `copy.deepcopy` then carries to copies), a module's own instance `forward` is put
 back as that exact object, and train/eval flags changed while patched are reset.
 
-A patched model stays copy-safe: `copy.deepcopy` gives the copy an inert forward bound to the copy
-(an instance forward otherwise keeps calling the ORIGINAL module), and pickling (torch.save) stores
-the same inert forward instead of the profiler.
+A patched model stays copy-safe: an instance forward would otherwise go with every copy and keep
+calling the ORIGINAL module (with the original's weights). So each patched module also gets an
+instance `__getstate__` (what pickle, `torch.save`, `copy.copy` and `copy.deepcopy` read) and an
+instance `_replicate_for_data_parallel` (how `nn.DataParallel` makes its replicas) that leave
+hybridprof's attributes out: a copy made while profiling is a plain module of its class, computing
+with its own weights, and loads where hybridprof is not installed. Both go with the forward on undo.
+
+Only the thread that patched is measured: a call from another thread runs the module's own forward
+unmeasured and is counted in `foreign_calls`, so the runner can say so (strategies keep one stack of
+open calls; interleaving threads would corrupt it and give negative self times).
 """
 
 from __future__ import annotations
 
 import threading
+from _thread import get_ident
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -80,6 +88,9 @@ class PatchedForward:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self.live:
             return self.original(*args, **kwargs)
+        if get_ident() != self.patcher.owner:
+            self.patcher.note_foreign_call()
+            return self.original(*args, **kwargs)
         try:
             return self.patcher.call(self.path, self.original, args, kwargs)
         except BaseException:
@@ -107,12 +118,60 @@ def _identity(value: Any) -> Any:
     return value
 
 
+# Instance attributes a patch adds besides `forward`; copies must not carry any of them.
+COPY_GUARDS = ("__getstate__", "_replicate_for_data_parallel")
+
+
+class _StateWithoutPatch:
+    """The module's `__getstate__` while patched: its class's state, hybridprof's attributes out."""
+
+    __slots__ = ("module", "own_forward")
+
+    def __init__(self, module: nn.Module, own_forward: Any | None) -> None:
+        self.module = module
+        self.own_forward = own_forward
+
+    def __call__(self) -> Any:
+        class_getstate: Callable[[nn.Module], Any] = type(self.module).__getstate__
+        state = class_getstate(self.module)
+        return without_patch(state, self.own_forward) if isinstance(state, dict) else state
+
+
+class _ReplicaWithoutPatch:
+    """The module's `_replicate_for_data_parallel` while patched: a replica without the patch."""
+
+    __slots__ = ("module", "own_forward")
+
+    def __init__(self, module: nn.Module, own_forward: Any | None) -> None:
+        self.module = module
+        self.own_forward = own_forward
+
+    def __call__(self) -> nn.Module:
+        replicate: Callable[[nn.Module], nn.Module] = type(self.module)._replicate_for_data_parallel
+        replica = replicate(self.module)
+        replica.__dict__ = without_patch(replica.__dict__, self.own_forward)
+        return replica
+
+
+def without_patch(state: dict[str, Any], own_forward: Any | None) -> dict[str, Any]:
+    """A module `__dict__` (copy) with the patch's attributes out and the own forward back."""
+    clean = {
+        key: value
+        for key, value in state.items()
+        if not isinstance(value, PatchedForward | _StateWithoutPatch | _ReplicaWithoutPatch)
+    }
+    if own_forward is not None:
+        clean["forward"] = own_forward
+    return clean
+
+
 @dataclass(frozen=True, slots=True)
 class _Patch:
     path: str
     module: nn.Module
     wrapper: PatchedForward
     own_forward: Any | None  # the module's own instance forward before patching, if any
+    guards: tuple[tuple[str, Any], ...]  # the copy guards added (name, object)
 
 
 class ForwardPatcher:
@@ -127,8 +186,15 @@ class ForwardPatcher:
         self.paths = tuple(dict.fromkeys(paths))
         self.call = call
         self.failed_path: str | None = None
+        self.owner = 0  # the thread that patched: the one measured
+        self.foreign_calls = 0  # calls from other threads, run unmeasured
+        self._foreign_lock = threading.Lock()
         self._patches: list[_Patch] = []
         self._modes: list[tuple[nn.Module, bool]] = []
+
+    def note_foreign_call(self) -> None:
+        with self._foreign_lock:
+            self.foreign_calls += 1
 
     def note_failure(self, path: str) -> None:
         if self.failed_path is None:
@@ -139,6 +205,8 @@ class ForwardPatcher:
         if self._patches:
             raise RuntimeError("this patcher is already active; restore() it first")
         self.failed_path = None
+        self.owner = get_ident()
+        self.foreign_calls = 0
         self._modes = [(m, m.training) for m in self.model.modules()]
         seen: set[int] = set()
         try:
@@ -154,8 +222,18 @@ class ForwardPatcher:
     def _patch_one(self, path: str, module: nn.Module) -> None:
         own = module.__dict__.get("forward")
         wrapper = PatchedForward(self, path, module, own)
+        guards = {
+            name: guard
+            for name, guard in zip(
+                COPY_GUARDS,
+                (_StateWithoutPatch(module, own), _ReplicaWithoutPatch(module, own)),
+                strict=True,
+            )
+            if name not in module.__dict__  # a module's own instance attribute is left alone
+        }
         module.__dict__["forward"] = wrapper
-        self._patches.append(_Patch(path, module, wrapper, own))
+        module.__dict__.update(guards)
+        self._patches.append(_Patch(path, module, wrapper, own, tuple(guards.items())))
         with _LIVE_LOCK:
             _LIVE[(id(self), id(module))] = f"{path or '(root)'} ({type(module).__name__})"
 
@@ -170,6 +248,9 @@ class ForwardPatcher:
 
     def _unpatch_one(self, patch: _Patch) -> None:
         patch.wrapper.live = False
+        for name, guard in patch.guards:
+            if patch.module.__dict__.get(name) is guard:
+                del patch.module.__dict__[name]
         current = patch.module.__dict__.get("forward")
         if current is patch.wrapper:
             if patch.own_forward is None:

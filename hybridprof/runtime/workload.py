@@ -6,10 +6,9 @@ model later raises "Inference tensors cannot be saved for backward" (checked on 
 `profile()` hands the model back to a user who may do just that. The no_grad cost over
 inference_mode (version-counter bumps) is small next to the profiler's.
 
-A training step changes state that `TrainingState` saves first and puts back after: training mode of
-every module, `requires_grad` of every floating parameter (all on, so every layer has a backward),
-existing `.grad`s (the step's gradients are dropped after each step, so nothing accumulates), and
-buffers (BatchNorm running statistics move in train mode).
+What a run changes in the model (buffers, and for a training step modes, `requires_grad` and
+`.grad`s; the step's gradients are dropped after each step, so nothing accumulates) is saved and put
+back by `model_state.ModelState`.
 
 `ShapeRecorder` sits between the patched forwards and the strategy to note each path's first input
 and output shapes for the session.
@@ -111,45 +110,22 @@ def forward_once(model: nn.Module, inputs: ModelInputs) -> Any:
         return model(*inputs.args, **inputs.kwargs)
 
 
+class BackwardFailed(Exception):
+    """The backward pass raised (`__cause__` is what it raised): not the forward, not the output."""
+
+
 def training_step(model: nn.Module, inputs: ModelInputs) -> Any:
     """Forward, loss, backward; gradients dropped after so memory does not grow over iterations."""
     output = model(*inputs.args, **inputs.kwargs)
-    scalar_loss(output).backward()
-    for parameter in model.parameters():
-        parameter.grad = None
-    return output
-
-
-@dataclass(slots=True)
-class TrainingState:
-    """What a training step changes in a model, saved so `restore()` can put it back exactly."""
-
-    model: nn.Module
-    modes: list[tuple[nn.Module, bool]] = field(default_factory=list)
-    flags: list[tuple[nn.Parameter, bool, torch.Tensor | None]] = field(default_factory=list)
-    buffers: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
-
-    def enter(self) -> None:
-        """Save the state, then put the model in train mode with gradients on every float
-        parameter."""
-        self.modes = [(m, m.training) for m in self.model.modules()]
-        self.flags = [(p, p.requires_grad, p.grad) for p in self.model.parameters()]
-        self.buffers = [(b, b.detach().clone()) for b in self.model.buffers()]
-        self.model.train()
-        for parameter, _, _ in self.flags:
+    loss = scalar_loss(output)
+    try:
+        loss.backward()
+    except Exception as exc:
+        raise BackwardFailed(str(exc)) from exc
+    finally:
+        for parameter in model.parameters():
             parameter.grad = None
-            if parameter.is_floating_point() or parameter.is_complex():
-                parameter.requires_grad_(True)
-
-    def restore(self) -> None:
-        for module, training in self.modes:
-            module.training = training
-        for parameter, requires_grad, grad in self.flags:
-            parameter.requires_grad_(requires_grad)
-            parameter.grad = grad
-        with torch.no_grad():
-            for buffer, saved in self.buffers:
-                buffer.copy_(saved)
+    return output
 
 
 @dataclass

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from hybridprof.runtime.patching import ForwardPatcher, InertForward, live_patches
+from hybridprof.runtime.patching import COPY_GUARDS, ForwardPatcher, live_patches
 
 
 class Recorder:
@@ -110,8 +110,8 @@ def test_deepcopy_while_patched_computes_with_the_copy() -> None:
             clone[0].bias.fill_(1.0)
         out = clone(torch.ones(1, 3))
     assert rec.calls == []  # the copy never reaches the profiler
-    assert isinstance(clone[0].__dict__["forward"], InertForward)
-    assert clone[0].__dict__["forward"].module is clone[0]
+    # the copy is a plain module: no instance forward, no hybridprof attribute at all
+    assert not {"forward", *COPY_GUARDS} & set(clone[0].__dict__)
     expected = clone[2][0](torch.ones(1, 4))
     assert torch.equal(out, expected)
 
@@ -136,6 +136,9 @@ def test_patch_twice_refused() -> None:
 def test_stray_wrapper_after_restore_bypasses_the_strategy() -> None:
     model, rec = small(), Recorder()
     with ForwardPatcher(model, ["0"], rec):
-        shallow = copy.copy(model[0])  # shares the wrapper object: copy.copy cannot be intercepted
+        stray = model[0].forward  # a reference to the wrapper, kept past the block
+        shallow = copy.copy(model[0])  # made through the patched module's __getstate__
     x = torch.ones(1, 3)
+    assert torch.equal(stray(x), model[0](x)) and rec.calls == []
     assert torch.equal(shallow(x), model[0](x)) and rec.calls == []
+    assert "forward" not in shallow.__dict__

@@ -3,6 +3,8 @@ address."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 from html.parser import HTMLParser
@@ -13,7 +15,7 @@ import pytest
 from hybridprof.reporting.html import render_html, template_env
 from tests.sessions import HOSTILE, big_session, hostile_session, nested_session, small_session
 
-CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src {}; img-src data:"
 
 
 class Page(HTMLParser):
@@ -115,14 +117,18 @@ def test_op_rows_are_embedded_as_json_for_every_layer() -> None:
     assert len(buttons) == 3
 
 
-def test_csp_forbids_network_loads() -> None:
+def test_csp_forbids_network_loads_and_allows_only_our_script() -> None:
     page = Page(render_html(small_session()))
     metas = [
         a
         for tag, a in page.tags
         if tag == "meta" and a.get("http-equiv") == "Content-Security-Policy"
     ]
-    assert [m["content"] for m in metas] == [CSP]
+    code = [body for attrs, body in page.scripts if "type" not in attrs]
+    assert len(code) == 1  # the one executable script; the data block is application/json
+    digest = base64.b64encode(hashlib.sha256(code[0].encode()).digest()).decode()
+    assert [m["content"] for m in metas] == [CSP.format(f"'sha256-{digest}'")]
+    assert "unsafe-inline'; img" not in metas[0]["content"]
 
 
 @pytest.mark.parametrize("factory", [small_session, nested_session, hostile_session])

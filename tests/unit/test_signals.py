@@ -51,3 +51,18 @@ def test_other_threads_pass_through() -> None:
     thread.start()
     thread.join()
     assert errors == []
+
+
+def test_sigterm_is_an_interrupt_held_like_ctrl_c() -> None:
+    from hybridprof.errors import Terminated
+    from hybridprof.runtime.signals import sigterm_as_interrupt
+
+    reached_end = False
+    with sigterm_as_interrupt() as sigterm:
+        with pytest.raises(Terminated), sigint_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            reached_end = True
+        assert reached_end and sigterm.received
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)  # outside the held block: raised at once
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL

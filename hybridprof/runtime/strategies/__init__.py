@@ -25,6 +25,7 @@ class StrategySpec:
     backward: bool  # attributes backward ops to the layer whose forward made them
     lazy_results: bool  # stop_iteration leaves the op attribution until something reads it
     device_time: bool  # measures CUDA kernel time per layer (not only host time around it)
+    torch_profiler: bool  # runs torch's profiler, which cannot run inside another one
 
 
 SPECS = (
@@ -34,6 +35,7 @@ SPECS = (
         backward=True,
         lazy_results=True,
         device_time=True,
+        torch_profiler=True,
     ),
     StrategySpec(
         "per-call",
@@ -41,6 +43,7 @@ SPECS = (
         backward=False,
         lazy_results=False,
         device_time=True,
+        torch_profiler=True,
     ),
     StrategySpec(
         "timer",
@@ -48,6 +51,7 @@ SPECS = (
         backward=False,
         lazy_results=False,
         device_time=False,
+        torch_profiler=False,
     ),
 )
 STRATEGIES = {spec.name: spec for spec in SPECS}

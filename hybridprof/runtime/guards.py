@@ -1,0 +1,36 @@
+"""What a run refuses before it starts, and how a failure reads in one line."""
+
+from __future__ import annotations
+
+import torch
+
+from hybridprof.errors import NestedProfileError
+from hybridprof.runtime.patching import live_patches
+from hybridprof.runtime.strategies import spec_of
+
+
+def refuse_nesting(strategy_name: str) -> None:
+    """NestedProfileError when another profile is running: the inner would empty the outer."""
+    patched = live_patches()
+    if patched:
+        raise NestedProfileError(
+            f"another hybridprof profile is active in this process (patched: "
+            f"{', '.join(patched[:3])}); profile after it ends, not inside it"
+        )
+    if spec_of(strategy_name).torch_profiler and torch.autograd._profiler_enabled():
+        raise NestedProfileError(
+            "torch.profiler (or torch.autograd.profiler) is already running in this thread, and "
+            f"strategy '{strategy_name}' runs its own, which cannot nest: profile outside that "
+            "block, or use strategy 'timer' inside it"
+        )
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception as one line: its message's first line, with its type unless a RuntimeError."""
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r}); a forward must return or raise"
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    text = lines[0].strip() if lines else ""
+    if not isinstance(exc, RuntimeError) or not text:
+        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text

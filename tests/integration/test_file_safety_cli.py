@@ -1,0 +1,156 @@
+"""What `hybridprof` may write over, as a user runs it: only regular files that are not inputs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hybridprof.storage import load_session
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+SCRIPT = Path(sys.executable).with_name("hybridprof")
+QUICK = ["--warmup", "0", "--iters", "1"]
+
+
+def hybridprof(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPT), *argv], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hybridprof: error: "), done.stderr
+    return lines[0]
+
+
+def test_force_never_replaces_a_fifo(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe.json")
+    done = hybridprof(
+        "run", str(FIXTURES / "run_small.py"), *QUICK, "-o", "pipe.json", "--force", cwd=tmp_path
+    )
+    assert done.returncode == 2
+    assert "is a FIFO, not a regular file" in one_error_line(done)
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "pipe.json").st_mode)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+def test_force_never_replaces_a_device_node(tmp_path: Path) -> None:
+    # A private copy of /dev/null's node: a regression can only damage this one.
+    node = tmp_path / "null"
+    os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    _session(tmp_path)
+    for argv in (
+        ("run", str(FIXTURES / "run_small.py"), *QUICK, "-o", str(node), "--force"),
+        ("report", str(tmp_path / "s.json"), "-o", str(tmp_path / "link.txt"), "--force"),
+    ):
+        (tmp_path / "link.txt").unlink(missing_ok=True)
+        (tmp_path / "link.txt").symlink_to(node)
+        done = hybridprof(*argv, cwd=tmp_path)
+        assert done.returncode == 2
+        assert "is a character device, not a regular file" in one_error_line(done)
+        assert stat.S_ISCHR(os.lstat(node).st_mode)
+
+
+def test_force_writes_through_a_symlink_and_keeps_it(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    real = tmp_path / "runs" / "latest.json"
+    real.write_text("old")
+    os.chmod(real, 0o600)
+    link = tmp_path / "s.json"
+    link.symlink_to(real)
+    done = hybridprof("run", str(FIXTURES / "run_small.py"), *QUICK, "-o", "s.json", cwd=tmp_path)
+    assert done.returncode == 2 and "pass --force" in one_error_line(done)
+    done = hybridprof(
+        "run", str(FIXTURES / "run_small.py"), *QUICK, "-o", "s.json", "--force", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert load_session(real).iterations == 1
+    assert stat.S_IMODE(os.stat(real).st_mode) == 0o600  # an overwritten file keeps its mode
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["latest.json"]
+
+
+def test_an_output_that_is_an_input_is_refused(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.py"
+    shutil.copy(FIXTURES / "run_small.py", victim)
+    before = victim.read_bytes()
+    for argv in (
+        ("run", "victim.py", *QUICK, "-o", "victim.py", "--force"),
+        ("run", "victim.py", *QUICK, "-o", "./sub/../victim.py", "--force"),
+        ("analyze", "victim.py", "-o", "victim.py", "--force"),
+    ):
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        done = hybridprof(*argv, cwd=tmp_path)
+        assert done.returncode == 2, (argv, done.stderr)
+        assert "is the input" in one_error_line(done)
+        assert victim.read_bytes() == before
+
+    session = _session(tmp_path)
+    saved = session.read_bytes()
+    (tmp_path / "hard.json").hardlink_to(session)
+    for output in ("s.json", "hard.json"):
+        done = hybridprof("report", "s.json", "-o", output, "--force", cwd=tmp_path)
+        assert done.returncode == 2
+        assert f"output '{output}' is the input 's.json'" in one_error_line(done)
+        assert session.read_bytes() == saved
+
+
+def test_run_refuses_its_own_model_file_as_session(tmp_path: Path) -> None:
+    # the plain case the report names: -o over the model file itself, before any torch work
+    victim = tmp_path / "victim.py"
+    shutil.copy(FIXTURES / "run_small.py", victim)
+    done = hybridprof("run", str(victim), "-o", str(victim), "--force", cwd=tmp_path)
+    assert done.returncode == 2
+    assert one_error_line(done).endswith("give the output another name")
+    assert victim.read_text().startswith('"""A small model')
+
+
+def _session(folder: Path) -> Path:
+    done = hybridprof("run", str(FIXTURES / "run_small.py"), *QUICK, "-o", "s.json", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return folder / "s.json"
+
+
+def test_two_runs_never_mix_their_files_in_one_out_dir(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    argv = [str(SCRIPT), "run", str(FIXTURES / "run_signal.py"), "--warmup", "1"]
+    argv += ["--iters", "1000000", "--out-dir", "out"]
+    env = {**os.environ, "HYBRIDPROF_TEST_READY": str(ready)}
+    first = subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), "the first run never started measuring"
+        second = hybridprof(
+            "run", str(FIXTURES / "run_small.py"), *QUICK, "--out-dir", "out", cwd=tmp_path
+        )
+        first.send_signal(signal.SIGINT)
+        _, err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert second.returncode == 2
+    assert one_error_line(second) == (
+        "hybridprof: error: another hybridprof run is writing into 'out'; wait for it to finish "
+        "or give another --out-dir"
+    )
+    assert first.returncode == 130, err
+    session = load_session(tmp_path / "out" / "session.json")
+    assert session.model_file is not None and session.model_file.endswith("run_signal.py")
+    assert "run_signal.py" in (tmp_path / "out" / "report.html").read_text()
+    again = hybridprof(
+        "run", str(FIXTURES / "run_small.py"), *QUICK, "--out-dir", "out", cwd=tmp_path
+    )
+    assert again.returncode == 0, again.stderr  # the lock ends with the run
