@@ -21,10 +21,11 @@ from hybridprof.loader import ModelInputs
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import tree_plan
 from hybridprof.runtime.measure import IterationMeasure
+from hybridprof.runtime.model_state import ModelState
 from hybridprof.runtime.patching import ForwardPatcher
 from hybridprof.runtime.strategies import make_strategy
 from hybridprof.runtime.strategies.base import StrategyConfig
-from hybridprof.runtime.workload import TrainingState, forward_once, training_step
+from hybridprof.runtime.workload import forward_once, training_step
 from hybridprof.tree import tree_rows
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tiny_transformer.py"
@@ -52,7 +53,7 @@ def one_iteration(model: nn.Module, inputs: torch.Tensor, backward: bool) -> Ite
     config = StrategyConfig(paths=plan.selected_paths(), compat=probe(), backward=backward)
     strategy = make_strategy("session", config)
     step = training_step if backward else forward_once
-    training = TrainingState(model) if backward else None
+    training = ModelState(model, training=True) if backward else None
     if training is not None:
         training.enter()
     strategy.begin()
