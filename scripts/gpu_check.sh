@@ -65,7 +65,7 @@ echo "== torchrun nccl, $("$PY" -c 'import torch; print(torch.cuda.device_count(
   --out-dir /tmp/nccl --force) >>"$LOG" 2>&1 || { status=1; echo "FAILED: torchrun nccl" | tee -a "$LOG"; }
 cp /tmp/nccl/session-merged.json "$OUT/nccl-merged.json" 2>/dev/null
 echo "== check_coverage (CPU)" | tee -a "$LOG"
-CUDA_VISIBLE_DEVICES="" "$PY" scripts/check_coverage.py scripts/coverage_models/*.py --chain 1000 \
+CUDA_VISIBLE_DEVICES="" "$PY" scripts/check_coverage.py scripts/coverage_models/*.py --iters 20 --chain 1000 \
   >>"$LOG" 2>&1 || { status=1; echo "FAILED: check_coverage" | tee -a "$LOG"; }
 tail -60 "$LOG"
 exit $status
