@@ -76,10 +76,51 @@ def from_frames(
         if kernels:
             for name, device, duration in kernels.get(id(frame), ()):
                 event.kernels = [*event.kernels, Kernel(name, device, duration)]
+    if kernels:
+        as_legacy_device_time([frame[RAW] for frame in made])
     return {
         path: [_event_list([f[RAW] for f in ops_of[id(call)]], options) for call in frames]
         for path, frames in calls.items()
     }
+
+
+def as_legacy_device_time(events: Iterable[FunctionEvent]) -> None:
+    """Give each CPU event one kernel holding its inclusive device time, marked legacy.
+
+    torch's own lists from Kineto carry each kernel twice: under its launching CPU op and as a
+    device-type event of its own, and `EventList.table()` sums self device time over the latter
+    (an assertion fails when a list has kernels on CPU events only). torchprof's lists (torch 1.x)
+    had the legacy shape instead: one CUDA-event timing per CPU op, inclusive of its children.
+    So each op keeps its own kernels and gets one more entry for its children's kernels
+    (`NESTED_KERNELS`): a call's list stays CPU ops only (torchprof's op-name checks), and torch's
+    properties come out right: device_time_total is the inclusive time, self_device_time_total
+    what the op's own kernels took, and table()/key_averages() sum the self times.
+    """
+    inclusive: dict[int, float] = {}
+
+    def total(event: FunctionEvent) -> float:
+        key = id(event)
+        if key not in inclusive:
+            if event.is_legacy:
+                inclusive[key] = sum(k.duration for k in event.kernels)
+            else:
+                own = sum(k.duration for k in event.kernels)
+                inclusive[key] = own + sum(total(child) for child in event.cpu_children)
+        return inclusive[key]
+
+    for event in events:
+        total(event)
+    for event in events:
+        if event.is_legacy:
+            continue
+        nested = inclusive[id(event)] - sum(k.duration for k in event.kernels)
+        if nested > 0:  # the children's kernels, so the kernels add up to the inclusive time
+            device = event.kernels[0].device if event.kernels else 0
+            event.kernels = [*event.kernels, Kernel(NESTED_KERNELS, device, nested)]
+        event.is_legacy = True
+
+
+NESTED_KERNELS = "(kernels of nested ops)"
 
 
 def _make_events(calls: Iterable[list[Frame]], options: ListOptions) -> list[Frame]:

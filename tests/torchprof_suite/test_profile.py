@@ -222,7 +222,6 @@ class TestProfile(unittest.TestCase):
             "aten::transpose",
             "aten::as_strided",
             "aten::addmm",
-            "aten::expand",
             "aten::as_strided",
         ),  # 18
         ("aten::relu_", "aten::clamp_min_"),  # 19
@@ -236,7 +235,6 @@ class TestProfile(unittest.TestCase):
             "aten::transpose",
             "aten::as_strided",
             "aten::addmm",
-            "aten::expand",
             "aten::as_strided",
         ),  # 21
         ("aten::relu_", "aten::clamp_min_"),  # 22
@@ -245,7 +243,6 @@ class TestProfile(unittest.TestCase):
             "aten::transpose",
             "aten::as_strided",
             "aten::addmm",
-            "aten::expand",
             "aten::as_strided",
         ),  # 23
     )

@@ -7,7 +7,13 @@ import pytest
 from torch.autograd.profiler_util import EventList, FunctionEvent
 
 from hybridprof.runtime.attribution import attribute
-from hybridprof.runtime.event_lists import ListOptions, RawEvent, from_frames, from_timer
+from hybridprof.runtime.event_lists import (
+    NESTED_KERNELS,
+    ListOptions,
+    RawEvent,
+    from_frames,
+    from_timer,
+)
 from hybridprof.runtime.kineto import MEMORY_EVENT, Event
 
 NAMES = {"block": "block", "block.fc": "block.fc", "act": "act"}
@@ -136,3 +142,23 @@ def test_kernels_sit_under_their_launching_op_and_lift_with_a_merge() -> None:
     div, mul = from_frames(result.raw_calls, result.kernels, ListOptions("cuda"))["act"][0]
     assert [k.name for k in div.kernels] == ["div_kernel"] and div.device_time_total == 5
     assert [k.name for k in mul.kernels] == ["mul_kernel"] and mul.self_device_time_total == 2
+
+
+def test_device_time_is_inclusive_and_torch_tables_add_it_up() -> None:
+    """torch's table() asserts when kernels sit on CPU events that are not marked legacy."""
+    events = [
+        cpu("act", 0, 100),
+        Event("cpu", "aten::linear", 10_000, 50_000, 1, correlation_id=7),
+        Event("cpu", "aten::addmm", 20_000, 40_000, 1, correlation_id=8),
+        Event("device", "gemm_kernel", 21_000, 26_000, -1, linked_id=8),
+        Event("device", "bias_kernel", 27_000, 28_000, -1, linked_id=7),
+    ]
+    result = attribute(events, NAMES, keep_raw=True)
+    (call,) = from_frames(result.raw_calls, result.kernels, ListOptions("cuda"))["act"]
+    linear = next(e for e in call if e.name == "aten::linear")
+    addmm = next(e for e in call if e.name == "aten::addmm")
+    assert linear.device_time_total == 6 and linear.self_device_time_total == 1
+    assert addmm.device_time_total == 5 and addmm.self_device_time_total == 5
+    assert [k.name for k in linear.kernels] == ["bias_kernel", NESTED_KERNELS]
+    assert call.total_average().self_device_time_total == 6
+    assert "CUDA total" in call.table(sort_by="self_cpu_time_total")
