@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from hybridprof.compare import DIFF_KIND, DiffResult
 from hybridprof.datamodel import ProfilePlan, ProfileSession
 from hybridprof.errors import SessionFileError
 
@@ -43,3 +44,19 @@ def _naming(path: str | Path) -> Iterator[None]:
         yield
     except SessionFileError as exc:
         raise SessionFileError(f"{path}: {exc}") from exc
+
+
+def load_diff(path: str | Path) -> DiffResult:
+    """A comparison saved by `hybridprof diff --report x.json` (or `DiffResult.to_json`)."""
+    text = _read(path, "diff")
+    with _naming(path):
+        return DiffResult.from_json(text)
+
+
+def is_diff_file(path: str | Path) -> bool:
+    """Does `path` hold a saved comparison (its "kind" field), rather than a session?"""
+    try:
+        head = Path(path).read_text(encoding="utf-8")[:200]
+    except (OSError, UnicodeDecodeError):
+        return False  # load_session then says what is wrong with it
+    return f'"kind": "{DIFF_KIND}"' in head

@@ -17,6 +17,7 @@ COMMANDS = {
     "run": "hybridprof.cli.run",
     "report": "hybridprof.cli.report",
     "merge": "hybridprof.cli.merge",
+    "diff": "hybridprof.cli.diff",
 }
 
 USAGE = f"""usage: hybridprof [--version] <command> [options]
@@ -26,8 +27,9 @@ A layer-by-layer profiler for PyTorch models.
 commands:
   analyze   plan what to profile: read the model's source and module tree, save the plan
   run       profile a model file (no arguments: the bundled AlexNet demo), save session and report
-  report    re-render a saved session as HTML, PDF, text, CSV or JSON
+  report    re-render a saved session (or a saved diff) as HTML, PDF, text, CSV or JSON
   merge     merge the session-rank*.json of a torchrun run into one session and report
+  diff      compare two saved sessions: which layers got slower or faster, beyond noise
 
 Run 'hybridprof <command> --help' for a command's options. hybridprof {__version__}"""
 

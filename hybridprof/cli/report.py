@@ -16,9 +16,10 @@ from pathlib import Path
 
 from hybridprof.cli.common import add_common_options, command_parser, guarded
 from hybridprof.cli.terminal import emit
+from hybridprof.compare import DiffResult
 from hybridprof.errors import UsageError
 from hybridprof.outputs import check_output_path
-from hybridprof.reporting import known_extensions, renderer_for, write_report
+from hybridprof.reporting import known_extensions, renderer_for, write_diff_report, write_report
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,8 +63,10 @@ def render(args: argparse.Namespace) -> int:
         check_output_path(output, args.force, inputs=[args.session])
     if len({o.resolve() for o in outputs}) != len(outputs):
         raise UsageError("the same output is given twice; give each -o its own file")
-    from hybridprof.storage import load_session
+    from hybridprof.storage import is_diff_file, load_diff, load_session
 
+    if is_diff_file(args.session):
+        return render_saved_diff(load_diff(args.session), outputs, args.force)
     session = load_session(args.session)
     if not outputs:
         from hybridprof.reporting.ranks import rank_lines
@@ -74,5 +77,18 @@ def render(args: argparse.Namespace) -> int:
         return 0
     for output in outputs:
         written = write_report(session, output, force=args.force)
+        emit([f"report: {written}"])
+    return 0
+
+
+def render_saved_diff(diff: DiffResult, outputs: list[Path], force: bool) -> int:
+    """A comparison saved by `hybridprof diff --report x.json`, printed or written again."""
+    if not outputs:
+        from hybridprof.reporting.diff_text import render_diff_text
+
+        emit([render_diff_text(diff).rstrip("\n")])
+        return 0
+    for output in outputs:
+        written = write_diff_report(diff, output, force=force)
         emit([f"report: {written}"])
     return 0

@@ -11,6 +11,7 @@ import importlib
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from hybridprof.compare import DiffResult
 from hybridprof.datamodel import ProfileSession
 from hybridprof.errors import UsageError
 from hybridprof.outputs import check_output_path, write_atomic
@@ -22,6 +23,13 @@ class Renderer(Protocol):
     binary: bool
 
     def render(self, session: ProfileSession) -> str | bytes: ...
+
+
+class DiffRenderer(Protocol):
+    extensions: tuple[str, ...]
+    binary: bool
+
+    def render(self, diff: DiffResult) -> str | bytes: ...
 
 
 class TextRenderer:
@@ -44,6 +52,14 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     ".txt": ("hybridprof.reporting", "TextRenderer"),
     ".csv": ("hybridprof.reporting.export", "CsvRenderer"),
     ".json": ("hybridprof.reporting.export", "JsonRenderer"),
+}
+
+
+# The comparison of two runs (`hybridprof diff`): extension -> (module, class).
+_DIFF_REGISTRY: dict[str, tuple[str, str]] = {
+    ".txt": ("hybridprof.reporting.diff_export", "DiffTextRenderer"),
+    ".csv": ("hybridprof.reporting.diff_export", "DiffCsvRenderer"),
+    ".json": ("hybridprof.reporting.diff_export", "DiffJsonRenderer"),
 }
 
 
@@ -70,4 +86,37 @@ def write_report(session: ProfileSession, path: str | Path, force: bool = False)
     return write_atomic(path, renderer.render(session), force)
 
 
-__all__ = ["Renderer", "TextRenderer", "known_extensions", "renderer_for", "write_report"]
+def diff_extensions() -> tuple[str, ...]:
+    return tuple(sorted(_DIFF_REGISTRY))
+
+
+def diff_renderer_for(path: str | Path) -> DiffRenderer:
+    """The comparison renderer for `path`'s extension; UsageError listing the known ones."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in _DIFF_REGISTRY:
+        known = ", ".join(diff_extensions())
+        shown = f"'{suffix}'" if suffix else "no extension"
+        raise UsageError(f"diff report '{path}' has {shown}; use one of {known}")
+    module_name, class_name = _DIFF_REGISTRY[suffix]
+    renderer: DiffRenderer = getattr(importlib.import_module(module_name), class_name)()
+    return renderer
+
+
+def write_diff_report(diff: DiffResult, path: str | Path, force: bool = False) -> Path:
+    """Render a comparison by the extension of `path` and write it atomically."""
+    renderer = diff_renderer_for(path)
+    check_output_path(path, force)
+    return write_atomic(path, renderer.render(diff), force)
+
+
+__all__ = [
+    "DiffRenderer",
+    "Renderer",
+    "TextRenderer",
+    "diff_extensions",
+    "diff_renderer_for",
+    "known_extensions",
+    "renderer_for",
+    "write_diff_report",
+    "write_report",
+]

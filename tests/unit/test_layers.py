@@ -48,6 +48,7 @@ LAYER_OF = {
     "roofline": "data",
     "stats": "data",
     "stability": "data",
+    "compare": "data",
     "views": "data",
     "storage": "io",
     "loader": "io",

@@ -1,0 +1,107 @@
+"""Compare two saved sessions: which layers got slower or faster, beyond noise.
+
+Layers are matched by path, then (renamed or moved) by class, shape and position. Each time gets a
+verdict from both runs' per-iteration values: slower / faster / within noise (a change under
+--threshold never counts). Warnings about an unfair comparison (other torch, threads, CPU...) come
+first.
+
+exit codes: 0 no regression beyond the threshold (always 0 without --fail-on-regression),
+1 a regression with --fail-on-regression, 2 bad input.
+
+examples:
+  hybridprof diff base.json new.json
+  hybridprof diff base.json new.json --report review.html --report review.json
+  hybridprof diff base.json new.json --threshold 5% --fail-on-regression
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from hybridprof.cli.common import add_common_options, command_parser, guarded
+from hybridprof.cli.terminal import emit
+from hybridprof.compare import DEFAULT_THRESHOLD_PCT, compare_sessions
+from hybridprof.errors import UsageError
+from hybridprof.outputs import check_output_path
+from hybridprof.reporting import diff_extensions, diff_renderer_for, write_diff_report
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser("diff", __doc__)
+    parser.add_argument("base", help="the session before the change (saved by hybridprof run)")
+    parser.add_argument("new", help="the session after the change")
+    parser.add_argument(
+        "--report",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="write the comparison here (repeatable); format by extension: "
+        + " ".join(diff_extensions()),
+    )
+    parser.add_argument(
+        "--threshold",
+        default=f"{DEFAULT_THRESHOLD_PCT:g}%",
+        help="smallest change that counts as slower/faster, in %% (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when a layer or the whole iteration is slower beyond the threshold",
+    )
+    parser.add_argument(
+        "--all", action="store_true", help="print every layer, not only the changed ones"
+    )
+    add_common_options(parser)
+    return parser
+
+
+def parse_threshold(text: str) -> float:
+    """'5%', '5' or '0.5%' -> percent; UsageError for anything else."""
+    body = text.strip().removesuffix("%")
+    try:
+        value = float(body)
+    except ValueError:
+        raise UsageError(
+            f"--threshold '{text}' is not a percentage; give e.g. --threshold 5%"
+        ) from None
+    if not 0 <= value < 1000:
+        raise UsageError(f"--threshold {text} is out of range; give 0% to 999%")
+    return value
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = build_parser()
+
+    def body() -> int:
+        try:
+            args = parser.parse_args(list(argv))
+        except SystemExit as exc:  # --help
+            return int(exc.code or 0)
+        return run_diff(args)
+
+    return guarded(body, "--debug" in argv)
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    """Check the options and outputs first, read both sessions, compare, print, write reports."""
+    threshold = parse_threshold(args.threshold)
+    outputs = [Path(o) for o in args.report]
+    for output in outputs:
+        diff_renderer_for(output)
+        check_output_path(output, args.force)
+    if len({o.resolve() for o in outputs}) != len(outputs):
+        raise UsageError("the same report is given twice; give each --report its own file")
+    from hybridprof.storage import load_session
+
+    base = load_session(args.base)
+    new = load_session(args.new)
+    diff = compare_sessions(base, new, threshold, base_label=args.base, new_label=args.new)
+    from hybridprof.reporting.diff_text import render_diff_text
+
+    emit([render_diff_text(diff, all_layers=args.all).rstrip("\n")])
+    for output in outputs:
+        written = write_diff_report(diff, output, force=args.force)
+        emit([f"report: {written}"])
+    return 1 if args.fail_on_regression and diff.has_regression() else 0

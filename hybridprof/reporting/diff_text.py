@@ -1,0 +1,129 @@
+"""A comparison of two runs as text: warnings first, then the summary, then the changed layers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hybridprof.compare import Change, DiffResult, LayerDiff, OpChange
+from hybridprof.reporting.format import format_bytes, format_time_us
+
+TOP = 5  # regressions and improvements named in the summary
+QUANTITY_TITLES = {
+    "self_cpu_us": "self CPU",
+    "total_cpu_us": "total CPU",
+    "backward_self_cpu_us": "backward self CPU",
+    "backward_total_cpu_us": "backward total CPU",
+    "self_device_us": "self device",
+    "total_device_us": "total device",
+    "iteration_cpu_us": "iteration",
+    "self_cpu_mem": "self CPU memory",
+    "cpu_mem": "CPU memory",
+    "self_device_mem": "self device memory",
+    "device_mem": "device memory",
+}
+
+
+def signed_time(us: float) -> str:
+    return ("+" if us >= 0 else "-") + format_time_us(abs(us))
+
+
+def signed_pct(change: Change) -> str:
+    pct = change.delta_pct()
+    return "-" if pct is None else f"{pct:+.1f}%"
+
+
+def interval_text(change: Change) -> str:
+    """`[+1.2us, +3.4us]`, or "no interval" when a run had too few per-iteration values."""
+    if change.low is None or change.high is None:
+        return "no interval"
+    return f"[{signed_time(change.low)}, {signed_time(change.high)}]"
+
+
+def change_text(change: Change) -> str:
+    """`84.000us -> 95.000us (+11.000us, +13.1%, 95% CI [...]): slower`."""
+    memory = change.quantity.endswith("_mem")
+    shown = format_bytes if memory else format_time_us
+
+    def value(v: float | None) -> str:
+        return "-" if v is None else shown(v)
+
+    delta = format_bytes(change.delta) if memory else signed_time(change.delta)
+    text = f"{value(change.base)} -> {value(change.new)} ({delta}, {signed_pct(change)}"
+    if memory:
+        return text + ")"
+    return text + f", 95% CI {interval_text(change)}): {change.verdict}"
+
+
+def layer_title(layer: LayerDiff) -> str:
+    if layer.match == "path" or layer.base_path is None or layer.new_path is None:
+        return f"{layer.path or '(root)'} [{layer.class_name}]"
+    return f"{layer.base_path} -> {layer.new_path} [{layer.class_name}, matched by {layer.match}]"
+
+
+def summary_lines(diff: DiffResult) -> list[str]:
+    """Warnings (loudly, first), identities, the total change, top regressions and improvements."""
+    lines = []
+    if diff.warnings:
+        lines.append("WARNING: this comparison may be unfair:")
+        lines.extend(f"  ! {w}" for w in diff.warnings)
+        lines.append("")
+    lines.append(f"base: {diff.base.short()}")
+    lines.append(f"new:  {diff.new.short()}")
+    lines.extend(f"note: {n}" for n in diff.notes)
+    lines.append(f"threshold: {diff.threshold_pct:g}%; method: {diff.method}")
+    lines.append("")
+    lines.append(f"whole iteration: {change_text(diff.total)}")
+    added = sum(1 for layer in diff.layers if layer.verdict == "added")
+    removed = sum(1 for layer in diff.layers if layer.verdict == "removed")
+    renamed = sum(1 for layer in diff.layers if layer.match not in ("path", "added", "removed"))
+    lines.append(
+        f"layers: {len(diff.regressions())} slower, {len(diff.improvements())} faster, "
+        f"{added} added, {removed} removed, {renamed} matched under another path, "
+        f"{len(diff.layers)} in all"
+    )
+    for title, layers in (("slower", diff.regressions()), ("faster", diff.improvements())):
+        for layer in layers[:TOP]:
+            found = layer.change("self_cpu_us")
+            shown = change_text(found) if found else layer.verdict
+            lines.append(f"  {title}: {layer_title(layer)}: self {shown}")
+    return lines
+
+
+def op_lines(ops: Sequence[OpChange]) -> list[str]:
+    lines = []
+    for op in ops:
+        if op.status == "same":
+            continue
+        side = " (backward)" if op.backward else ""
+        lines.append(
+            f"      {op.name}{side}: {format_time_us(op.base_us)} x{op.base_calls} -> "
+            f"{format_time_us(op.new_us)} x{op.new_calls} ({op.status})"
+        )
+    return lines
+
+
+def layer_lines(layer: LayerDiff) -> list[str]:
+    lines = [f"{layer.verdict.upper()}: {layer_title(layer)}"]
+    for change in layer.times + layer.memory:
+        lines.append(
+            f"    {QUANTITY_TITLES.get(change.quantity, change.quantity)}: " + change_text(change)
+        )
+    if layer.ops:
+        lines.append("    ops (self CPU per iteration):")
+        lines.extend(op_lines(layer.ops))
+    return lines
+
+
+def render_diff_text(diff: DiffResult, all_layers: bool = False) -> str:
+    """The summary, then every changed, added or removed layer (every layer with all_layers)."""
+    lines = summary_lines(diff)
+    shown = [layer for layer in diff.layers if all_layers or layer.verdict not in ("within noise",)]
+    lines.append("")
+    if not shown:
+        lines.append("no layer changed beyond noise and the threshold")
+    for layer in shown:
+        lines.extend(layer_lines(layer))
+    hidden = len(diff.layers) - len(shown)
+    if hidden:
+        lines.append(f"({hidden} layer(s) within noise not listed)")
+    return "\n".join(lines) + "\n"
