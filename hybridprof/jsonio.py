@@ -10,6 +10,7 @@ it then has a `json_encode()` method, and a `json_decode(data)` class method if 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import types
@@ -39,29 +40,53 @@ def to_plain(obj: Any) -> Any:
 
 def from_plain(tp: Any, data: Any) -> Any:
     """Build an instance of type `tp` (a dataclass or a typing form) from `to_plain` output."""
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
+    kind = _kind(tp)
+    if kind == "scalar":
+        return expect(tp, data, tp)
+    if kind == "float":
+        return float(expect(int | float, data, tp))
+    if kind == "union":
         options = [a for a in typing.get_args(tp) if a is not type(None)]
         return None if data is None else _first_fitting(options, data, tp)
-    if origin is Literal:
+    if kind == "literal":
         if isinstance(data, bool) or data not in typing.get_args(tp):
             raise ValueError(f"expected one of {typing.get_args(tp)}, got {data!r}")
         return data
-    if isinstance(tp, type) and hasattr(tp, "json_decode"):
+    if kind == "decode":
         return tp.json_decode(data)
-    if origin is tuple:
+    if kind == "tuple":
         args = typing.get_args(tp)
         item = args[0] if args else Any
         return tuple(from_plain(item, v) for v in expect(list, data, tp))
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+    if kind == "dataclass":
         return _dataclass_from_plain(tp, data)
-    if isinstance(tp, type) and issubclass(tp, Enum):
+    if kind == "enum":
         return tp(expect(str, data, tp))
-    if tp is float:
-        return float(expect(int | float, data, tp))
-    if tp in (int, str, bool):
-        return expect(tp, data, tp)
     return data
+
+
+@functools.cache
+def _kind(tp: Any) -> str:
+    """How `from_plain` reads a type, decided once per type (reading a 2,000-layer session asks
+    hundreds of thousands of times)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return "union"
+    if origin is Literal:
+        return "literal"
+    if isinstance(tp, type) and hasattr(tp, "json_decode"):
+        return "decode"
+    if origin is tuple:
+        return "tuple"
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return "dataclass"
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return "enum"
+    if tp is float:
+        return "float"
+    if tp in (int, str, bool):
+        return "scalar"
+    return "any"
 
 
 def _first_fitting(options: list[Any], data: Any, tp: Any) -> Any:
@@ -77,14 +102,28 @@ def _first_fitting(options: list[Any], data: Any, tp: Any) -> Any:
 
 def _dataclass_from_plain(cls: type[T], data: Any) -> T:
     fields_data = expect(dict, data, cls)
-    hints = typing.get_type_hints(cls)
     kwargs = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name in fields_data:
-            kwargs[f.name] = from_plain(hints[f.name], fields_data[f.name])
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ValueError(f"{cls.__name__} is missing field '{f.name}'")
+    for name, hint, required in _field_types(cls):  # type: ignore[arg-type]
+        if name in fields_data:
+            kwargs[name] = from_plain(hint, fields_data[name])
+        elif required:
+            raise ValueError(f"{cls.__name__} is missing field '{name}'")
     return cls(**kwargs)
+
+
+@functools.cache
+def _field_types(cls: type) -> tuple[tuple[str, Any, bool], ...]:
+    """(name, resolved type, required) of each field, once per class: resolving the string
+    annotations (`get_type_hints`) per record made reading a 2,000-layer session take seconds."""
+    hints = typing.get_type_hints(cls)
+    return tuple(
+        (
+            f.name,
+            hints[f.name],
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+        )
+        for f in dataclasses.fields(cls)
+    )
 
 
 def expect(tp: Any, value: Any, what: Any) -> Any:

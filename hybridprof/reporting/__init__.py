@@ -57,6 +57,9 @@ _REGISTRY: dict[str, tuple[str, str]] = {
 
 # The comparison of two runs (`hybridprof diff`): extension -> (module, class).
 _DIFF_REGISTRY: dict[str, tuple[str, str]] = {
+    ".html": ("hybridprof.reporting.diff_html", "DiffHtmlRenderer"),
+    ".htm": ("hybridprof.reporting.diff_html", "DiffHtmlRenderer"),
+    ".pdf": ("hybridprof.reporting.diff_html", "DiffPdfRenderer"),
     ".txt": ("hybridprof.reporting.diff_export", "DiffTextRenderer"),
     ".csv": ("hybridprof.reporting.diff_export", "DiffCsvRenderer"),
     ".json": ("hybridprof.reporting.diff_export", "DiffJsonRenderer"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -203,3 +204,30 @@ def test_csv_has_a_row_per_layer() -> None:
     lines = render_diff_csv(diff).splitlines()
     assert lines[0].startswith("base_path,new_path,class,match,verdict,self_cpu_us_base")
     assert len(lines) == 4 and lines[1].startswith("fc2,fc2,Linear,path,slower")
+
+
+def test_html_escapes_names_puts_warnings_and_changed_layers_first(tmp_path: Path) -> None:
+    from hybridprof.reporting import write_diff_report
+
+    hostile = "<img src=x onerror=alert(1)>"
+    base = run(1, rename={"act": hostile})
+    env = replace(ENV, threads=4)
+    new = replace(run(2, heavier={"fc2": 1.4}, rename={"act": hostile}), environment=env)
+    out = write_diff_report(compare_sessions(base, new), tmp_path / "d.html")
+    page = out.read_text()
+    assert hostile not in page and "&lt;img src=x" in page
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert page.index("different threads") < page.index("Whole iteration") < page.index("<svg")
+    body = page[page.index("<tbody>") :]
+    assert body.index("fc2") < body.index("fc1")  # the slower layer first
+    assert "default-src 'none'" in page
+
+
+def test_pdf_has_pages_with_both_identities(tmp_path: Path) -> None:
+    pytest.importorskip("weasyprint")
+    from hybridprof.reporting import write_diff_report
+
+    out = write_diff_report(
+        compare_sessions(run(1), run(2, heavier={"fc2": 1.4})), tmp_path / "d.pdf"
+    )
+    assert out.read_bytes().startswith(b"%PDF")
