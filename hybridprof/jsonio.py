@@ -105,7 +105,14 @@ def _dataclass_from_plain(cls: type[T], data: Any) -> T:
     kwargs = {}
     for name, hint, required in _field_types(cls):  # type: ignore[arg-type]
         if name in fields_data:
-            kwargs[name] = from_plain(hint, fields_data[name])
+            value = fields_data[name]
+            # the common cases first, checked exactly (a bool is not an int here)
+            if (hint is str or hint is int) and type(value) is hint:
+                kwargs[name] = value
+            elif hint is float and type(value) in (float, int):
+                kwargs[name] = float(value)
+            else:
+                kwargs[name] = from_plain(hint, value)
         elif required:
             raise ValueError(f"{cls.__name__} is missing field '{name}'")
     return cls(**kwargs)
