@@ -102,7 +102,7 @@ def _first_fitting(options: list[Any], data: Any, tp: Any) -> Any:
 
 def _dataclass_from_plain(cls: type[T], data: Any) -> T:
     fields_data = expect(dict, data, cls)
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     for name, hint, required in _field_types(cls):  # type: ignore[arg-type]
         if name in fields_data:
             value = fields_data[name]
