@@ -1,4 +1,5 @@
-"""Re-render a saved session as HTML, PDF, text, CSV or JSON (no torch, no profiling).
+"""Re-render a saved session (or a comparison saved by `diff --report x.json`) as HTML, PDF, text,
+CSV or JSON (no torch, no profiling).
 
 The format follows each output's extension; without -o the tree table is printed.
 
