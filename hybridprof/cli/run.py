@@ -1,8 +1,11 @@
-"""Profile a model file layer by layer; save the session and reports.
+"""Profile a model file layer by layer; print the tree table, save the session and reports.
 
-With no model file, profiles the bundled AlexNet-like example and writes session.json and
-report.html into ./hybridprof-out/ (or --out-dir); files that hybridprof names itself inside an out
-dir are overwritten on the next run, files you name (-o, --report, --trace) need --force.
+With no model file, profiles the bundled AlexNet-like demo. Every run saves its session (to re-render
+it later with hybridprof report): to -o FILE; else beside the first --report (net.html ->
+net.session.json); else into --out-dir (default ./hybridprof-out/) as session.json, with
+report.html beside it when no --report is given. Files hybridprof names itself are replaced on the
+next run with a one-line note; files you name (-o, --report, --trace) need --force. -o - prints
+the session JSON on stdout (the table then goes to stderr).
 
 examples:
   hybridprof run
@@ -21,19 +24,33 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from hybridprof.cli.common import (
     add_common_options,
+    add_model_options,
+    add_selection_options,
+    check_pdf_support,
     command_parser,
     guarded,
     model_prints_to_stderr,
+    notice,
+    parse_or_exit_code,
+    split_selectors,
+)
+from hybridprof.cli.destinations import (
+    DEFAULT_OUT_DIR,
+    check_outputs,
+    is_stdout,
+    make_folders,
+    own_files_present,
+    say_replaced,
 )
 from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.cli.terminal import emit, roofline_lines, summary_line, terminal_table
 from hybridprof.errors import UsageError
 from hybridprof.loader import DEFAULT_ENTRY, parse_shape, read_model_source
-from hybridprof.outputs import check_output_path, write_atomic
+from hybridprof.outputs import write_atomic
 from hybridprof.reporting import known_extensions, renderer_for, write_report
 from hybridprof.reporting.trust import stability_line
 from hybridprof.runtime.stopping import AUTO_TARGET_PCT, DEFAULT_MAX_TIME_S, Count, parse_count
@@ -43,85 +60,69 @@ if TYPE_CHECKING:
     from hybridprof.datamodel import ProfilePlan, ProfileSession
     from hybridprof.runtime.driver import RunOptions
 
-DEFAULT_OUT_DIR = "hybridprof-out"
 DEMO_FILE = Path(__file__).resolve().parent.parent / "examples" / "alexnet.py"
+WARMUP, ITERS = 3, 20
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = command_parser("run", __doc__)
-    parser.add_argument("model", nargs="?", help="model file (default: the bundled AlexNet demo)")
     parser.add_argument(
-        "--entry", help=f"function returning the nn.Module (default {DEFAULT_ENTRY})"
+        "model", nargs="?", help="model file (.py) (default: the bundled AlexNet-like demo)"
     )
-    given = parser.add_mutually_exclusive_group()
-    given.add_argument("--inputs", metavar="NAME", help="function in the file returning the inputs")
-    given.add_argument(
-        "--input-shape",
-        action="append",
-        default=[],
-        metavar="SHAPE",
-        help="random input of this shape, e.g. 1,3,224,224 or 4x128:long (repeat per argument)",
+    add_model_options(parser)
+    parser.add_argument(
+        "--plan",
+        metavar="FILE",
+        help="profile exactly what this plan (from hybridprof analyze) selects (default: plan now)",
     )
-    _add_selection_options(parser)
+    add_selection_options(parser)
     _add_measure_options(parser)
     _add_output_options(parser)
     add_common_options(parser)
     return parser
 
 
-def _add_selection_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--plan", help="profile exactly what this plan (hybridprof analyze) selects"
-    )
-    parser.add_argument(
-        "--paths",
-        nargs="+",
-        default=[],
-        metavar="PATH",
-        help="dotted paths or globs ('features.*')",
-    )
-    parser.add_argument("--depth", type=int, help="select every module at this depth")
-    parser.add_argument(
-        "--with-parents",
-        action="store_true",
-        help="also select parents whose forward runs ops directly (attention that uses its "
-        "out_proj's weights, fused fast paths)",
-    )
-
-
 def _add_measure_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--warmup",
         type=_count,
-        default=3,
-        help="unmeasured iterations first (3), or auto: until iteration times stop falling",
+        default=WARMUP,
+        metavar="N",
+        help=f"unmeasured iterations first, or auto: until iteration times stop falling "
+        f"(default: {WARMUP})",
     )
     parser.add_argument(
         "--iters",
         type=_count,
-        default=20,
-        help="measured iterations (20), or auto: until the median iteration time's 95%% "
-        f"confidence interval is within ±{AUTO_TARGET_PCT:g}%% (at least 5 iterations)",
+        default=ITERS,
+        metavar="N",
+        help="measured iterations, or auto: until the median iteration time's 95%% confidence "
+        f"interval is within ±{AUTO_TARGET_PCT:g}%% (at least 5 iterations) (default: {ITERS})",
     )
     parser.add_argument(
         "--max-time",
         type=float,
         metavar="SECONDS",
-        help=f"time limit of the iterations (default {DEFAULT_MAX_TIME_S:g} s with auto, "
+        help=f"time limit of the iterations (default: {DEFAULT_MAX_TIME_S:g} s with auto, "
         "none otherwise)",
     )
     parser.add_argument(
         "--threads",
         type=int,
-        help="torch threads during the run (default: torch's); 1 gives the steadiest "
-        "per-layer times on a busy machine",
+        metavar="N",
+        help="torch threads during the run; 1 gives the steadiest per-layer times on a busy "
+        "machine (default: torch's)",
     )
     parser.add_argument(
-        "--device", help="cpu or cuda (default: where the entry put the model, usually cpu)"
+        "--device",
+        metavar="DEVICE",
+        help="cpu or cuda (default: where the entry put the model, usually cpu)",
     )
     parser.add_argument("--profile-memory", action="store_true", help="measure memory per layer")
     parser.add_argument(
-        "--strategy", choices=tuple(STRATEGIES), help=f"how to measure (default {DEFAULT_STRATEGY})"
+        "--strategy",
+        choices=tuple(STRATEGIES),
+        help=f"how to measure (default: {DEFAULT_STRATEGY}, or the plan's)",
     )
     parser.add_argument(
         "--backward", action="store_true", help="profile a training step: forward and backward"
@@ -141,17 +142,30 @@ def _add_measure_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_output_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", metavar="SESSION.json", help="save the session here")
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="save the session (JSON) here; - prints it on stdout (default: beside the first "
+        f"--report, else ./{DEFAULT_OUT_DIR}/session.json)",
+    )
     parser.add_argument(
         "--report",
         action="append",
         default=[],
         metavar="FILE",
-        help="write a report; the format follows the extension: " + " ".join(known_extensions()),
+        help="write a report, repeatable; the format follows the extension: "
+        + " ".join(known_extensions())
+        + f" (default: ./{DEFAULT_OUT_DIR}/report.html when neither -o nor --report is given)",
     )
-    parser.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace")
     parser.add_argument(
-        "--out-dir", help=f"folder for session and report (demo: ./{DEFAULT_OUT_DIR})"
+        "--trace", metavar="FILE", help="write a Chrome/Perfetto trace (JSON) (default: none)"
+    )
+    parser.add_argument(
+        "--out-dir",
+        metavar="DIR",
+        help="folder for the session and report hybridprof names itself (default: "
+        f"./{DEFAULT_OUT_DIR})",
     )
 
 
@@ -166,24 +180,27 @@ def _count(text: str) -> Count:
 class Outputs:
     """Every file this run will write, checked before any torch work."""
 
-    session: Path | None
+    session: Path | None  # None: the session JSON goes to stdout (-o -)
     reports: tuple[Path, ...]
     trace: Path | None
-    own: frozenset[Path]  # files hybridprof named itself in an out dir: overwritten freely
+    own: frozenset[Path]  # files hybridprof named itself: replaced with a note, no --force needed
 
     def force_for(self, path: Path, force: bool) -> bool:
         return force or path in self.own
 
+    def files(self) -> list[Path]:
+        return [p for p in (self.session, *self.reports, self.trace) if p is not None]
+
+    @property
+    def human(self) -> TextIO:
+        """Where the table and the lines for people go: stdout, unless it carries the session."""
+        return sys.stdout if self.session is not None else sys.stderr
+
 
 def main(argv: Sequence[str]) -> int:
-    parser = build_parser()
-
     def body() -> int:
-        try:
-            args = parser.parse_args(list(argv))
-        except SystemExit as exc:  # --help
-            return int(exc.code or 0)
-        return run(args, list(argv))
+        args = parse_or_exit_code(build_parser(), argv)
+        return args if isinstance(args, int) else run(args, list(argv))
 
     return guarded(body, "--debug" in argv)
 
@@ -194,26 +211,28 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     plan = _load_plan(args.plan) if args.plan else None
     model_file, entry = _model_and_entry(args, plan)
     read_model_source(model_file)  # missing file or syntax error: said before anything is created
-    outputs = plan_outputs(args, demo=args.model is None and plan is None)
+    outputs = plan_outputs(args)
+    if model_file == DEMO_FILE:
+        print(
+            "hybridprof: no model file given: profiling the bundled AlexNet-like demo "
+            "(hybridprof run net.py profiles yours)",
+            file=outputs.human,
+            flush=True,
+        )
     try:
         with model_prints_to_stderr():
             session = _profile(args, argv, model_file, entry, plan, outputs)
     except KeyboardInterrupt:
-        print(
-            "hybridprof: interrupted before a measured iteration finished; nothing saved",
-            file=sys.stderr,
-        )
+        notice("interrupted before a measured iteration finished; nothing saved")
         return 130
-    _save(session, outputs, args.force)
-    emit([*terminal_table(session), *_where_lines(session, outputs)])
+    replaced = _save(session, outputs, args.force)
+    _print_results(session, outputs)
+    say_replaced(replaced, outputs.human)
     if session.interrupted:
-        where = f"; partial session saved to {outputs.session}" if outputs.session else ""
         asked = session.requested_iterations
-        print(
-            f"hybridprof: interrupted after {session.iterations}"
-            f"{'' if asked == 'auto' else f' of {asked}'} iterations{where}",
-            file=sys.stderr,
-        )
+        of = "" if asked == "auto" else f" of {asked}"
+        where = f"; partial session saved to {outputs.session or 'stdout'}"
+        notice(f"interrupted after {session.iterations}{of} iterations{where}")
         return 130
     return 0
 
@@ -273,50 +292,40 @@ def _model_and_entry(args: argparse.Namespace, plan: ProfilePlan | None) -> tupl
     return DEMO_FILE, args.entry or DEFAULT_ENTRY
 
 
-def plan_outputs(args: argparse.Namespace, demo: bool) -> Outputs:
-    """Decide and check every output path (folder exists, writable, not there without --force)."""
-    out_dir = Path(args.out_dir) if args.out_dir else (Path(DEFAULT_OUT_DIR) if demo else None)
-    own: set[Path] = set()
-    session = Path(args.output) if args.output else None
+def plan_outputs(args: argparse.Namespace) -> Outputs:
+    """Decide and check every output path (folder exists or can be made, writable, not there
+    without --force unless hybridprof named it). Nothing is created here."""
+    if any(is_stdout(name) for name in (*args.report, args.trace)):
+        raise UsageError(
+            "only -o takes - (the session JSON on stdout); --report and --trace need files"
+        )
     reports = [Path(r) for r in args.report]
-    if out_dir is not None:
-        _make_out_dir(out_dir)
-        if session is None:
-            session = out_dir / "session.json"
-            own.add(session)
-        if not reports:
-            reports = [out_dir / "report.html"]
-            own.update(reports)
-    trace = Path(args.trace) if args.trace else None
-    _check_distinct([p for p in (session, *reports, trace) if p is not None])
+    out_dir = Path(args.out_dir) if args.out_dir else DEFAULT_OUT_DIR
+    own: set[Path] = set()
+    if args.output:
+        session = None if is_stdout(args.output) else Path(args.output)
+    else:
+        session = _session_beside(reports[0]) if reports and not args.out_dir else None
+        session = session or out_dir / "session.json"
+        own.add(session)
+    if not reports and (args.out_dir or not args.output):
+        reports = [out_dir / "report.html"]
+        own.update(reports)
+    outputs = Outputs(
+        session, tuple(reports), Path(args.trace) if args.trace else None, frozenset(own)
+    )
+    if args.out_dir and out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out-dir '{out_dir}' exists and is not a folder; choose another")
     for report in reports:
         renderer_for(report)  # a known format, and its renderer importable, before any work
-    if any(r.suffix.lower() == ".pdf" for r in reports):
-        from hybridprof.reporting.pdf import load_weasyprint
-
-        load_weasyprint()  # missing system libraries are said before a long run, not after
-    for path in (session, *reports, trace):
-        if path is not None:
-            check_output_path(path, args.force or path in own)
-    return Outputs(session, tuple(reports), trace, frozenset(own))
+    check_pdf_support(reports)  # missing system libraries are said before a long run, not after
+    check_outputs(outputs.files(), own, args.force)
+    return outputs
 
 
-def _make_out_dir(folder: Path) -> None:
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"--out-dir '{folder}' exists and is not a folder; choose another")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create --out-dir '{folder}': {exc.strerror}") from exc
-
-
-def _check_distinct(paths: list[Path]) -> None:
-    seen: set[Path] = set()
-    for path in paths:
-        key = path.resolve()
-        if key in seen:
-            raise UsageError(f"'{path}' is given as two outputs; give each output its own file")
-        seen.add(key)
+def _session_beside(report: Path) -> Path:
+    """The session saved next to the user's first report: net.html -> net.session.json."""
+    return report.with_name(f"{report.stem}.session.json")
 
 
 def _profile(
@@ -366,8 +375,7 @@ def _static_plan(
     """The static planner's plan for the selection given, so the report shows its findings too."""
     from hybridprof.planner.plan import plan_model
 
-    globs = [p for p in args.paths if any(ch in p for ch in "*?[")]
-    paths = [p for p in args.paths if p not in globs]
+    paths, globs = split_selectors(args.paths)
     return plan_model(
         module,
         paths or None,
@@ -412,11 +420,26 @@ def _with_model(plan: ProfilePlan, model_file: Path, entry: str) -> ProfilePlan:
     return replace(plan, model_file=str(model_file), entry=entry)
 
 
-def _save(session: ProfileSession, outputs: Outputs, force: bool) -> None:
+def _save(session: ProfileSession, outputs: Outputs, force: bool) -> list[Path]:
+    """Write the session and reports; returns hybridprof's own files that were there before."""
+    written = [p for p in (outputs.session, *outputs.reports) if p is not None]
+    replaced = own_files_present(written, outputs.own)
+    make_folders(written)
     if outputs.session is not None:
         write_atomic(outputs.session, session.to_json(), outputs.force_for(outputs.session, force))
+    else:
+        emit([session.to_json()])
     for report in outputs.reports:
         write_report(session, report, force=outputs.force_for(report, force))
+    return replaced
+
+
+def _print_results(session: ProfileSession, outputs: Outputs) -> None:
+    lines = [*terminal_table(session), *_where_lines(session, outputs)]
+    if outputs.human is sys.stdout:
+        emit(lines)
+    else:
+        print("\n".join(lines), file=sys.stderr)
 
 
 def _where_lines(session: ProfileSession, outputs: Outputs) -> list[str]:
@@ -430,8 +453,11 @@ def _where_lines(session: ProfileSession, outputs: Outputs) -> list[str]:
         lines.append(
             f"trace:   {outputs.trace}  (open in https://ui.perfetto.dev or chrome://tracing)"
         )
-    if outputs.session is None and not outputs.reports:
-        lines.append("nothing saved: add -o session.json and/or --report report.html")
+    # An interruption is said once, on stderr, with where the partial session went.
+    warnings = [w for w in session.warnings if not (session.interrupted and _is_interruption(w))]
     noisy = stability_line(session)
-    lines += [f"warning: {w}" for w in ([noisy] if noisy else []) + list(session.warnings)]
-    return lines
+    return lines + [f"warning: {w}" for w in ([noisy] if noisy else []) + warnings]
+
+
+def _is_interruption(warning: str) -> bool:
+    return warning.startswith("interrupted after ")

@@ -64,10 +64,17 @@ def summary_line(session: ProfileSession) -> str:
     )
     return (
         f"{session.iterations} measured {kind}, median {step} profiled CPU each "
-        f"(iterations: {iterations_text(session)}; {session.duration_s:.1f} s in all), "
+        f"(iterations: {iterations_text(session)}; {wall_time(session.duration_s)} in all), "
         f"strategy {session.strategy}; "
         f"heaviest: {tops}"
     )
+
+
+def wall_time(seconds: float) -> str:
+    """2.4 s, or 38 ms for a fast model (never "0.0 s")."""
+    if seconds >= 1:
+        return f"{seconds:.1f} s"
+    return f"{seconds * 1000:.0f} ms" if seconds >= 0.001 else "under 1 ms"
 
 
 def emit(lines: Iterable[str]) -> None:

@@ -1,0 +1,80 @@
+"""Where a command's outputs go, and the overwrite rule every command follows.
+
+Files you name (-o, --report, --trace) are never overwritten without --force. Files hybridprof names
+itself (./hybridprof-out/session.json, a session saved beside your report) are replaced on the next
+run with a one-line note, as a build folder is. Everything is checked before any work; folders are
+created only when something is written, so a refused or failed command leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Collection, Iterable, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from hybridprof.cli.common import STDOUT, notice
+from hybridprof.errors import OutputError, UsageError
+from hybridprof.outputs import check_output_path
+
+DEFAULT_OUT_DIR = Path("hybridprof-out")
+
+
+def check_outputs(paths: Sequence[Path], own: Collection[Path], force: bool) -> None:
+    """Each output can be written (its own files: folder creatable); none is given twice."""
+    check_distinct(paths)
+    for path in paths:
+        if path in own and not path.parent.exists():
+            check_creatable(path.parent)
+        else:
+            check_output_path(path, force or path in own)
+
+
+def check_distinct(paths: Iterable[Path]) -> None:
+    seen: set[Path] = set()
+    for path in paths:
+        key = path.resolve()
+        if key in seen:
+            raise UsageError(f"'{path}' is given as two outputs; give each output its own file")
+        seen.add(key)
+
+
+def check_creatable(folder: Path) -> None:
+    """`folder` exists as a folder or can be made: its nearest existing ancestor is a writable folder."""
+    ancestor = folder
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UsageError(f"cannot create folder '{folder}': '{ancestor}' is a file; choose another")
+    if ancestor != folder and not os.access(ancestor, os.W_OK):
+        raise OutputError(f"cannot create folder '{folder}': '{ancestor}' is not writable")
+
+
+def make_folders(paths: Iterable[Path]) -> None:
+    """Create the folders the outputs go into (only now, when there is something to write)."""
+    for path in paths:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"cannot create folder '{path.parent}': {exc.strerror}") from exc
+
+
+def own_files_present(paths: Iterable[Path], own: Collection[Path]) -> list[Path]:
+    """hybridprof's own files that an earlier run left and this one will replace."""
+    return [p for p in paths if p in own and p.exists()]
+
+
+def say_replaced(paths: Sequence[Path], stream: TextIO | None = None) -> None:
+    """One line for every own file replaced (on `stream`, default stdout, like the other results)."""
+    if paths:
+        names = ", ".join(str(p) for p in paths)
+        notice(
+            f"replaced {names} from an earlier run (hybridprof reuses its own file names; "
+            "files you name need --force)",
+            sys.stdout if stream is None else stream,
+        )
+
+
+def is_stdout(name: str | None) -> bool:
+    return name == STDOUT
