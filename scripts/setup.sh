@@ -1,40 +1,68 @@
 #!/usr/bin/env bash
-# Set up a fresh machine for hybridprof: Debian packages, a venv in .venv, torch (CPU, pinned) and
-# the package itself (editable). Safe to run again: it skips what is already there.
+# Set up hybridprof: a venv in .venv with torch (pinned, CPU) and the package itself (editable), and
+# the optional Debian packages when it may install them (as root, or with sudo that needs no
+# password). Without that it still sets up everything else and names the packages in one warning.
+# Safe to run again: it skips what is already there.
 #   bash scripts/setup.sh            # what `hybridprof run` needs (PDF reports included)
 #   bash scripts/setup.sh --test     # plus what the test suite needs (chromium, poppler, test tools)
+# Environment: PYTHON (default python3); TORCH_PIN (default torch==2.13.0); TORCH_INDEX_URL (e.g.
+# https://download.pytorch.org/whl/cpu: where torch comes from; default: pip's configuration).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 WITH_TEST=0
 [[ "${1:-}" == "--test" ]] && WITH_TEST=1
 PY=${PYTHON:-python3}
-TORCH_PIN=${TORCH_PIN:-torch==2.13.0}   # pinned: an unpinned torch pulls a multi-GB CUDA build
+TORCH_PIN=${TORCH_PIN:-torch==2.13.0}   # the version the suite runs on; README: the CPU wheel
 
-apt_packages=(libharfbuzz-subset0)       # weasyprint: without it PDFs render 3-5x slower and warn
+# Optional Debian packages, and what goes without each.
+declare -A without=([libharfbuzz-subset0]="PDF reports render 3-5x slower")
 if [[ $WITH_TEST == 1 ]]; then
-  apt_packages+=(poppler-utils chromium chromium-driver)
+  without+=([poppler-utils]="PDF page tests skip" [chromium]="browser tests skip"
+            [chromium-driver]="browser tests skip")
 fi
+# HYBRIDPROF_SETUP_EXTRA_APT: more optional package names (the script's tests use one that does
+# not exist, to see the warning where every real package is installed).
+for pkg in ${HYBRIDPROF_SETUP_EXTRA_APT:-}; do without[$pkg]="(extra package asked for)"; done
 
-# Debian's own python3 ships venv support separately (python3-venv); pyenv/python.org builds have it.
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+# How to run apt-get: as root, or with sudo that asks no password; else not at all.
+apt_prefix() {
+  command -v apt-get >/dev/null || return 1
+  if [[ $(id -u) == 0 ]]; then echo ""; return 0; fi
+  if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then echo "sudo"; return 0; fi
+  return 1
+}
+
+# Installs what it can; prints the packages still missing (one per line).
+install_debian_packages() {
+  local missing=() pkg prefix log
+  for pkg in "$@"; do installed "$pkg" || missing+=("$pkg"); done
+  (( ${#missing[@]} )) || return 0
+  if prefix=$(apt_prefix); then
+    echo "setup: installing Debian packages: ${missing[*]}" >&2
+    log=$(mktemp)
+    # apt's own chatter (debconf notes, progress) goes to the log; shown only when apt fails.
+    if ! { $prefix apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+        $prefix apt-get install -y -qq "${missing[@]}"; } >"$log" 2>&1; then
+      echo "setup: apt-get failed: $(grep -v '^debconf' "$log" | tail -n 1)" >&2
+    fi
+    rm -f "$log"
+  fi
+  for pkg in "${missing[@]}"; do installed "$pkg" || echo "$pkg"; done
+}
+
+# Debian's own python3 ships venv support separately; without it nothing can be set up.
 if ! "$PY" -c "import ensurepip, venv" 2>/dev/null; then
-  apt_packages+=(python3-venv)
-fi
-
-missing=()
-for pkg in "${apt_packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if (( ${#missing[@]} )); then
-  if command -v apt-get >/dev/null; then
-    SUDO=""; [[ $(id -u) != 0 ]] && SUDO="sudo"
-    echo "setup: installing Debian packages: ${missing[*]}"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-  else
-    echo "setup: warning: no apt-get; install these yourself: ${missing[*]}" >&2
+  if [[ -n $(install_debian_packages python3-venv) ]]; then
+    echo "setup: error: $PY cannot create a venv; install python3-venv (as root: apt-get install" \
+         "-y python3-venv) or set PYTHON to a Python 3.10+ that has venv" >&2
+    exit 1
   fi
 fi
+
+mapfile -t still_missing < <(install_debian_packages $(printf '%s\n' "${!without[@]}" | sort))
 
 if [[ ! -x .venv/bin/python ]]; then
   echo "setup: creating .venv"
@@ -44,10 +72,19 @@ PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 # This machine kind's pip config names local indexes that may be absent; hide only that noise.
 pip_install() { "${PIP[@]}" "$@" 2>&1 | { grep -v "is neither a file nor a directory" || true; }; }
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
-  echo "setup: installing $TORCH_PIN (CPU)"
-  pip_install "$TORCH_PIN"
+  echo "setup: installing $TORCH_PIN"
+  pip_install "$TORCH_PIN" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 fi
 extra=""; [[ $WITH_TEST == 1 ]] && extra="[test]"
 echo "setup: installing hybridprof$extra"
 pip_install -e ".$extra" "$TORCH_PIN"
 echo "setup: done (.venv/bin/hybridprof --version: $(.venv/bin/hybridprof --version))"
+
+if (( ${#still_missing[@]} )); then
+  effects=$(for pkg in "${still_missing[@]}"; do echo "${without[$pkg]}"; done | sort -u |
+            paste -sd ';' | sed 's/;/; /g')
+  sudo=""; [[ $(id -u) != 0 ]] && sudo="sudo "
+  echo "setup: warning: optional Debian packages not installed: ${still_missing[*]} (without" \
+       "them: $effects); everything else is set up; add them with:" \
+       "${sudo}apt-get install -y ${still_missing[*]}" >&2
+fi
