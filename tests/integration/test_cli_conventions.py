@@ -6,6 +6,8 @@ a real subprocess, as a user (or a shell script) sees them.
 
 from __future__ import annotations
 
+import ctypes.util
+import importlib
 import json
 import re
 import shutil
@@ -265,3 +267,26 @@ def test_analyze_shows_compat_only_when_verbose_and_always_saves_it(
     assert "compat" not in plain and "_RecordFunctionFast" not in plain
     assert "compat (torch" in verbose
     assert json.loads((tmp_path / "p.json").read_text())["compat"]
+
+
+# 4. The PDF path says what is missing when it is used (set-up may have left it out without root).
+
+
+def test_pdf_output_names_the_missing_optional_library(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.sessions import small_session
+
+    (tmp_path / "s.json").write_text(small_session().to_json())
+    assert main(["report", "s.json", "-o", "fast.pdf"]) == 0
+    found = ctypes.util.find_library("harfbuzz-subset") is not None
+    assert ("libharfbuzz-subset0" in capsys.readouterr().err) is not found
+    # As on a machine where set-up could not install it: weasyprint found no HarfBuzz-Subset.
+    ffi = importlib.import_module("weasyprint.text.ffi")
+    monkeypatch.setattr(ffi, "harfbuzz_subset", None)
+    assert main(["report", "s.json", "-o", "slow.pdf"]) == 0
+    assert capsys.readouterr().err == (
+        "hybridprof: note: libharfbuzz-subset0 is not installed, so PDF reports render 3-5x "
+        "slower; install it with: sudo apt-get install -y libharfbuzz-subset0\n"
+    )
+    assert (tmp_path / "slow.pdf").read_bytes().startswith(b"%PDF")
