@@ -1,11 +1,11 @@
 """Profile a model file layer by layer; print the tree table, save the session and reports.
 
-With no model file, profiles the bundled AlexNet-like demo. Every run saves its session (to re-render
-it later with hybridprof report): to -o FILE; else beside the first --report (net.html ->
-net.session.json); else into --out-dir (default ./hybridprof-out/) as session.json, with
-report.html beside it when no --report is given. Files hybridprof names itself are replaced on the
-next run with a one-line note; files you name (-o, --report, --trace) need --force. -o - prints
-the session JSON on stdout (the table then goes to stderr).
+With no model file, profiles the bundled AlexNet-like demo. When you name no output, a run writes
+session.json and report.html into --out-dir (default ./hybridprof-out/). With --report and no -o,
+the session is saved beside the first report (net.html -> net.session.json), or into --out-dir when
+you give one: every run saves its session, for hybridprof report to re-render. Files hybridprof
+names itself are replaced on the next run with a one-line note; files you name (-o, --report,
+--trace) need --force. -o - prints the session JSON on stdout (the table then goes to stderr).
 
 examples:
   hybridprof run
@@ -146,8 +146,8 @@ def _add_output_options(parser: argparse.ArgumentParser) -> None:
         "-o",
         "--output",
         metavar="FILE",
-        help="save the session (JSON) here; - prints it on stdout (default: beside the first "
-        f"--report, else ./{DEFAULT_OUT_DIR}/session.json)",
+        help="save the session (JSON) here; - prints it on stdout (default: session.json in "
+        "--out-dir, or beside the first --report)",
     )
     parser.add_argument(
         "--report",
@@ -156,7 +156,7 @@ def _add_output_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="write a report, repeatable; the format follows the extension: "
         + " ".join(known_extensions())
-        + f" (default: ./{DEFAULT_OUT_DIR}/report.html when neither -o nor --report is given)",
+        + " (default: report.html in --out-dir when neither -o nor --report is given)",
     )
     parser.add_argument(
         "--trace", metavar="FILE", help="write a Chrome/Perfetto trace (JSON) (default: none)"
@@ -164,7 +164,7 @@ def _add_output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out-dir",
         metavar="DIR",
-        help="folder for the session and report hybridprof names itself (default: "
+        help="folder for the session and report files hybridprof names itself (default: "
         f"./{DEFAULT_OUT_DIR})",
     )
 
@@ -308,7 +308,7 @@ def plan_outputs(args: argparse.Namespace) -> Outputs:
         session = _session_beside(reports[0]) if reports and not args.out_dir else None
         session = session or out_dir / "session.json"
         own.add(session)
-    if not reports and (args.out_dir or not args.output):
+    if not reports and not args.output:
         reports = [out_dir / "report.html"]
         own.update(reports)
     outputs = Outputs(

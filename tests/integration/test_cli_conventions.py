@@ -131,6 +131,13 @@ def test_run_with_a_report_saves_the_session_beside_it(tmp_path: Path) -> None:
     )
 
 
+def test_where_the_session_goes_when_you_name_some_outputs(tmp_path: Path) -> None:
+    assert main(["run", str(SMALL), *QUICK, "-o", "s.json"]) == 0
+    assert files_in(tmp_path) == ["s.json"]  # you named the session: no report of our choosing
+    assert main(["run", str(SMALL), *QUICK, "--report", "r.txt", "--out-dir", "d"]) == 0
+    assert files_in(tmp_path) == ["d", "d/session.json", "r.txt", "s.json"]
+
+
 # 5. --static-only never guesses an entry the plan would then fail on.
 
 
