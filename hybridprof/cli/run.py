@@ -47,12 +47,11 @@ from hybridprof.cli.destinations import (
     say_replaced,
 )
 from hybridprof.cli.progress import ProgressBar, wanted
-from hybridprof.cli.terminal import emit, roofline_lines, summary_line, terminal_table
+from hybridprof.cli.terminal import emit, terminal_table, where_lines
 from hybridprof.errors import UsageError
 from hybridprof.loader import DEFAULT_ENTRY, parse_shape, read_model_source
 from hybridprof.outputs import write_atomic
 from hybridprof.reporting import known_extensions, renderer_for, write_report
-from hybridprof.reporting.trust import stability_line
 from hybridprof.runtime.stopping import AUTO_TARGET_PCT, DEFAULT_MAX_TIME_S, Count, parse_count
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES, backward_strategies
 
@@ -435,29 +434,9 @@ def _save(session: ProfileSession, outputs: Outputs, force: bool) -> list[Path]:
 
 
 def _print_results(session: ProfileSession, outputs: Outputs) -> None:
-    lines = [*terminal_table(session), *_where_lines(session, outputs)]
+    where = where_lines(session, outputs.session, outputs.reports, outputs.trace)
+    lines = [*terminal_table(session), *where]
     if outputs.human is sys.stdout:
         emit(lines)
     else:
         print("\n".join(lines), file=sys.stderr)
-
-
-def _where_lines(session: ProfileSession, outputs: Outputs) -> list[str]:
-    lines = [summary_line(session), *roofline_lines(session)]
-    if outputs.session is not None:
-        lines.append(
-            f"session: {outputs.session}  (re-render: hybridprof report {outputs.session} -o FILE)"
-        )
-    lines += [f"report:  {r}" for r in outputs.reports]
-    if outputs.trace is not None:
-        lines.append(
-            f"trace:   {outputs.trace}  (open in https://ui.perfetto.dev or chrome://tracing)"
-        )
-    # An interruption is said once, on stderr, with where the partial session went.
-    warnings = [w for w in session.warnings if not (session.interrupted and _is_interruption(w))]
-    noisy = stability_line(session)
-    return lines + [f"warning: {w}" for w in ([noisy] if noisy else []) + warnings]
-
-
-def _is_interruption(warning: str) -> bool:
-    return warning.startswith("interrupted after ")

@@ -10,10 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from hybridprof.datamodel import ModuleRecord, ProfileSession
+from hybridprof.reporting.trust import stability_line
 from hybridprof.tree import tree_rows
 
 TABLE_ROWS = 40
@@ -68,6 +70,31 @@ def summary_line(session: ProfileSession) -> str:
         f"strategy {session.strategy}; "
         f"heaviest: {tops}"
     )
+
+
+def where_lines(
+    session: ProfileSession,
+    session_file: Path | None,
+    reports: Sequence[Path],
+    trace: Path | None,
+) -> list[str]:
+    """The lines under the table: the summary, where each file went, and the run's warnings."""
+    lines = [summary_line(session), *roofline_lines(session)]
+    if session_file is not None:
+        lines.append(
+            f"session: {session_file}  (re-render: hybridprof report {session_file} -o FILE)"
+        )
+    lines += [f"report:  {r}" for r in reports]
+    if trace is not None:
+        lines.append(f"trace:   {trace}  (open in https://ui.perfetto.dev or chrome://tracing)")
+    # An interruption is said once, on stderr, with where the partial session went.
+    warnings = [w for w in session.warnings if not (session.interrupted and _is_interruption(w))]
+    noisy = stability_line(session)
+    return lines + [f"warning: {w}" for w in ([noisy] if noisy else []) + warnings]
+
+
+def _is_interruption(warning: str) -> bool:
+    return warning.startswith("interrupted after ")
 
 
 def wall_time(seconds: float) -> str:
