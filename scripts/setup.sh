@@ -23,7 +23,7 @@ if [[ $WITH_TEST == 1 ]]; then
 fi
 # HYBRIDPROF_SETUP_EXTRA_APT: more optional package names (the script's tests use one that does
 # not exist, to see the warning where every real package is installed).
-for pkg in ${HYBRIDPROF_SETUP_EXTRA_APT:-}; do without[$pkg]="(extra package asked for)"; done
+for pkg in ${HYBRIDPROF_SETUP_EXTRA_APT:-}; do without[$pkg]="nothing hybridprof uses"; done
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 

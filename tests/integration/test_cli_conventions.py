@@ -156,18 +156,14 @@ def test_static_only_without_the_entry_is_refused(tmp_path: Path) -> None:
         "make; give --entry NAME (a function returning the model)\n"
     )
     assert files_in(tmp_path) == ["no_entry.py"]
-    ok = hp("analyze", "--static-only", model, "--entry", "make", "-o", "p.json", cwd=tmp_path)
-    assert ok.returncode == 0, ok.stderr
-    plan_run = hp(
-        "run", "--plan", "p.json", "--input-shape", "1,2", *QUICK, "-o", "s.json", cwd=tmp_path
-    )
-    assert plan_run.returncode == 0, plan_run.stderr
+    assert main(["analyze", "--static-only", str(model), "--entry", "make", "-o", "p.json"]) == 0
+    assert main(["run", "--plan", "p.json", "--input-shape", "1,2", *QUICK, "-o", "s.json"]) == 0
 
 
 # 6. `-o -` is standard output, never a file named '-'.
 
 
-def test_dash_means_stdout(tmp_path: Path) -> None:
+def test_dash_means_stdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plan = hp("analyze", "--static-only", FIXTURES / "stacked_net.py", "-o", "-", cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
     assert ProfilePlan.from_json(plan.stdout).root_class == "StackedNet"
@@ -178,8 +174,8 @@ def test_dash_means_stdout(tmp_path: Path) -> None:
     assert "features" in run.stderr  # the table goes to stderr when stdout carries the session
     assert files_in(tmp_path) == []
     (tmp_path / "s.json").write_text(run.stdout)
-    table = hp("report", "s.json", "-o", "-", cwd=tmp_path)
-    assert table.returncode == 0 and "features" in table.stdout
+    assert main(["report", "s.json", "-o", "-"]) == 0
+    assert "features" in capsys.readouterr().out
     assert files_in(tmp_path) == ["s.json"]
 
 
@@ -197,8 +193,7 @@ def test_refused_run_creates_nothing(tmp_path: Path, argv: list[str]) -> None:
 
 
 def test_failed_run_creates_no_output_folder(tmp_path: Path) -> None:
-    done = hp("run", FIXTURES / "run_bad_shape.py", *QUICK, cwd=tmp_path)
-    assert done.returncode == 3
+    assert main(["run", str(FIXTURES / "run_bad_shape.py"), *QUICK]) == 3
     assert files_in(tmp_path) == []
 
 
