@@ -8,15 +8,18 @@ created only when something is written, so a refused or failed command leaves no
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from hybridprof.cli.common import STDOUT, notice
+from hybridprof.cli.common import STDOUT, check_pdf_support, notice
 from hybridprof.errors import OutputError, UsageError
 from hybridprof.outputs import check_output_path
+from hybridprof.reporting import renderer_for
 
 DEFAULT_OUT_DIR = Path("hybridprof-out")
 
@@ -78,3 +81,60 @@ def say_replaced(paths: Sequence[Path], stream: TextIO | None = None) -> None:
 
 def is_stdout(name: str | None) -> bool:
     return name == STDOUT
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutputs:
+    """Every file `hybridprof run` will write, checked before any torch work."""
+
+    session: Path | None  # None: the session JSON goes to stdout (-o -)
+    reports: tuple[Path, ...]
+    trace: Path | None
+    own: frozenset[Path]  # files hybridprof named itself: replaced with a note, no --force needed
+
+    def force_for(self, path: Path, force: bool) -> bool:
+        return force or path in self.own
+
+    def files(self) -> list[Path]:
+        return [p for p in (self.session, *self.reports, self.trace) if p is not None]
+
+    @property
+    def human(self) -> TextIO:
+        """Where the table and the lines for people go: stdout, unless it carries the session."""
+        return sys.stdout if self.session is not None else sys.stderr
+
+
+def plan_run_outputs(args: argparse.Namespace) -> RunOutputs:
+    """Decide and check every output path (folder exists or can be made, writable, not there
+    without --force unless hybridprof named it). Nothing is created here."""
+    if any(is_stdout(name) for name in (*args.report, args.trace)):
+        raise UsageError(
+            "only -o takes - (the session JSON on stdout); --report and --trace need files"
+        )
+    reports = [Path(r) for r in args.report]
+    out_dir = Path(args.out_dir) if args.out_dir else DEFAULT_OUT_DIR
+    own: set[Path] = set()
+    if args.output:
+        session = None if is_stdout(args.output) else Path(args.output)
+    else:
+        session = _session_beside(reports[0]) if reports and not args.out_dir else None
+        session = session or out_dir / "session.json"
+        own.add(session)
+    if not reports and not args.output:
+        reports = [out_dir / "report.html"]
+        own.update(reports)
+    outputs = RunOutputs(
+        session, tuple(reports), Path(args.trace) if args.trace else None, frozenset(own)
+    )
+    if args.out_dir and out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out-dir '{out_dir}' exists and is not a folder; choose another")
+    for report in reports:
+        renderer_for(report)  # a known format, and its renderer importable, before any work
+    check_pdf_support(reports)  # missing system libraries are said before a long run, not after
+    check_outputs(outputs.files(), own, args.force)
+    return outputs
+
+
+def _session_beside(report: Path) -> Path:
+    """The session saved next to the user's first report: net.html -> net.session.json."""
+    return report.with_name(f"{report.stem}.session.json")

@@ -22,15 +22,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from hybridprof.cli.common import (
     add_common_options,
     add_model_options,
     add_selection_options,
-    check_pdf_support,
     command_parser,
     guarded,
     model_prints_to_stderr,
@@ -40,10 +38,10 @@ from hybridprof.cli.common import (
 )
 from hybridprof.cli.destinations import (
     DEFAULT_OUT_DIR,
-    check_outputs,
-    is_stdout,
+    RunOutputs,
     make_folders,
     own_files_present,
+    plan_run_outputs,
     say_replaced,
 )
 from hybridprof.cli.progress import ProgressBar, wanted
@@ -51,7 +49,7 @@ from hybridprof.cli.terminal import emit, terminal_table, where_lines
 from hybridprof.errors import UsageError
 from hybridprof.loader import DEFAULT_ENTRY, parse_shape, read_model_source
 from hybridprof.outputs import write_atomic
-from hybridprof.reporting import known_extensions, renderer_for, write_report
+from hybridprof.reporting import known_extensions, write_report
 from hybridprof.runtime.stopping import AUTO_TARGET_PCT, DEFAULT_MAX_TIME_S, Count, parse_count
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES, backward_strategies
 
@@ -133,10 +131,16 @@ def _add_measure_options(parser: argparse.ArgumentParser) -> None:
         "peak once (cached), and say per layer whether it is compute-, memory- or overhead-bound",
     )
     parser.add_argument(
-        "--peak-gflops", type=float, metavar="N", help="with --flops: the peak GFLOP/s to use"
+        "--peak-gflops",
+        type=float,
+        metavar="N",
+        help="with --flops: the peak GFLOP/s to use (default: measured once, cached)",
     )
     parser.add_argument(
-        "--peak-gbps", type=float, metavar="N", help="with --flops: the peak GB/s to use"
+        "--peak-gbps",
+        type=float,
+        metavar="N",
+        help="with --flops: the peak GB/s to use (default: measured once, cached)",
     )
 
 
@@ -175,27 +179,6 @@ def _count(text: str) -> Count:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-@dataclass(frozen=True, slots=True)
-class Outputs:
-    """Every file this run will write, checked before any torch work."""
-
-    session: Path | None  # None: the session JSON goes to stdout (-o -)
-    reports: tuple[Path, ...]
-    trace: Path | None
-    own: frozenset[Path]  # files hybridprof named itself: replaced with a note, no --force needed
-
-    def force_for(self, path: Path, force: bool) -> bool:
-        return force or path in self.own
-
-    def files(self) -> list[Path]:
-        return [p for p in (self.session, *self.reports, self.trace) if p is not None]
-
-    @property
-    def human(self) -> TextIO:
-        """Where the table and the lines for people go: stdout, unless it carries the session."""
-        return sys.stdout if self.session is not None else sys.stderr
-
-
 def main(argv: Sequence[str]) -> int:
     def body() -> int:
         args = parse_or_exit_code(build_parser(), argv)
@@ -210,7 +193,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     plan = _load_plan(args.plan) if args.plan else None
     model_file, entry = _model_and_entry(args, plan)
     read_model_source(model_file)  # missing file or syntax error: said before anything is created
-    outputs = plan_outputs(args)
+    outputs = plan_run_outputs(args)
     if model_file == DEMO_FILE:
         print(
             "hybridprof: no model file given: profiling the bundled AlexNet-like demo "
@@ -291,49 +274,13 @@ def _model_and_entry(args: argparse.Namespace, plan: ProfilePlan | None) -> tupl
     return DEMO_FILE, args.entry or DEFAULT_ENTRY
 
 
-def plan_outputs(args: argparse.Namespace) -> Outputs:
-    """Decide and check every output path (folder exists or can be made, writable, not there
-    without --force unless hybridprof named it). Nothing is created here."""
-    if any(is_stdout(name) for name in (*args.report, args.trace)):
-        raise UsageError(
-            "only -o takes - (the session JSON on stdout); --report and --trace need files"
-        )
-    reports = [Path(r) for r in args.report]
-    out_dir = Path(args.out_dir) if args.out_dir else DEFAULT_OUT_DIR
-    own: set[Path] = set()
-    if args.output:
-        session = None if is_stdout(args.output) else Path(args.output)
-    else:
-        session = _session_beside(reports[0]) if reports and not args.out_dir else None
-        session = session or out_dir / "session.json"
-        own.add(session)
-    if not reports and not args.output:
-        reports = [out_dir / "report.html"]
-        own.update(reports)
-    outputs = Outputs(
-        session, tuple(reports), Path(args.trace) if args.trace else None, frozenset(own)
-    )
-    if args.out_dir and out_dir.exists() and not out_dir.is_dir():
-        raise UsageError(f"--out-dir '{out_dir}' exists and is not a folder; choose another")
-    for report in reports:
-        renderer_for(report)  # a known format, and its renderer importable, before any work
-    check_pdf_support(reports)  # missing system libraries are said before a long run, not after
-    check_outputs(outputs.files(), own, args.force)
-    return outputs
-
-
-def _session_beside(report: Path) -> Path:
-    """The session saved next to the user's first report: net.html -> net.session.json."""
-    return report.with_name(f"{report.stem}.session.json")
-
-
 def _profile(
     args: argparse.Namespace,
     argv: list[str],
     model_file: Path,
     entry: str,
     plan: ProfilePlan | None,
-    outputs: Outputs,
+    outputs: RunOutputs,
 ) -> ProfileSession:
     """The torch part: load the model, plan (or check the plan given), run with a progress bar."""
     from hybridprof.loader import load_model
@@ -388,7 +335,7 @@ def _static_plan(
 
 
 def _run_options(
-    args: argparse.Namespace, argv: list[str], model_file: Path, sha256: str, outputs: Outputs
+    args: argparse.Namespace, argv: list[str], model_file: Path, sha256: str, outputs: RunOutputs
 ) -> RunOptions:
     from hybridprof.runtime.driver import RunOptions
 
@@ -419,7 +366,7 @@ def _with_model(plan: ProfilePlan, model_file: Path, entry: str) -> ProfilePlan:
     return replace(plan, model_file=str(model_file), entry=entry)
 
 
-def _save(session: ProfileSession, outputs: Outputs, force: bool) -> list[Path]:
+def _save(session: ProfileSession, outputs: RunOutputs, force: bool) -> list[Path]:
     """Write the session and reports; returns hybridprof's own files that were there before."""
     written = [p for p in (outputs.session, *outputs.reports) if p is not None]
     replaced = own_files_present(written, outputs.own)
@@ -433,7 +380,7 @@ def _save(session: ProfileSession, outputs: Outputs, force: bool) -> list[Path]:
     return replaced
 
 
-def _print_results(session: ProfileSession, outputs: Outputs) -> None:
+def _print_results(session: ProfileSession, outputs: RunOutputs) -> None:
     where = where_lines(session, outputs.session, outputs.reports, outputs.trace)
     lines = [*terminal_table(session), *where]
     if outputs.human is sys.stdout:
