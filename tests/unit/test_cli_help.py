@@ -11,7 +11,7 @@ from hybridprof.cli import analyze, report, run
 from hybridprof.cli.common import refill, selectors, split_selectors
 
 PARSERS = {"analyze": analyze.build_parser, "run": run.build_parser, "report": report.build_parser}
-METAVARS = {"FILE", "DIR", "NAME", "PATH", "SHAPE", "N", "DEVICE"}
+METAVARS = {"FILE", "DIR", "NAME", "PATH", "SHAPE", "N", "DEVICE", "SECONDS"}
 
 
 def options(command: str) -> list[argparse.Action]:
