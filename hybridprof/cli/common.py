@@ -1,7 +1,8 @@
 """What every sub-command shares: error mapping, help layout, and the options they have in common.
 
 Help conventions (one place, so every command reads alike): every option has help text that states
-its default; metavars are FILE, DIR, NAME, PATH, SHAPE, N; description and options wrap at one width.
+its default; metavars are FILE, DIR, NAME, PATH, SHAPE, N, SECONDS; description and options wrap
+at one width.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def refill(text: str, width: int, indent: str = "") -> list[str]:
-    """Prose paragraphs re-wrapped at `width`; indented lines and `header:` lines kept as written."""
+    """Prose paragraphs re-wrapped at `width`; indented lines and `header:` lines kept as is."""
     lines: list[str] = []
     paragraph: list[str] = []
 

@@ -44,7 +44,7 @@ def check_distinct(paths: Iterable[Path]) -> None:
 
 
 def check_creatable(folder: Path) -> None:
-    """`folder` exists as a folder or can be made: its nearest existing ancestor is a writable folder."""
+    """`folder` exists or can be made: its nearest existing ancestor is a writable folder."""
     ancestor = folder
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
@@ -69,7 +69,7 @@ def own_files_present(paths: Iterable[Path], own: Collection[Path]) -> list[Path
 
 
 def say_replaced(paths: Sequence[Path], stream: TextIO | None = None) -> None:
-    """One line for every own file replaced (on `stream`, default stdout, like the other results)."""
+    """One line for the own files replaced (on `stream`, default stdout, like other results)."""
     if paths:
         names = ", ".join(str(p) for p in paths)
         notice(

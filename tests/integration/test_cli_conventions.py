@@ -69,7 +69,7 @@ def test_the_demo_says_it_is_the_demo(tmp_path: Path) -> None:
     )
 
 
-# 2. analyze prints the plan every time; saves to hybridprof-out/ by default, replacing its own file.
+# 2. analyze prints the plan every time; saves to hybridprof-out/ by default, replacing its file.
 
 
 def test_analyze_twice_prints_the_plan_both_times(tmp_path: Path) -> None:

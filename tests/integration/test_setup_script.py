@@ -1,4 +1,4 @@
-"""scripts/setup.sh as a user without root: it sets up what it can and names the rest in one warning.
+"""scripts/setup.sh as a user without root: it sets up what it can, names the rest in one warning.
 
 The script runs for real on a copy of itself, as a non-root user (an `id` that answers 1000 and a
 `sudo` that refuses, first on PATH), with a stand-in venv whose `python` only records what it was
