@@ -1,36 +1,164 @@
-"""What every sub-command shares: error mapping and the common options."""
+"""What every sub-command shares: error mapping, help layout, and the options they have in common.
+
+Help conventions (one place, so every command reads alike): every option has help text that states
+its default; metavars are FILE, DIR, NAME, PATH, SHAPE, N, SECONDS; description and options wrap
+at one width.
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
+import shutil
 import sys
+import textwrap
 import traceback
-from collections.abc import Callable, Iterator
-from typing import NoReturn
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import NoReturn, TextIO
 
 from hybridprof.errors import HybridprofError, Terminated, UsageError
+from hybridprof.loader import DEFAULT_ENTRY
+
+STDOUT = "-"  # as an output name: write to standard output (the usual Unix convention)
+MAX_HELP_WIDTH = 100
+
+
+def help_width() -> int:
+    """The one width help text wraps at: the terminal's (argparse's rule), at most 100 columns."""
+    return min(shutil.get_terminal_size().columns, MAX_HELP_WIDTH) - 2
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Options and description wrap at the same width; indented lines (examples) are kept as is."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=help_width(), max_help_position=30)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(refill(text, width, indent))
+
+
+def refill(text: str, width: int, indent: str = "") -> list[str]:
+    """Prose paragraphs re-wrapped at `width`; indented lines and `header:` lines kept as is."""
+    lines: list[str] = []
+    paragraph: list[str] = []
+
+    def flush() -> None:
+        if paragraph:
+            text = " ".join(paragraph)
+            wrapped = textwrap.wrap(text, width, break_on_hyphens=False)  # keep "re-render" whole
+            lines.extend(indent + line for line in wrapped)
+            paragraph.clear()
+
+    for line in text.strip("\n").splitlines():
+        if line.strip() and not line[0].isspace() and not line.rstrip().endswith(":"):
+            paragraph.append(line.strip())
+            continue
+        flush()
+        lines.append(indent + line if line.strip() else "")
+    flush()
+    return lines
 
 
 class CommandParser(argparse.ArgumentParser):
-    """argparse, but a bad option is a UsageError (one line, exit 2) like every other error."""
+    """argparse, but a bad option is a UsageError (one line, exit 2) like every other error, and a
+    misspelt option gets a suggestion."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message}; see '{self.prog} --help'")
+        raise UsageError(f"{message}{self._suggestion(message)}; see '{self.prog} --help'")
+
+    def _suggestion(self, message: str) -> str:
+        prefix = "unrecognized arguments: "
+        if not message.startswith(prefix):
+            return ""
+        known = [s for action in self._actions for s in action.option_strings]
+        for word in message[len(prefix) :].split():
+            close = difflib.get_close_matches(word.split("=")[0], known, n=1)
+            if word.startswith("-") and close:
+                return f" (did you mean {close[0]}?)"
+        return ""
 
 
 def command_parser(command: str, doc: str | None) -> CommandParser:
     """The parser of `hybridprof <command>`: its module docstring is its help."""
     return CommandParser(
-        prog=f"hybridprof {command}",
-        description=doc,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog=f"hybridprof {command}", description=doc, formatter_class=HelpFormatter
+    )
+
+
+def add_model_options(parser: argparse.ArgumentParser, entry_default: str = DEFAULT_ENTRY) -> None:
+    """How the model and its inputs are found in the model file (analyze and run)."""
+    parser.add_argument(
+        "--entry",
+        metavar="NAME",
+        help=f"function returning the nn.Module (default: {entry_default})",
+    )
+    given = parser.add_mutually_exclusive_group()
+    given.add_argument(
+        "--inputs",
+        metavar="NAME",
+        help="function in the file returning the inputs (default: the entry's (model, inputs) "
+        "tuple, else example_inputs())",
+    )
+    given.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="SHAPE",
+        help="random input of this shape, e.g. 1,3,224,224 or 4x128:long; repeat per argument "
+        "(default: none, see --inputs)",
+    )
+
+
+def add_selection_options(parser: argparse.ArgumentParser) -> None:
+    """Which modules to profile (analyze and run)."""
+    parser.add_argument(
+        "--paths",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="module paths or globs to select, e.g. features.0 or 'blocks.*.attn'; repeat the "
+        "option or separate with commas (default: every module that runs a forward, so the rows "
+        "add up to the whole step)",
+    )
+    parser.add_argument(
+        "--depth", type=int, metavar="N", help="select every module at this depth (default: off)"
+    )
+    parser.add_argument(
+        "--leaves-only",
+        action="store_true",
+        help="select only the leaves, as torchprof did (default: every module)",
+    )
+    parser.add_argument(
+        "--with-parents",
+        action="store_true",
+        help="with --paths/--depth/--leaves-only: also select parents whose forward runs ops "
+        "directly (attention that uses its out_proj's weights, fused fast paths)",
     )
 
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite output files you named that exist (hybridprof's own default files are "
+        "replaced without it)",
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+
+
+def selectors(values: Iterable[str]) -> list[str]:
+    """`--paths a,b --paths c` -> [a, b, c]."""
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def split_selectors(values: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(plain dotted paths, which must exist; globs, anything with glob characters)."""
+    chosen = selectors(values)
+    globs = [s for s in chosen if any(ch in s for ch in "*?[")]
+    return [s for s in chosen if s not in globs], globs
 
 
 def guarded(action: Callable[[], int], debug: bool) -> int:
@@ -58,6 +186,36 @@ def guarded(action: Callable[[], int], debug: bool) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def parse_or_exit_code(
+    parser: argparse.ArgumentParser, argv: Sequence[str]
+) -> argparse.Namespace | int:
+    """Parsed options, or the exit code of `--help` (0), which argparse ends with SystemExit."""
+    try:
+        return parser.parse_args(list(argv))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
+def check_pdf_support(outputs: Iterable[Path]) -> None:
+    """Before any work: PDF outputs need weasyprint's system libraries (an error if missing) and
+    render slowly without an optional one (a note naming the package to install)."""
+    if not any(p.suffix.lower() == ".pdf" for p in outputs):
+        return
+    from hybridprof.reporting.pdf import missing_optional_libraries
+
+    missing = " ".join(missing_optional_libraries())
+    if missing:
+        notice(
+            f"note: {missing} is not installed, so PDF reports render 3-5x slower; "
+            f"install it with: sudo apt-get install -y {missing}"
+        )
+
+
+def notice(message: str, stream: TextIO | None = None) -> None:
+    """A one-line note for people, on stderr unless told otherwise."""
+    print(f"hybridprof: {message}", file=sys.stderr if stream is None else stream, flush=True)
 
 
 @contextlib.contextmanager

@@ -20,11 +20,17 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from hybridprof.cli.common import add_common_options, command_parser, guarded
+from hybridprof.cli.common import (
+    add_common_options,
+    check_pdf_support,
+    command_parser,
+    guarded,
+    parse_or_exit_code,
+)
+from hybridprof.cli.destinations import check_outputs
 from hybridprof.cli.terminal import emit
 from hybridprof.compare import DEFAULT_THRESHOLD_PCT, compare_sessions
 from hybridprof.errors import UsageError
-from hybridprof.outputs import check_output_path
 from hybridprof.reporting import diff_extensions, diff_renderer_for, write_diff_report
 
 
@@ -37,13 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="FILE",
-        help="write the comparison here (repeatable); format by extension: "
-        + " ".join(diff_extensions()),
+        help="write the comparison, repeatable; the format follows the extension: "
+        + " ".join(diff_extensions())
+        + " (default: none; the summary is printed)",
     )
     parser.add_argument(
         "--threshold",
-        default=f"{DEFAULT_THRESHOLD_PCT:g}%",
-        help="smallest change that counts as slower/faster, in %% (default: %(default)s)",
+        default=f"{DEFAULT_THRESHOLD_PCT:g}",
+        metavar="PERCENT",
+        help="smallest change that counts as slower or faster, e.g. 5 or 5%% "
+        f"(default: {DEFAULT_THRESHOLD_PCT:g})",
     )
     parser.add_argument(
         "--fail-on-regression",
@@ -72,14 +81,9 @@ def parse_threshold(text: str) -> float:
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = build_parser()
-
     def body() -> int:
-        try:
-            args = parser.parse_args(list(argv))
-        except SystemExit as exc:  # --help
-            return int(exc.code or 0)
-        return run_diff(args)
+        args = parse_or_exit_code(build_parser(), argv)
+        return args if isinstance(args, int) else run_diff(args)
 
     return guarded(body, "--debug" in argv)
 
@@ -90,9 +94,8 @@ def run_diff(args: argparse.Namespace) -> int:
     outputs = [Path(o) for o in args.report]
     for output in outputs:
         diff_renderer_for(output)
-        check_output_path(output, args.force)
-    if len({o.resolve() for o in outputs}) != len(outputs):
-        raise UsageError("the same report is given twice; give each --report its own file")
+    check_outputs(outputs, (), args.force, [Path(args.base), Path(args.new)])
+    check_pdf_support(outputs)
     from hybridprof.storage import load_session
 
     base = load_session(args.base)

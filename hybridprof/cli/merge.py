@@ -16,11 +16,17 @@ import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from hybridprof.cli.common import add_common_options, command_parser, guarded
+from hybridprof.cli.common import (
+    add_common_options,
+    check_pdf_support,
+    command_parser,
+    guarded,
+    parse_or_exit_code,
+)
+from hybridprof.cli.destinations import check_outputs
 from hybridprof.cli.terminal import emit, terminal_table
 from hybridprof.datamodel import ProfileSession
-from hybridprof.errors import UsageError
-from hybridprof.outputs import check_output_path, write_atomic
+from hybridprof.outputs import write_atomic
 from hybridprof.reporting import known_extensions, renderer_for, write_report
 from hybridprof.reporting.ranks import rank_lines
 
@@ -28,28 +34,28 @@ from hybridprof.reporting.ranks import rank_lines
 def build_parser() -> argparse.ArgumentParser:
     parser = command_parser("merge", __doc__)
     parser.add_argument("sessions", nargs="+", help="every rank's session-rank*.json")
-    parser.add_argument("-o", "--output", metavar="MERGED.json", help="save the merged session")
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="save the merged session (JSON) here (default: not saved; the table is printed)",
+    )
     parser.add_argument(
         "--report",
         action="append",
         default=[],
         metavar="FILE",
-        help="write a report of the merged session; format by extension: "
-        + " ".join(known_extensions()),
+        help="write a report of the merged session, repeatable; the format follows the "
+        "extension: " + " ".join(known_extensions()) + " (default: none)",
     )
     add_common_options(parser)
     return parser
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = build_parser()
-
     def body() -> int:
-        try:
-            args = parser.parse_args(list(argv))
-        except SystemExit as exc:  # --help
-            return int(exc.code or 0)
-        return merge(args)
+        args = parse_or_exit_code(build_parser(), argv)
+        return args if isinstance(args, int) else merge(args)
 
     return guarded(body, "--debug" in argv)
 
@@ -61,13 +67,11 @@ def merge(args: argparse.Namespace) -> int:
 
     output = Path(args.output) if args.output else None
     reports = tuple(Path(r) for r in args.report)
+    for report in reports:
+        renderer_for(report)
     outputs = [p for p in (output, *reports) if p is not None]
-    if len({p.resolve() for p in outputs}) != len(outputs):
-        raise UsageError("the same output is given twice; give each output its own file")
-    for path in outputs:
-        if path in reports:
-            renderer_for(path)
-        check_output_path(path, args.force)
+    check_outputs(outputs, (), args.force, [Path(s) for s in args.sessions])
+    check_pdf_support(reports)
     merged = merge_sessions([load_session(p) for p in args.sessions])
     if output is not None:
         write_merged(merged, output, reports, lambda _: bool(args.force))

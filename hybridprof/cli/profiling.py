@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hybridprof.cli.common import check_pdf_support, split_selectors
 from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.errors import UsageError
 from hybridprof.loader import DEFAULT_ENTRY
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
     from hybridprof.loader import LoadedModel
     from hybridprof.runtime.driver import RunOptions, StepFn
 
-DEFAULT_OUT_DIR = "hybridprof-out"
 DEMO_FILE = Path(__file__).resolve().parent.parent / "examples" / "alexnet.py"
 
 
@@ -39,10 +39,7 @@ def check_report_paths(reports: Sequence[Path]) -> None:
     """Every report's format known, and its renderer importable, before any work."""
     for report in reports:
         renderer_for(report)
-    if any(r.suffix.lower() == ".pdf" for r in reports):
-        from hybridprof.reporting.pdf import load_weasyprint
-
-        load_weasyprint()  # missing system libraries are said before a long run, not after
+    check_pdf_support(reports)  # missing system libraries are said before a long run, not after
 
 
 def make_out_dir(folder: Path) -> None:
@@ -101,8 +98,7 @@ def static_plan(args: argparse.Namespace, module: Any, model_file: Path, entry: 
     """The static planner's plan for the selection given, so the report shows its findings too."""
     from hybridprof.planner.plan import plan_model
 
-    globs = [p for p in args.paths if any(ch in p for ch in "*?[")]
-    paths = [p for p in args.paths if p not in globs]
+    paths, globs = split_selectors(args.paths)
     return plan_model(
         module,
         paths or None,

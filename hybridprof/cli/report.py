@@ -1,7 +1,7 @@
 """Re-render a saved session (or a comparison saved by `diff --report x.json`) as HTML, PDF, text,
 CSV or JSON (no torch, no profiling).
 
-The format follows each output's extension; without -o the tree table is printed.
+The format follows each output's extension; without -o (or with -o -) the tree table is printed.
 
 examples:
   hybridprof report hybridprof-out/session.json -o report.pdf
@@ -15,11 +15,16 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from hybridprof.cli.common import add_common_options, command_parser, guarded
+from hybridprof.cli.common import (
+    add_common_options,
+    check_pdf_support,
+    command_parser,
+    guarded,
+    parse_or_exit_code,
+)
+from hybridprof.cli.destinations import check_outputs, is_stdout
 from hybridprof.cli.terminal import emit
 from hybridprof.compare import DiffResult
-from hybridprof.errors import UsageError
-from hybridprof.outputs import check_output_path
 from hybridprof.reporting import known_extensions, renderer_for, write_diff_report, write_report
 
 
@@ -32,63 +37,62 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="FILE",
-        help="write the report here (repeatable); format by extension: "
-        + " ".join(known_extensions()),
+        help="write the report here, repeatable; format by extension: "
+        + " ".join(known_extensions())
+        + "; - prints the table (default: print the table)",
     )
     parser.add_argument(
         "--show-events", action="store_true", help="printed table: one row per op under each layer"
     )
-    parser.add_argument("--max-depth", type=int, help="printed table: deepest tree level shown")
+    parser.add_argument(
+        "--max-depth",
+        type=int,
+        metavar="N",
+        help="printed table: deepest tree level shown (default: all)",
+    )
     add_common_options(parser)
     return parser
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = build_parser()
-
     def body() -> int:
-        try:
-            args = parser.parse_args(list(argv))
-        except SystemExit as exc:  # --help
-            return int(exc.code or 0)
-        return render(args)
+        args = parse_or_exit_code(build_parser(), argv)
+        return args if isinstance(args, int) else render(args)
 
     return guarded(body, "--debug" in argv)
 
 
 def render(args: argparse.Namespace) -> int:
     """Check every output first, then read the session, then write each report."""
-    outputs = [Path(o) for o in args.output]
-    for output in outputs:
+    files = [Path(o) for o in args.output if not is_stdout(o)]
+    for output in files:
         renderer_for(output)  # a known format, and its renderer importable
-        check_output_path(output, args.force, inputs=[args.session])
-    if len({o.resolve() for o in outputs}) != len(outputs):
-        raise UsageError("the same output is given twice; give each -o its own file")
+    check_outputs(files, (), args.force, [Path(args.session)])
+    check_pdf_support(files)
     from hybridprof.storage import is_diff_file, load_diff, load_session
 
+    printed = not files or len(files) < len(args.output)  # no -o, or -o - among them
     if is_diff_file(args.session):
-        return render_saved_diff(load_diff(args.session), outputs, args.force)
+        return render_saved_diff(load_diff(args.session), files, printed, args.force)
     session = load_session(args.session)
-    if not outputs:
+    if printed:
         from hybridprof.reporting.ranks import rank_lines
         from hybridprof.reporting.text import render_text
 
         table = render_text(session, show_events=args.show_events, max_depth=args.max_depth)
         emit([table, *rank_lines(session)])
-        return 0
-    for output in outputs:
+    for output in files:
         written = write_report(session, output, force=args.force)
         emit([f"report: {written}"])
     return 0
 
 
-def render_saved_diff(diff: DiffResult, outputs: list[Path], force: bool) -> int:
+def render_saved_diff(diff: DiffResult, outputs: list[Path], printed: bool, force: bool) -> int:
     """A comparison saved by `hybridprof diff --report x.json`, printed or written again."""
-    if not outputs:
+    if printed:
         from hybridprof.reporting.diff_text import render_diff_text
 
         emit([render_diff_text(diff).rstrip("\n")])
-        return 0
     for output in outputs:
         written = write_diff_report(diff, output, force=force)
         emit([f"report: {written}"])

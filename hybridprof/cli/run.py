@@ -1,8 +1,11 @@
-"""Profile a model file layer by layer; save the session and reports.
+"""Profile a model file layer by layer; print the tree table, save the session and reports.
 
-With no model file, profiles the bundled AlexNet-like example and writes session.json and
-report.html into ./hybridprof-out/ (or --out-dir); files that hybridprof names itself inside an out
-dir are overwritten on the next run, files you name (-o, --report, --trace) need --force.
+With no model file, profiles the bundled AlexNet-like demo. When you name no output, a run writes
+session.json and report.html into --out-dir (default ./hybridprof-out/). With --report and no -o,
+the session is saved beside the first report (net.html -> net.session.json), or into --out-dir when
+you give one: every run saves its session, for hybridprof report to re-render. Files hybridprof
+names itself are replaced on the next run with a one-line note; files you name (-o, --report,
+--trace) need --force. -o - prints the session JSON on stdout (the table then goes to stderr).
 
 examples:
   hybridprof run
@@ -19,30 +22,35 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hybridprof.cli.common import (
     add_common_options,
+    add_model_options,
+    add_selection_options,
     command_parser,
     guarded,
     model_prints_to_stderr,
+    notice,
+    parse_or_exit_code,
 )
-from hybridprof.cli.profiling import (
+from hybridprof.cli.destinations import (
     DEFAULT_OUT_DIR,
-    check_report_paths,
-    make_out_dir,
-    model_and_entry,
-    profile_loaded,
+    RunOutputs,
+    make_folders,
+    out_dir_locked,
+    own_files_present,
+    plan_run_outputs,
+    say_replaced,
 )
+from hybridprof.cli.profiling import DEMO_FILE, model_and_entry, profile_loaded
 from hybridprof.cli.run_ranks import add_rank_options, run_rank, torchrun_launch
-from hybridprof.cli.terminal import emit, roofline_lines, summary_line, terminal_table
+from hybridprof.cli.terminal import emit, terminal_table, where_lines
 from hybridprof.errors import OutputError, UsageError
-from hybridprof.loader import DEFAULT_ENTRY, parse_shape, read_model_source
-from hybridprof.outputs import check_output_path, folder_locked, rescue_copy, write_atomic
+from hybridprof.loader import parse_shape, read_model_source
+from hybridprof.outputs import rescue_copy, write_atomic
 from hybridprof.reporting import known_extensions, write_report
-from hybridprof.reporting.trust import stability_line
 from hybridprof.runtime.signals import TerminateHandler, sigterm_as_interrupt
 from hybridprof.runtime.stopping import AUTO_TARGET_PCT, DEFAULT_MAX_TIME_S, Count, parse_count
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES, backward_strategies
@@ -50,23 +58,21 @@ from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES, backward
 if TYPE_CHECKING:
     from hybridprof.datamodel import ProfilePlan, ProfileSession
 
+WARMUP, ITERS = 3, 20
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = command_parser("run", __doc__)
-    parser.add_argument("model", nargs="?", help="model file (default: the bundled AlexNet demo)")
     parser.add_argument(
-        "--entry", help=f"function returning the nn.Module (default {DEFAULT_ENTRY})"
+        "model", nargs="?", help="model file (.py) (default: the bundled AlexNet-like demo)"
     )
-    given = parser.add_mutually_exclusive_group()
-    given.add_argument("--inputs", metavar="NAME", help="function in the file returning the inputs")
-    given.add_argument(
-        "--input-shape",
-        action="append",
-        default=[],
-        metavar="SHAPE",
-        help="random input of this shape, e.g. 1,3,224,224 or 4x128:long (repeat per argument)",
+    add_model_options(parser)
+    parser.add_argument(
+        "--plan",
+        metavar="FILE",
+        help="profile exactly what this plan (from hybridprof analyze) selects (default: plan now)",
     )
-    _add_selection_options(parser)
+    add_selection_options(parser)
     _add_measure_options(parser)
     _add_output_options(parser)
     add_rank_options(parser)
@@ -74,65 +80,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_selection_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--plan", help="profile exactly what this plan (hybridprof analyze) selects"
-    )
-    parser.add_argument(
-        "--paths",
-        nargs="+",
-        default=[],
-        metavar="PATH",
-        help="dotted paths or globs ('features.*')",
-    )
-    parser.add_argument("--depth", type=int, help="select every module at this depth")
-    parser.add_argument(
-        "--leaves-only",
-        action="store_true",
-        help="profile only the leaves (default: every module that runs a forward, so the rows "
-        "add up to the whole step)",
-    )
-    parser.add_argument(
-        "--with-parents",
-        action="store_true",
-        help="with --paths/--depth/--leaves-only: also select parents whose forward runs ops "
-        "directly (attention that uses its out_proj's weights, fused fast paths)",
-    )
-
-
 def _add_measure_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--warmup",
         type=_count,
-        default=3,
-        help="unmeasured iterations first (3), or auto: until iteration times stop falling",
+        default=WARMUP,
+        metavar="N",
+        help=f"unmeasured iterations first, or auto: until iteration times stop falling "
+        f"(default: {WARMUP})",
     )
     parser.add_argument(
         "--iters",
         type=_count,
-        default=20,
-        help="measured iterations (20), or auto: until the median iteration time's 95%% "
-        f"confidence interval is within ±{AUTO_TARGET_PCT:g}%% (at least 5 iterations)",
+        default=ITERS,
+        metavar="N",
+        help="measured iterations, or auto: until the median iteration time's 95%% confidence "
+        f"interval is within ±{AUTO_TARGET_PCT:g}%% (at least 5 iterations) (default: {ITERS})",
     )
     parser.add_argument(
         "--max-time",
         type=float,
         metavar="SECONDS",
-        help=f"time limit of the iterations (default {DEFAULT_MAX_TIME_S:g} s with auto, "
+        help=f"time limit of the iterations (default: {DEFAULT_MAX_TIME_S:g} s with auto, "
         "none otherwise)",
     )
     parser.add_argument(
         "--threads",
         type=int,
-        help="torch threads during the run (default: torch's); 1 gives the steadiest "
-        "per-layer times on a busy machine",
+        metavar="N",
+        help="torch threads during the run; 1 gives the steadiest per-layer times on a busy "
+        "machine (default: torch's)",
     )
     parser.add_argument(
-        "--device", help="cpu or cuda (default: where the entry put the model, usually cpu)"
+        "--device",
+        metavar="DEVICE",
+        help="cpu or cuda (default: where the entry put the model, usually cpu)",
     )
     parser.add_argument("--profile-memory", action="store_true", help="measure memory per layer")
     parser.add_argument(
-        "--strategy", choices=tuple(STRATEGIES), help=f"how to measure (default {DEFAULT_STRATEGY})"
+        "--strategy",
+        choices=tuple(STRATEGIES),
+        help=f"how to measure (default: {DEFAULT_STRATEGY}, or the plan's)",
     )
     parser.add_argument(
         "--backward", action="store_true", help="profile a training step: forward and backward"
@@ -144,25 +132,44 @@ def _add_measure_options(parser: argparse.ArgumentParser) -> None:
         "peak once (cached), and say per layer whether it is compute-, memory- or overhead-bound",
     )
     parser.add_argument(
-        "--peak-gflops", type=float, metavar="N", help="with --flops: the peak GFLOP/s to use"
+        "--peak-gflops",
+        type=float,
+        metavar="N",
+        help="with --flops: the peak GFLOP/s to use (default: measured once, cached)",
     )
     parser.add_argument(
-        "--peak-gbps", type=float, metavar="N", help="with --flops: the peak GB/s to use"
+        "--peak-gbps",
+        type=float,
+        metavar="N",
+        help="with --flops: the peak GB/s to use (default: measured once, cached)",
     )
 
 
 def _add_output_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", metavar="SESSION.json", help="save the session here")
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="save the session (JSON) here; - prints it on stdout (default: session.json in "
+        "--out-dir, or beside the first --report)",
+    )
     parser.add_argument(
         "--report",
         action="append",
         default=[],
         metavar="FILE",
-        help="write a report; the format follows the extension: " + " ".join(known_extensions()),
+        help="write a report, repeatable; the format follows the extension: "
+        + " ".join(known_extensions())
+        + " (default: report.html in --out-dir when neither -o nor --report is given)",
     )
-    parser.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace")
     parser.add_argument(
-        "--out-dir", help=f"folder for session and report (demo: ./{DEFAULT_OUT_DIR})"
+        "--trace", metavar="FILE", help="write a Chrome/Perfetto trace (JSON) (default: none)"
+    )
+    parser.add_argument(
+        "--out-dir",
+        metavar="DIR",
+        help="folder for the session and report files hybridprof names itself (default: "
+        f"./{DEFAULT_OUT_DIR})",
     )
 
 
@@ -173,30 +180,10 @@ def _count(text: str) -> Count:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-@dataclass(frozen=True, slots=True)
-class Outputs:
-    """Every file this run will write, checked before any torch work."""
-
-    session: Path | None
-    reports: tuple[Path, ...]
-    trace: Path | None
-    own: frozenset[Path]  # files hybridprof named itself in an out dir: overwritten freely
-    inputs: tuple[Path, ...] = ()  # the model file and plan: never written over
-    out_dir: Path | None = None  # locked for the run: two runs never mix their files there
-
-    def force_for(self, path: Path, force: bool) -> bool:
-        return force or path in self.own
-
-
 def main(argv: Sequence[str]) -> int:
-    parser = build_parser()
-
     def body() -> int:
-        try:
-            args = parser.parse_args(list(argv))
-        except SystemExit as exc:  # --help
-            return int(exc.code or 0)
-        return run(args, list(argv))
+        args = parse_or_exit_code(build_parser(), argv)
+        return args if isinstance(args, int) else run(args, list(argv))
 
     return guarded(body, "--debug" in argv)
 
@@ -222,28 +209,28 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     model_file, entry = model_and_entry(args, plan)
     read_model_source(model_file)  # missing file or syntax error: said before anything is created
     inputs = (model_file, *([Path(args.plan)] if args.plan else []))
-    outputs = plan_outputs(args, demo=args.model is None and plan is None, inputs=inputs)
-    with folder_locked(outputs.out_dir), sigterm_as_interrupt() as sigterm:
+    outputs = plan_run_outputs(args, inputs)
+    if model_file == DEMO_FILE:
+        notice(
+            "no model file given: profiling the bundled AlexNet-like demo "
+            "(hybridprof run net.py profiles yours)",
+            outputs.human,
+        )
+    with out_dir_locked(outputs.out_dir), sigterm_as_interrupt() as sigterm:
         try:
             with model_prints_to_stderr():
                 session = _profile(args, argv, model_file, entry, plan, outputs)
         except KeyboardInterrupt:
-            print(
-                f"hybridprof: {_stopped_by(sigterm)} before a measured iteration finished; "
-                "nothing saved",
-                file=sys.stderr,
-            )
+            notice(f"{_stopped_by(sigterm)} before a measured iteration finished; nothing saved")
             return 143 if sigterm.received else 130
-        _save(session, outputs, args.force)
-    emit([*terminal_table(session), *_where_lines(session, outputs)])
+        replaced = _save(session, outputs, args.force)
+    _print_results(session, outputs)
+    say_replaced(replaced, outputs.human)
     if session.interrupted:
-        where = f"; partial session saved to {outputs.session}" if outputs.session else ""
         asked = session.requested_iterations
-        print(
-            f"hybridprof: {_stopped_by(sigterm)} after {session.iterations}"
-            f"{'' if asked == 'auto' else f' of {asked}'} iterations{where}",
-            file=sys.stderr,
-        )
+        of = "" if asked == "auto" else f" of {asked}"
+        where = f"; partial session saved to {outputs.session or 'stdout'}"
+        notice(f"{_stopped_by(sigterm)} after {session.iterations}{of} iterations{where}")
         return 143 if sigterm.received else 130
     return 0
 
@@ -298,45 +285,13 @@ def _load_plan(path: str) -> ProfilePlan:
     return load_plan(path)
 
 
-def plan_outputs(args: argparse.Namespace, demo: bool, inputs: tuple[Path, ...] = ()) -> Outputs:
-    """Decide and check every output path (folder exists, writable, not there without --force)."""
-    out_dir = Path(args.out_dir) if args.out_dir else (Path(DEFAULT_OUT_DIR) if demo else None)
-    own: set[Path] = set()
-    session = Path(args.output) if args.output else None
-    reports = [Path(r) for r in args.report]
-    if out_dir is not None:
-        make_out_dir(out_dir)
-        if session is None:
-            session = out_dir / "session.json"
-            own.add(session)
-        if not reports:
-            reports = [out_dir / "report.html"]
-            own.update(reports)
-    trace = Path(args.trace) if args.trace else None
-    _check_distinct([p for p in (session, *reports, trace) if p is not None])
-    check_report_paths(reports)
-    for path in (session, *reports, trace):
-        if path is not None:
-            check_output_path(path, args.force or path in own, inputs)
-    return Outputs(session, tuple(reports), trace, frozenset(own), inputs, out_dir)
-
-
-def _check_distinct(paths: list[Path]) -> None:
-    seen: set[Path] = set()
-    for path in paths:
-        key = path.resolve()
-        if key in seen:
-            raise UsageError(f"'{path}' is given as two outputs; give each output its own file")
-        seen.add(key)
-
-
 def _profile(
     args: argparse.Namespace,
     argv: list[str],
     model_file: Path,
     entry: str,
     plan: ProfilePlan | None,
-    outputs: Outputs,
+    outputs: RunOutputs,
 ) -> ProfileSession:
     """The torch part: load the model, plan (or check the plan given), run with a progress bar."""
     from hybridprof.loader import load_model
@@ -348,22 +303,29 @@ def _profile(
     return profile_loaded(args, argv, model_file, entry, loaded, trace=trace, plan=plan)
 
 
-def _save(session: ProfileSession, outputs: Outputs, force: bool) -> None:
-    """Session first, then reports. A file that cannot be written does not lose the measurements:
-    the error says where the session is (where asked, else a copy in the system temp folder)."""
+def _save(session: ProfileSession, outputs: RunOutputs, force: bool) -> list[Path]:
+    """Session first, then reports; returns hybridprof's own files that were there before. A file
+    that cannot be written does not lose the measurements: the error says where the session is
+    (where asked, else a copy in the system temp folder)."""
     text = session.to_json()
+    written = [p for p in (outputs.session, *outputs.reports) if p is not None]
+    replaced = own_files_present(written, outputs.own)
+    make_folders(written)
     if outputs.session is not None:
         try:
             force_session = outputs.force_for(outputs.session, force)
             write_atomic(outputs.session, text, force_session, outputs.inputs)
         except OutputError as exc:
             raise OutputError(f"{exc}; {_kept(rescue_copy(text, 'hybridprof-session'))}") from exc
+    else:
+        emit([text])
     for report in outputs.reports:
         try:
             write_report(session, report, force=outputs.force_for(report, force))
         except OutputError as exc:
             kept = outputs.session or rescue_copy(text, "hybridprof-session")
             raise OutputError(f"{exc}; {_kept(kept)}") from exc
+    return replaced
 
 
 def _kept(session_file: Path | None) -> str:
@@ -372,23 +334,17 @@ def _kept(session_file: Path | None) -> str:
     return f"the session is in {session_file} (re-render: hybridprof report {session_file} -o FILE)"
 
 
-def _where_lines(session: ProfileSession, outputs: Outputs) -> list[str]:
-    lines = [summary_line(session), *roofline_lines(session)]
-    if outputs.session is not None:
-        lines.append(
-            f"session: {outputs.session}  (re-render: hybridprof report {outputs.session} -o FILE)"
-        )
-    lines += [f"report:  {r}" for r in outputs.reports]
-    if outputs.trace is not None:
-        from hybridprof.runtime.kineto import TRACE_ITERATIONS
+def _print_results(session: ProfileSession, outputs: RunOutputs) -> None:
+    traced = _traced_iterations(session) if outputs.trace else 0
+    where = where_lines(session, outputs.session, outputs.reports, outputs.trace, traced)
+    lines = [*terminal_table(session), *where]
+    if outputs.human is sys.stdout:
+        emit(lines)
+    else:
+        print("\n".join(lines), file=sys.stderr)
 
-        first = min(session.iterations, TRACE_ITERATIONS)
-        lines.append(
-            f"trace:   {outputs.trace}  (the first {first} measured iteration"
-            f"{'s' if first > 1 else ''}; open in https://ui.perfetto.dev or chrome://tracing)"
-        )
-    if outputs.session is None and not outputs.reports:
-        lines.append("nothing saved: add -o session.json and/or --report report.html")
-    noisy = stability_line(session)
-    lines += [f"warning: {w}" for w in ([noisy] if noisy else []) + list(session.warnings)]
-    return lines
+
+def _traced_iterations(session: ProfileSession) -> int:
+    from hybridprof.runtime.kineto import TRACE_ITERATIONS
+
+    return min(session.iterations, TRACE_ITERATIONS)

@@ -42,9 +42,9 @@ def add_rank_options(parser: argparse.ArgumentParser) -> None:
         "--gather-timeout",
         type=float,
         default=GATHER_TIMEOUT_S,
-        metavar="S",
+        metavar="SECONDS",
         help="seconds rank 0 waits for the other ranks' sessions at the end "
-        f"({GATHER_TIMEOUT_S:g})",
+        f"(default: {GATHER_TIMEOUT_S:g})",
     )
 
 
@@ -83,7 +83,8 @@ class RankOutputs:
 
 
 def plan_rank_outputs(args: argparse.Namespace, launch: Launch) -> RankOutputs:
-    from hybridprof.cli.profiling import DEFAULT_OUT_DIR, check_report_paths, make_out_dir
+    from hybridprof.cli.destinations import DEFAULT_OUT_DIR
+    from hybridprof.cli.profiling import check_report_paths, make_out_dir
 
     folder = Path(args.out_dir or (Path(args.output).parent if args.output else DEFAULT_OUT_DIR))
     make_out_dir(folder)

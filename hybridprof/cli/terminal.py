@@ -10,11 +10,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from hybridprof.datamodel import ModuleRecord, ProfileSession
 from hybridprof.reporting.format import visible
+from hybridprof.reporting.trust import stability_line
 from hybridprof.tree import ancestors, tree_rows
 
 TABLE_ROWS = 40
@@ -69,10 +71,47 @@ def summary_line(session: ProfileSession) -> str:
     )
     return (
         f"{session.iterations} measured {kind}, median {step} profiled CPU each "
-        f"(iterations: {iterations_text(session)}; {session.duration_s:.1f} s in all), "
+        f"(iterations: {iterations_text(session)}; {wall_time(session.duration_s)} in all), "
         f"strategy {session.strategy}; "
         f"heaviest: {tops}"
     )
+
+
+def where_lines(
+    session: ProfileSession,
+    session_file: Path | None,
+    reports: Sequence[Path],
+    trace: Path | None,
+    traced_iterations: int = 0,
+) -> list[str]:
+    """The lines under the table: the summary, where each file went, and the run's warnings."""
+    lines = [summary_line(session), *roofline_lines(session)]
+    if session_file is not None:
+        lines.append(
+            f"session: {session_file}  (re-render: hybridprof report {session_file} -o FILE)"
+        )
+    lines += [f"report:  {r}" for r in reports]
+    if trace is not None:
+        plural = "s" if traced_iterations > 1 else ""
+        lines.append(
+            f"trace:   {trace}  (the first {traced_iterations} measured iteration{plural}; "
+            "open in https://ui.perfetto.dev or chrome://tracing)"
+        )
+    # An interruption is said once, on stderr, with where the partial session went.
+    warnings = [w for w in session.warnings if not (session.interrupted and _is_interruption(w))]
+    noisy = stability_line(session)
+    return lines + [f"warning: {w}" for w in ([noisy] if noisy else []) + warnings]
+
+
+def _is_interruption(warning: str) -> bool:
+    return warning.startswith("interrupted after ")
+
+
+def wall_time(seconds: float) -> str:
+    """2.4 s, or 38 ms for a fast model (never "0.0 s")."""
+    if seconds >= 1:
+        return f"{seconds:.1f} s"
+    return f"{seconds * 1000:.0f} ms" if seconds >= 0.001 else "under 1 ms"
 
 
 def emit(lines: Iterable[str]) -> None:

@@ -232,12 +232,59 @@ def _root_class(
             "drop --static-only to build the model (e.g. one made by torchvision or timm)"
         )
     by_name = {i.qualname: ln for ln, i in infos.items()}
+    if entry in by_name:  # `--entry Net`: the class itself builds the model
+        return by_name[entry], f"{entry} (the entry)"
+    _check_entry_defined(index.module, entry, file)
     built = _entry_builds(index.module, entry)
     if built is not None and built in by_name:
         return by_name[built], f"{built} (built by {entry}())"
     last = max(infos)
     why = "the only" if len(infos) == 1 else "the last"
     return last, f"{infos[last].qualname} ({why} nn.Module subclass in {file})"
+
+
+def _check_entry_defined(module: cst.Module, entry: str, file: str) -> None:
+    """A plan names its entry, and `run --plan` calls it: a plan whose entry is not in the file
+    would only fail later, so say it now (as the loader would), with the callables there."""
+    from hybridprof.errors import ModelLoadError
+
+    defined = _top_level_names(module)
+    if defined is not None and entry not in defined:
+        own = (s.name.value for s in module.body if isinstance(s, cst.FunctionDef | cst.ClassDef))
+        listing = ", ".join(sorted(n for n in own if not n.startswith("_"))) or "none"
+        raise ModelLoadError(
+            f"entry '{entry}' not found in {file}; callables there: {listing}; "
+            "give --entry NAME (a function returning the model)"
+        )
+
+
+def _top_level_names(module: cst.Module) -> set[str] | None:
+    """Names the file binds at top level (def, class, assignment, import); None after an
+    `import *`, which could bind anything."""
+    names: set[str] = set()
+    for statement in module.body:
+        if isinstance(statement, cst.FunctionDef | cst.ClassDef):
+            names.add(statement.name.value)
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Assign):
+                names.update(
+                    t.target.value for t in small.targets if isinstance(t.target, cst.Name)
+                )
+            elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                names.add(small.target.value)
+            elif isinstance(small, cst.Import | cst.ImportFrom):
+                if isinstance(small.names, cst.ImportStar):
+                    return None
+                names.update(_bound_name(alias) for alias in small.names)
+    return names
+
+
+def _bound_name(alias: cst.ImportAlias) -> str:
+    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+        return alias.asname.name.value
+    return cst.Module([]).code_for_node(alias.name).split(".")[0]
 
 
 def _entry_builds(module: cst.Module, entry: str) -> str | None:

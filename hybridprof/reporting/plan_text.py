@@ -14,8 +14,11 @@ SELECTED, SKIPPED = "[x]", "[ ]"
 MAX_ROWS = 120  # a terminal's worth; the saved plan always holds every module
 
 
-def render_plan(plan: ProfilePlan, base: str | None = None, max_rows: int = MAX_ROWS) -> str:
-    """The whole plan: header, tree, findings, compat choices. `base` shortens source paths.
+def render_plan(
+    plan: ProfilePlan, base: str | None = None, max_rows: int = MAX_ROWS, compat: bool = True
+) -> str:
+    """The whole plan: header, tree, findings, and (`compat`) the torch-compatibility choices, an
+    internal detail `analyze` prints only under --verbose. `base` shortens source paths.
 
     A big model (a 1,000-block stack) would print thousands of rows and the same finding a
     thousand times, so the tree stops after `max_rows` rows (0: no limit) and findings made by one
@@ -35,7 +38,7 @@ def render_plan(plan: ProfilePlan, base: str | None = None, max_rows: int = MAX_
     if plan.findings:
         lines += ["", "findings:"]
         lines += [f"  {line}" for line in _finding_lines(plan.findings, base)]
-    if plan.compat:
+    if compat and plan.compat:
         lines += ["", f"compat (torch {plan.torch_version or '?'}):"]
         lines += [f"  {c.name} = {c.value}: {c.reason}" for c in plan.compat]
     return "\n".join(lines) + "\n"

@@ -282,7 +282,7 @@ def never_ran_warning(session: ProfileSession) -> str | None:
         return None
     if not session.records:
         parents = _outermost({path.rpartition(".")[0] for path in session.never_called})
-        instead = "--depth 0" if parents == [""] else "--paths " + " ".join(parents[:4])
+        instead = "--depth 0" if parents == [""] else "--paths " + ",".join(parents[:4])
         more = " ..." if len(parents) > 4 else ""
         count = len(session.never_called)
         return (

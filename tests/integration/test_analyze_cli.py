@@ -32,13 +32,14 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 
 def test_text_plan_and_default_plan_file(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run([str(workdir / "tiny_transformer.py")], capsys)
+    code, out, err = run([str(workdir / "tiny_transformer.py"), "--verbose"], capsys)
     assert code == 0, err
     assert "plan for TinyTransformer" in out
     assert "out_proj" in out and "never_called" in out
     assert "tiny_transformer.py:41" in out  # dropout's line in __init__
     assert "compat (torch" in out
-    saved = ProfilePlan.from_json((workdir / "tiny_transformer.plan.json").read_text())
+    saved_file = workdir / "hybridprof-out" / "tiny_transformer.plan.json"  # workdir is the cwd
+    saved = ProfilePlan.from_json(saved_file.read_text())
     assert saved.model_file and saved.entry == "build_model"
     assert saved.target("dropout").expected_calls == 0  # type: ignore[union-attr]
 
@@ -47,7 +48,7 @@ def test_json_output_selection_and_with_parents(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out_file = workdir / "plan.json"
-    argv = [str(workdir / "resnet_like.py"), "--paths", "layer1.*", "fc", "--with-parents"]
+    argv = [str(workdir / "resnet_like.py"), "--paths", "layer1.*,fc", "--with-parents"]
     code, out, err = run([*argv, "--format", "json", "-o", str(out_file)], capsys)
     assert code == 0, err
     plan = ProfilePlan.from_json(out)
@@ -57,14 +58,17 @@ def test_json_output_selection_and_with_parents(
     assert json.loads(out_file.read_text())["kind"] == "hybridprof-plan"
 
 
-def test_refuses_to_overwrite_without_force(
+def test_replaces_its_own_file_but_yours_only_with_force(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     model = str(workdir / "stacked_net.py")
     assert run([model], capsys)[0] == 0
-    code, _, err = run([model], capsys)
+    code, out, _ = run([model], capsys)
+    assert code == 0 and "replaced hybridprof-out/stacked_net.plan.json" in out
+    assert run([model, "-o", "mine.json"], capsys)[0] == 0
+    code, _, err = run([model, "-o", "mine.json"], capsys)
     assert code == 2 and "--force" in err
-    assert run([model, "--force"], capsys)[0] == 0
+    assert run([model, "-o", "mine.json", "--force"], capsys)[0] == 0
 
 
 def test_static_only(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:

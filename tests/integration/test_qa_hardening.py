@@ -109,9 +109,9 @@ def test_fused_fast_path_that_skips_every_leaf_says_what_to_select(
     out = capsys.readouterr().out
     assert "heaviest: none (no selected layer ran" in out
     warning = next(line for line in out.splitlines() if line.startswith("warning: none of the"))
-    assert warning.endswith("--paths layers.0 layers.1 (or --with-parents)")
+    assert warning.endswith("--paths layers.0,layers.1 (or --with-parents)")
     assert warning in "warning: " + " ".join(load_session(session_file).warnings)
-    assert main(["run", str(model), *QUICK, "--paths", "layers.0", "layers.1"]) == 0
+    assert main(["run", str(model), *QUICK, "--paths", "layers.0,layers.1"]) == 0
     out = capsys.readouterr().out
     assert "heaviest: layers." in out and "warning: none of the" not in out
     # The default selection measures the layers that run the fused op: their rows hold the time.

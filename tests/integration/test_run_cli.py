@@ -76,7 +76,7 @@ def test_model_file_outputs_every_format(
 
 def test_inputs_function_shape_and_selection(tmp_path: Path) -> None:
     out = tmp_path / "s.json"
-    argv = ["run", str(SMALL), *QUICK, "--inputs", "other_inputs", "--paths", "features.?", "norm"]
+    argv = ["run", str(SMALL), *QUICK, "--inputs", "other_inputs", "--paths", "features.?,norm"]
     assert main([*argv, "-o", str(out)]) == 0
     session = load_session(out)
     assert {r.path for r in session.records} == {"features.0", "features.1", "norm"}
@@ -304,7 +304,19 @@ def test_analyze_then_run_the_plan_alone(
 ) -> None:
     plan_file, out = tmp_path / "plan.json", tmp_path / "s.json"
     assert (
-        main(["analyze", str(SMALL), "--paths", "norm", "classifier.?", "-o", str(plan_file)]) == 0
+        main(
+            [
+                "analyze",
+                str(SMALL),
+                "--paths",
+                "norm",
+                "--paths",
+                "classifier.?",
+                "-o",
+                str(plan_file),
+            ]
+        )
+        == 0
     )
     data = json.loads(plan_file.read_text())
     data["torch_version"] = "1.13.1"  # as if planned on another machine

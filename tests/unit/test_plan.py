@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hybridprof.datamodel import ProfilePlan
-from hybridprof.errors import SelectionError
+from hybridprof.errors import ModelLoadError, SelectionError
 from hybridprof.planner.plan import plan_model
 from hybridprof.planner.plan_check import check_plan_compat
 from hybridprof.planner.static_plan import static_plan
@@ -148,9 +148,16 @@ def test_static_plan_executes_nothing(tmp_path: Path) -> None:
 
 
 def test_static_plan_root_falls_back_to_last_module_class() -> None:
-    plan = static_plan(FIXTURES / "resnet_like.py", entry="no_such_entry")
+    # conv3x3 exists but builds no class of the file: the root is a guess, and the plan says so
+    plan = static_plan(FIXTURES / "resnet_like.py", entry="conv3x3")
     assert plan.root_class == "TinyResNet"
     assert "last" in plan.findings[0].message
+
+
+def test_static_plan_refuses_an_entry_the_file_does_not_define() -> None:
+    # `run --plan` would call it and fail; the plan is refused instead of guessing a root
+    with pytest.raises(ModelLoadError, match=r"entry 'no_such_entry' not found in resnet_like\.py"):
+        static_plan(FIXTURES / "resnet_like.py", entry="no_such_entry")
 
 
 def test_check_plan_compat_warns_on_other_torch() -> None:
