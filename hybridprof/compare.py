@@ -12,26 +12,35 @@ difference lies in [new.low - base.high, new.high - base.low]. The figure is "sl
 interval lies above 0 and the median grew by at least the threshold (default 5%); "faster" the
 mirror image; else "within noise". Without per-iteration values (old files, too few iterations)
 the verdict is "unknown", never a regression.
+
+Layers are judged beyond the run-wide shift (`hybridprof.run_shift`): with 5 or more matched layers,
+the base figures are scaled by the median new/base ratio over layers, so a machine that got busier between the runs does not make every layer "faster" or
+"slower". The whole iteration is judged as measured, unless a run was noisy and the shift reaches
+the threshold: then the machine and the code cannot be told apart, it is judged beyond the shift
+too, and a warning says so. A slower or faster layer whose own work did not change, next to one
+whose did, is marked knock-on and is not a regression of its own.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from hybridprof.datamodel import ModuleRecord, ProfileSession, Series
 from hybridprof.jsonio import dump, load
+from hybridprof.run_shift import KNOCK_ON_MAX_PCT, RunShift, estimate_shift, same_own_work
 from hybridprof.stats import CONFIDENCE, median, median_ci
 
 DIFF_KIND = "hybridprof-diff"
-DIFF_SCHEMA_VERSION = 1
+DIFF_SCHEMA_VERSION = 2  # 2: run-wide shifts, knock-on layers (files of version 1 still load)
 DEFAULT_THRESHOLD_PCT = 5.0
 METHOD = (
     "95% confidence interval of the difference of medians, from each run's distribution-free "
-    "order-statistic interval of its median at sqrt(0.95) coverage (binomial ranks); slower/faster "
-    "only when the interval excludes 0 and the change is at least the threshold"
+    "order-statistic interval of its median at sqrt(0.95) coverage (binomial ranks), layers judged "
+    "beyond the run-wide shift (the median new/base ratio over layers); slower/faster only when "
+    "the interval excludes 0 and the change is at least the threshold"
 )
 _PER_RUN_CONFIDENCE = math.sqrt(CONFIDENCE)
 
@@ -62,9 +71,18 @@ class Change:
     low: float | None = None  # the delta's confidence interval, when both runs have enough data
     high: float | None = None
     verdict: DiffVerdict = "unknown"
+    # The run-wide shift the verdict was judged beyond: low/high are then the interval of
+    # new - shift * base. None: judged as measured.
+    shift: float | None = None
 
     def delta_pct(self) -> float | None:
         return None if self.ratio is None else 100.0 * (self.ratio - 1.0)
+
+    def beyond_shift_pct(self) -> float | None:
+        """The change beyond the run-wide shift, in percent (None when not judged against one)."""
+        if self.ratio is None or self.shift is None or self.shift <= 0:
+            return None
+        return 100.0 * (self.ratio / self.shift - 1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +110,8 @@ class LayerDiff:
     times: tuple[Change, ...] = ()
     memory: tuple[Change, ...] = ()
     ops: tuple[OpChange, ...] = ()  # only for a changed, added or removed layer
+    # Slower or faster with its own work unchanged, while another layer's changed: not its own.
+    knock_on: bool = False
 
     @property
     def path(self) -> str:
@@ -145,12 +165,23 @@ class DiffResult:
     notes: tuple[str, ...] = ()  # facts worth knowing that do not make it unfair
     schema_version: int = DIFF_SCHEMA_VERSION
     confidence: float = field(default=CONFIDENCE)
+    shifts: tuple[RunShift, ...] = ()  # per time figure, when enough layers were matched
 
     def regressions(self) -> tuple[LayerDiff, ...]:
-        return tuple(layer for layer in self.layers if layer.verdict == "slower")
+        return tuple(
+            layer for layer in self.layers if layer.verdict == "slower" and not layer.knock_on
+        )
 
     def improvements(self) -> tuple[LayerDiff, ...]:
-        return tuple(layer for layer in self.layers if layer.verdict == "faster")
+        return tuple(
+            layer for layer in self.layers if layer.verdict == "faster" and not layer.knock_on
+        )
+
+    def knock_ons(self) -> tuple[LayerDiff, ...]:
+        return tuple(layer for layer in self.layers if layer.knock_on)
+
+    def shift(self, quantity: str) -> RunShift | None:
+        return next((s for s in self.shifts if s.quantity == quantity), None)
 
     def has_regression(self) -> bool:
         return bool(self.regressions()) or self.total.verdict == "slower"
@@ -175,15 +206,20 @@ def compare_sessions(
 ) -> DiffResult:
     """Match the layers of two sessions and judge every change against noise and the threshold."""
     pairs = match_records(base.records, new.records)
-    layers = [_layer_diff(b, n, rule, threshold_pct) for b, n, rule in pairs]
+    shifts = run_shifts(pairs)
+    layers = [_layer_diff(b, n, rule, threshold_pct, shifts) for b, n, rule in pairs]
+    layers = _mark_knock_on(layers, pairs, base.iterations, new.iterations)
     layers.sort(key=_layer_order)
+    warnings, notes = comparability(base, new)
+    total_shift = _total_shift(base, new, shifts.get("self_cpu_us"), threshold_pct)
     total = compare_series(
         "iteration_cpu_us",
         _series_or_none(base.iteration_cpu_us),
         _series_or_none(new.iteration_cpu_us),
         threshold_pct,
+        total_shift,
     )
-    warnings, notes = comparability(base, new)
+    warnings += _shift_warnings(shifts.get("self_cpu_us"), total_shift, threshold_pct)
     return DiffResult(
         base=identity(base, base_label),
         new=identity(new, new_label),
@@ -193,7 +229,83 @@ def compare_sessions(
         layers=tuple(layers),
         warnings=tuple(warnings),
         notes=tuple(notes),
+        shifts=tuple(shifts.values()),
     )
+
+
+def run_shifts(pairs: Sequence[Pair]) -> dict[str, RunShift]:
+    """The run-wide shift of each time figure, from the layers matched in both runs."""
+    shifts = {}
+    for quantity, attr, _, _ in _TIMES:
+        medians = [
+            (b_stat.median, n_stat.median)
+            for b, n, _ in pairs
+            if b is not None and n is not None
+            if (b_stat := getattr(b, attr)) is not None and (n_stat := getattr(n, attr)) is not None
+        ]
+        found = estimate_shift(quantity, medians)
+        if found is not None:
+            shifts[quantity] = found
+    return shifts
+
+
+def _total_shift(
+    base: ProfileSession, new: ProfileSession, shift: RunShift | None, threshold_pct: float
+) -> RunShift | None:
+    """The shift the whole iteration is judged beyond: only when a run was noisy and every layer
+    moved by the threshold or more, so the machine and the code cannot be told apart."""
+    noisy = any(s.stability is not None and s.stability.verdict == "noisy" for s in (base, new))
+    if shift is None or not noisy or abs(shift.pct()) < threshold_pct:
+        return None
+    return shift
+
+
+def _shift_warnings(
+    shift: RunShift | None, total_shift: RunShift | None, threshold_pct: float
+) -> list[str]:
+    if shift is None or abs(shift.pct()) < threshold_pct:
+        return []
+    way = "slower" if shift.factor > 1 else "faster"
+    said = (
+        f"every layer moved together: the median layer's self CPU time is {abs(shift.pct()):.0f}% "
+        f"{way} in new ({shift.layers} layers): a busier or slower machine, or a change that "
+        "touches every layer (dtype, threads, torch); layer verdicts are judged beyond that shift"
+    )
+    if total_shift is not None:
+        said += (
+            ", and so is the whole iteration's, as a run was noisy (run both again on a quiet "
+            "machine with --threads 1 to tell the machine from the code)"
+        )
+    return [said]
+
+
+def _mark_knock_on(
+    layers: list[LayerDiff], pairs: Sequence[Pair], base_iterations: int, new_iterations: int
+) -> list[LayerDiff]:
+    """Mark the slower/faster layers whose own work is unchanged as knock-on, when another
+    layer's own work changed (added, removed, or different ops, shapes or calls)."""
+    same = [
+        b is not None and n is not None and same_own_work(b, n, base_iterations, new_iterations)
+        for b, n, _ in pairs
+    ]
+    changed_elsewhere = any(
+        not unchanged and layer.verdict in ("slower", "faster", "added", "removed")
+        for layer, unchanged in zip(layers, same, strict=True)
+    )
+    if not changed_elsewhere:
+        return layers
+    return [
+        replace(layer, knock_on=True) if unchanged and _modest_change(layer) else layer
+        for layer, unchanged in zip(layers, same, strict=True)
+    ]
+
+
+def _modest_change(layer: LayerDiff) -> bool:
+    if layer.verdict not in ("slower", "faster"):
+        return False
+    changes = [c for c in layer.times if c.verdict in ("slower", "faster")]
+    sizes = [c.beyond_shift_pct() or c.delta_pct() for c in changes]
+    return all(size is not None and abs(size) < KNOCK_ON_MAX_PCT for size in sizes)
 
 
 def _series_or_none(values: Sequence[float]) -> tuple[float, ...] | None:
@@ -201,12 +313,13 @@ def _series_or_none(values: Sequence[float]) -> tuple[float, ...] | None:
 
 
 def _layer_order(layer: LayerDiff) -> tuple[int, float, str]:
-    """Regressions first (biggest delta first), then improvements, added/removed, the rest."""
-    rank = {"slower": 0, "faster": 1, "added": 2, "removed": 2, "unknown": 3, "within noise": 4}
+    """Regressions first (biggest delta first), then improvements, knock-on changes, added and
+    removed layers, the rest."""
+    rank = {"slower": 0, "faster": 1, "added": 3, "removed": 3, "unknown": 4, "within noise": 5}
     delta = layer.self_delta()
     key = -delta if layer.verdict != "faster" else delta
     return (
-        rank[layer.verdict],
+        2 if layer.knock_on else rank[layer.verdict],
         key if layer.verdict != "within noise" else -abs(delta),
         layer.path,
     )
@@ -271,14 +384,23 @@ def _fits(rule: MatchRule, a: ModuleRecord, b: ModuleRecord, ia: int, ib: int) -
 
 
 def _layer_diff(
-    base: ModuleRecord | None, new: ModuleRecord | None, rule: MatchRule, threshold_pct: float
+    base: ModuleRecord | None,
+    new: ModuleRecord | None,
+    rule: MatchRule,
+    threshold_pct: float,
+    shifts: dict[str, RunShift],
 ) -> LayerDiff:
     record = new or base
     assert record is not None
     times = tuple(
         change
         for quantity, attr, getter, _ in _TIMES
-        if (change := _time_change(quantity, attr, getter, base, new, threshold_pct)) is not None
+        if (
+            change := _time_change(
+                quantity, attr, getter, base, new, threshold_pct, shifts.get(quantity)
+            )
+        )
+        is not None
     )
     memory = tuple(
         _memory_change(name, base, new)
@@ -317,13 +439,14 @@ def _time_change(
     base: ModuleRecord | None,
     new: ModuleRecord | None,
     threshold_pct: float,
+    shift: RunShift | None,
 ) -> Change | None:
     stats = [getattr(r, attr) if r is not None else None for r in (base, new)]
     if all(s is None for s in stats):
         return None
     series = [_series(r, getter) for r in (base, new)]
     if series[0] is not None and series[1] is not None:
-        return compare_series(quantity, series[0], series[1], threshold_pct)
+        return compare_series(quantity, series[0], series[1], threshold_pct, shift)
     medians = [s.median if s is not None else None for s in stats]
     return _plain_change(quantity, medians[0], medians[1])
 
@@ -341,8 +464,10 @@ def compare_series(
     base: Sequence[float] | None,
     new: Sequence[float] | None,
     threshold_pct: float,
+    shift: RunShift | None = None,
 ) -> Change:
-    """One figure's change with the interval of its difference of medians and its verdict."""
+    """One figure's change with the interval of its difference of medians and its verdict,
+    judged beyond `shift` when given (the base run scaled by it)."""
     base_median = median(base) if base else None
     new_median = median(new) if new else None
     plain = _plain_change(quantity, base_median, new_median)
@@ -352,10 +477,24 @@ def compare_series(
     new_ci = median_ci(new, _PER_RUN_CONFIDENCE)
     if base_ci is None or new_ci is None:
         return plain
-    low = new_ci.low - base_ci.high
-    high = new_ci.high - base_ci.low
-    verdict = judge(plain.delta, low, high, base_median or 0.0, threshold_pct)
-    return Change(quantity, base_median, new_median, plain.delta, plain.ratio, low, high, verdict)
+    # The shift's point estimate scales the base run. Its own interval is not added: over a
+    # handful of layers an order-statistic interval spans the layers themselves, changed ones too.
+    factor = shift.factor if shift is not None else 1.0
+    low = new_ci.low - base_ci.high * factor
+    high = new_ci.high - base_ci.low * factor
+    expected = (base_median or 0.0) * factor
+    verdict = judge((new_median or 0.0) - expected, low, high, expected, threshold_pct)
+    return Change(
+        quantity,
+        base_median,
+        new_median,
+        plain.delta,
+        plain.ratio,
+        low,
+        high,
+        verdict,
+        shift.factor if shift is not None else None,
+    )
 
 
 def judge(
@@ -470,9 +609,13 @@ def comparability(base: ProfileSession, new: ProfileSession) -> tuple[list[str],
 
 
 def _input_shape_change(base: ProfileSession, new: ProfileSession) -> str:
-    """The model's input shapes: those of the first call of the shallowest layers, compared."""
+    """The model's input shapes: those of the first call of the shallowest layers, compared (a
+    deeper layer's input changes with the layers before it, which is the change under review)."""
     first = {r.path: r.input_shapes for r in base.records}
+    depth = min((_depth(r.path) for r in new.records if r.path in first), default=0)
     for record in new.records:
+        if _depth(record.path) != depth:
+            continue
         before = first.get(record.path)
         if before is not None and before and record.input_shapes and before != record.input_shapes:
             return (
@@ -480,6 +623,10 @@ def _input_shape_change(base: ProfileSession, new: ProfileSession) -> str:
                 f"{', '.join(record.input_shapes)} in new"
             )
     return ""
+
+
+def _depth(path: str) -> int:
+    return 0 if not path else path.count(".") + 1
 
 
 def _hash_note(base: ProfileSession, new: ProfileSession) -> str:
@@ -505,10 +652,12 @@ __all__ = [
     "MatchRule",
     "OpChange",
     "RunIdentity",
+    "RunShift",
     "comparability",
     "compare_series",
     "compare_sessions",
     "identity",
     "judge",
     "match_records",
+    "run_shifts",
 ]

@@ -19,14 +19,16 @@ _QUANTITIES = (
     "self_device_mem",
     "device_mem",
 )
-_PARTS = ("base", "new", "delta", "delta_pct", "ci_low", "ci_high", "verdict")
+# beyond_shift_pct: the change beyond the run-wide shift, which the verdict judged (ci_low and
+# ci_high are then of new - shift * base).
+_PARTS = ("base", "new", "delta", "delta_pct", "beyond_shift_pct", "ci_low", "ci_high", "verdict")
 
 
 def render_diff_csv(diff: DiffResult) -> str:
     """One row per layer: identity, match rule, verdict, then base/new/delta/% /CI/verdict of each
     figure measured in either run (empty where not measured)."""
     present = [q for q in _QUANTITIES if any(layer.change(q) for layer in diff.layers)]
-    header = ["base_path", "new_path", "class", "match", "verdict"]
+    header = ["base_path", "new_path", "class", "match", "verdict", "knock_on"]
     header += [f"{q}_{part}" for q in present for part in _PARTS]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -43,6 +45,7 @@ def _row(layer: LayerDiff, present: list[str]) -> list[object]:
         layer.class_name,
         layer.match,
         layer.verdict,
+        "yes" if layer.knock_on else "",
     ]
     for quantity in present:
         row += _cells(layer.change(quantity))
@@ -53,12 +56,14 @@ def _cells(change: Change | None) -> list[object]:
     if change is None:
         return [""] * len(_PARTS)
     pct = change.delta_pct()
+    beyond = change.beyond_shift_pct()
     memory = change.quantity.endswith("_mem")
     return [
         _blank(change.base),
         _blank(change.new),
         change.delta,
         "" if pct is None else round(pct, 2),
+        "" if beyond is None else round(beyond, 2),
         _blank(change.low),
         _blank(change.high),
         "" if memory else change.verdict,

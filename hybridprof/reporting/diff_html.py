@@ -16,12 +16,15 @@ from markupsafe import Markup
 
 from hybridprof.compare import Change, DiffResult, LayerDiff
 from hybridprof.reporting.diff_text import (
+    KNOCK_ON_NOTE,
     QUANTITY_TITLES,
     change_text,
     interval_text,
     layer_title,
+    shift_lines,
     signed_pct,
     signed_time,
+    verdict_label,
 )
 from hybridprof.reporting.format import format_bytes, format_time_us
 from hybridprof.reporting.html import template_env
@@ -47,6 +50,7 @@ class Row:
     verdict: str
     cells: tuple[Cell, ...]
     ops: tuple[str, ...]
+    css_class: str  # v-slower, v-within-noise, ... (+ knock-on)
 
 
 COLUMNS = (
@@ -84,9 +88,10 @@ def _row(layer: LayerDiff, columns: tuple[tuple[str, str], ...]) -> Row:
         layer.path,
         layer.class_name,
         layer.match,
-        layer.verdict,
+        verdict_label(layer),
         tuple(cells),
         ops,
+        f"v-{layer.verdict.replace(' ', '-')}" + (" knock-on" if layer.knock_on else ""),
     )
 
 
@@ -145,7 +150,11 @@ def build_diff_context(diff: DiffResult, mode: Mode) -> dict[str, Any]:
                 if (c := x.change("self_cpu_us")) is not None
             ],
         )
-        for title, group in (("Slower", diff.regressions()), ("Faster", diff.improvements()))
+        for title, group in (
+            ("Slower", diff.regressions()),
+            ("Faster", diff.improvements()),
+            ("Knock-on (own work unchanged)", diff.knock_ons()),
+        )
     ]
     return {
         "mode": mode,
@@ -160,10 +169,13 @@ def build_diff_context(diff: DiffResult, mode: Mode) -> dict[str, Any]:
         "tops": tops,
         "chart": delta_chart(diff),
         "quantities": QUANTITY_TITLES,
+        "shift_lines": shift_lines(diff),
+        "knock_on_note": KNOCK_ON_NOTE if diff.knock_ons() else "",
         "counts": {
-            v: sum(1 for x in diff.layers if x.verdict == v)
+            v: sum(1 for x in diff.layers if x.verdict == v and not x.knock_on)
             for v in ("slower", "faster", "added", "removed", "unknown", "within noise")
-        },
+        }
+        | {"knock-on": len(diff.knock_ons())},
     }
 
 

@@ -51,7 +51,36 @@ def change_text(change: Change) -> str:
     text = f"{value(change.base)} -> {value(change.new)} ({delta}, {signed_pct(change)}"
     if memory:
         return text + ")"
+    beyond = change.beyond_shift_pct()
+    if beyond is not None and change.shift is not None and abs(change.shift - 1.0) >= 0.005:
+        shift = f"{100.0 * (change.shift - 1.0):+.1f}%"
+        text += f"; beyond the run-wide {shift} shift: {beyond:+.1f}%"
     return text + f", 95% CI {interval_text(change)}): {change.verdict}"
+
+
+def verdict_label(layer: LayerDiff) -> str:
+    """`slower`, or `slower (knock-on)` when its own work did not change."""
+    return f"{layer.verdict} (knock-on)" if layer.knock_on else layer.verdict
+
+
+def shift_lines(diff: DiffResult) -> list[str]:
+    """How every layer moved together, per time figure, and what that means for the verdicts."""
+    lines = []
+    for shift in diff.shifts:
+        title = QUANTITY_TITLES.get(shift.quantity, shift.quantity)
+        lines.append(
+            f"run-wide shift of {title}: {shift.pct():+.1f}% (95% CI "
+            f"[{100 * (shift.low - 1):+.1f}%, {100 * (shift.high - 1):+.1f}%], median over "
+            f"{shift.layers} layers); layer verdicts are judged beyond it"
+        )
+    return lines
+
+
+KNOCK_ON_NOTE = (
+    "knock-on: slower or faster with its own work unchanged (same ops, calls and shapes) while "
+    "another layer's changed, e.g. running in caches the changed layer filled; not a regression "
+    "of its own"
+)
 
 
 def layer_title(layer: LayerDiff) -> str:
@@ -71,6 +100,7 @@ def summary_lines(diff: DiffResult) -> list[str]:
     lines.append(f"new:  {diff.new.short()}")
     lines.extend(f"note: {n}" for n in diff.notes)
     lines.append(f"threshold: {diff.threshold_pct:g}%; method: {diff.method}")
+    lines.extend(shift_lines(diff))
     lines.append("")
     lines.append(f"whole iteration: {change_text(diff.total)}")
     added = sum(1 for layer in diff.layers if layer.verdict == "added")
@@ -78,10 +108,16 @@ def summary_lines(diff: DiffResult) -> list[str]:
     renamed = sum(1 for layer in diff.layers if layer.match not in ("path", "added", "removed"))
     lines.append(
         f"layers: {len(diff.regressions())} slower, {len(diff.improvements())} faster, "
-        f"{added} added, {removed} removed, {renamed} matched under another path, "
-        f"{len(diff.layers)} in all"
+        f"{len(diff.knock_ons())} knock-on, {added} added, {removed} removed, {renamed} matched "
+        f"under another path, {len(diff.layers)} in all"
     )
-    for title, layers in (("slower", diff.regressions()), ("faster", diff.improvements())):
+    if diff.knock_ons():
+        lines.append(KNOCK_ON_NOTE)
+    for title, layers in (
+        ("slower", diff.regressions()),
+        ("faster", diff.improvements()),
+        ("knock-on", diff.knock_ons()),
+    ):
         for layer in layers[:TOP]:
             found = layer.change("self_cpu_us")
             shown = change_text(found) if found else layer.verdict
@@ -103,7 +139,8 @@ def op_lines(ops: Sequence[OpChange]) -> list[str]:
 
 
 def layer_lines(layer: LayerDiff) -> list[str]:
-    lines = [f"{layer.verdict.upper()}: {layer_title(layer)}"]
+    knock_on = " (knock-on)" if layer.knock_on else ""
+    lines = [f"{layer.verdict.upper()}{knock_on}: {layer_title(layer)}"]
     for change in layer.times + layer.memory:
         lines.append(
             f"    {QUANTITY_TITLES.get(change.quantity, change.quantity)}: " + change_text(change)

@@ -202,7 +202,7 @@ def test_diff_result_round_trips_through_json() -> None:
 def test_csv_has_a_row_per_layer() -> None:
     diff = compare_sessions(run(1), run(2, heavier={"fc2": 1.4}))
     lines = render_diff_csv(diff).splitlines()
-    assert lines[0].startswith("base_path,new_path,class,match,verdict,self_cpu_us_base")
+    assert lines[0].startswith("base_path,new_path,class,match,verdict,knock_on,self_cpu_us_base")
     assert len(lines) == 4 and lines[1].startswith("fc2,fc2,Linear,path,slower")
 
 

@@ -49,6 +49,7 @@ LAYER_OF = {
     "stats": "data",
     "stability": "data",
     "compare": "data",
+    "run_shift": "data",
     "views": "data",
     "storage": "io",
     "loader": "io",
