@@ -14,11 +14,13 @@ mirror image; else "within noise". Without per-iteration values (old files, too 
 the verdict is "unknown", never a regression.
 
 Layers are judged beyond the run-wide shift (`hybridprof.run_shift`): with 5 or more matched layers,
-the base figures are scaled by the median new/base ratio over layers, so a machine that got busier between the runs does not make every layer "faster" or
-"slower". The whole iteration is judged as measured, unless a run was noisy and the shift reaches
-the threshold: then the machine and the code cannot be told apart, it is judged beyond the shift
-too, and a warning says so. A slower or faster layer whose own work did not change, next to one
-whose did, is marked knock-on and is not a regression of its own.
+the base figures are scaled by the median new/base ratio over layers, and a layer must move beyond
+the layers' own scatter around it as well as the threshold, so a machine that got busier between
+the runs does not make every layer "faster" or "slower". The whole iteration is judged as
+measured, unless a run was noisy and the shift reaches the threshold: then the machine and the code
+cannot be told apart, it is judged beyond the shift too, and a warning says so. A slower or faster
+layer whose own work did not change, next to one whose did, is marked knock-on and is not a
+regression of its own.
 """
 
 from __future__ import annotations
@@ -483,7 +485,9 @@ def compare_series(
     low = new_ci.low - base_ci.high * factor
     high = new_ci.high - base_ci.low * factor
     expected = (base_median or 0.0) * factor
-    verdict = judge((new_median or 0.0) - expected, low, high, expected, threshold_pct)
+    # Beyond a shift, a move within the layers' own scatter around it is no change either.
+    needed = max(threshold_pct, shift.band_pct()) if shift is not None else threshold_pct
+    verdict = judge((new_median or 0.0) - expected, low, high, expected, needed)
     return Change(
         quantity,
         base_median,

@@ -9,7 +9,12 @@ is "faster".
 So the comparison first estimates that shift per time figure: the median, over the layers matched
 in both runs, of new median / base median (a ratio, so big and small layers count alike; the median,
 so a few layers that really changed do not move it), with an order-statistic interval over layers.
-Each layer is then judged beyond the shift: is it slower than the rest of the run moved? A change
+Each layer is then judged beyond the shift: is it slower than the rest of the run moved? Layers of
+different kinds do not move alike, though: on that busy machine the small LayerNorm and GELU layers
+of one run moved -30% while its Linears moved -14%. So the spread of the layers' ratios around the
+shift (1.4826 x their median absolute deviation, in log space: a robust standard deviation) sets a
+band, SPREAD_K of those wide, within which a layer's move is the runs' own scatter, not a change;
+on a quiet machine the band is about the threshold, on a busy one it widens. A change
 that slows every layer alike (another dtype, fewer threads) therefore shows in the whole iteration's
 figure and in the shift the summary prints, not as every layer slower.
 
@@ -32,6 +37,8 @@ from hybridprof.datamodel import ModuleRecord
 from hybridprof.stats import CONFIDENCE, median, median_ci
 
 MIN_SHIFT_LAYERS = 5  # fewer matched layers: no shift is estimated, verdicts stay absolute
+SPREAD_K = 3.0  # a layer moving more than 3 robust standard deviations from the shift stands out
+_MAD_TO_SD = 1.4826  # the median absolute deviation of normal values, times this, is their sd
 KNOCK_ON_MAX_PCT = 50.0  # a bigger change of a layer whose own work is unchanged is its own
 
 
@@ -44,9 +51,14 @@ class RunShift:
     low: float  # its confidence interval over layers (the factor itself with few layers)
     high: float
     layers: int  # how many layers it was estimated from
+    spread: float = 0.0  # robust standard deviation of the layers' log ratios around the shift
 
     def pct(self) -> float:
         return 100.0 * (self.factor - 1.0)
+
+    def band_pct(self) -> float:
+        """How far (in percent) a layer may move from the shift and still be the runs' scatter."""
+        return 100.0 * (math.exp(SPREAD_K * self.spread) - 1.0)
 
 
 def estimate_shift(quantity: str, medians: Iterable[tuple[float, float]]) -> RunShift | None:
@@ -57,7 +69,8 @@ def estimate_shift(quantity: str, medians: Iterable[tuple[float, float]]) -> Run
     center = median(logs)
     interval = median_ci(logs, CONFIDENCE)
     low, high = (interval.low, interval.high) if interval else (center, center)
-    return RunShift(quantity, math.exp(center), math.exp(low), math.exp(high), len(logs))
+    spread = _MAD_TO_SD * median([abs(v - center) for v in logs])
+    return RunShift(quantity, math.exp(center), math.exp(low), math.exp(high), len(logs), spread)
 
 
 def same_own_work(
@@ -87,6 +100,7 @@ def _same_rate(base_calls: int, base_iterations: int, new_calls: int, new_iterat
 __all__ = [
     "KNOCK_ON_MAX_PCT",
     "MIN_SHIFT_LAYERS",
+    "SPREAD_K",
     "RunShift",
     "estimate_shift",
     "same_own_work",

@@ -71,7 +71,9 @@ def shift_lines(diff: DiffResult) -> list[str]:
         lines.append(
             f"run-wide shift of {title}: {shift.pct():+.1f}% (95% CI "
             f"[{100 * (shift.low - 1):+.1f}%, {100 * (shift.high - 1):+.1f}%], median over "
-            f"{shift.layers} layers); layer verdicts are judged beyond it"
+            f"{shift.layers} layers; the layers scatter around it by ±{shift.band_pct():.1f}%); "
+            f"a layer is slower or faster only beyond both the shift and "
+            f"±{max(diff.threshold_pct, shift.band_pct()):.1f}%"
         )
     return lines
 
