@@ -127,6 +127,13 @@ class LayerDiff:
         found = self.change("self_cpu_us")
         return found.delta if found else 0.0
 
+    def self_delta_beyond_shift(self) -> float:
+        """The forward self CPU time's delta beyond the run-wide shift (new - shift x base)."""
+        found = self.change("self_cpu_us")
+        if found is None or found.shift is None or found.base is None or found.new is None:
+            return self.self_delta()
+        return found.new - found.shift * found.base
+
 
 @dataclass(frozen=True, slots=True)
 class RunIdentity:

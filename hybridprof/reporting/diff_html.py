@@ -96,12 +96,13 @@ def _row(layer: LayerDiff, columns: tuple[tuple[str, str], ...]) -> Row:
 
 
 def delta_chart(diff: DiffResult, n: int = CHART_BARS) -> Markup:
-    """Bars of the biggest self-time deltas (red: slower, green: faster); names escaped."""
-    layers = sorted(diff.layers, key=lambda x: -abs(x.self_delta()))[:n]
-    layers = [x for x in layers if x.self_delta() != 0]
+    """Bars of the biggest self-time deltas beyond the run-wide shift, coloured by verdict (red:
+    slower, green: faster, grey: within noise or knock-on); names escaped."""
+    layers = sorted(diff.layers, key=lambda x: -abs(x.self_delta_beyond_shift()))[:n]
+    layers = [x for x in layers if x.self_delta_beyond_shift() != 0]
     if not layers:
         return Markup("<p class='muted'>no self-time change to chart</p>")
-    biggest = max(abs(x.self_delta()) for x in layers)
+    biggest = max(abs(x.self_delta_beyond_shift()) for x in layers)
     label_w, half, row_h = 260, 230, 20
     width, height = label_w + 2 * half + 90, row_h * len(layers) + 10
     middle = label_w + half
@@ -111,11 +112,11 @@ def delta_chart(diff: DiffResult, n: int = CHART_BARS) -> Markup:
         f'<line x1="{middle}" y1="0" x2="{middle}" y2="{height}" stroke="#888"/>',
     ]
     for index, layer in enumerate(layers):
-        delta = layer.self_delta()
+        delta = layer.self_delta_beyond_shift()
         y = 5 + index * row_h
         length = half * abs(delta) / biggest
         x = middle if delta > 0 else middle - length
-        color = "#c0392b" if delta > 0 else "#2e7d32"
+        color = _BAR_COLOURS.get("knock-on" if layer.knock_on else layer.verdict, "#9e9e9e")
         name = html.escape(_short(layer.path or "(root)"))
         parts.append(
             f'<text x="{label_w - 6}" y="{y + 13}" text-anchor="end" font-size="11">{name}</text>'
@@ -127,6 +128,9 @@ def delta_chart(diff: DiffResult, n: int = CHART_BARS) -> Markup:
         )
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+_BAR_COLOURS = {"slower": "#c0392b", "faster": "#2e7d32", "added": "#c0392b", "removed": "#2e7d32"}
 
 
 def _short(label: str, width: int = 38) -> str:
@@ -168,6 +172,11 @@ def build_diff_context(diff: DiffResult, mode: Mode) -> dict[str, Any]:
         "left_out": left_out,
         "tops": tops,
         "chart": delta_chart(diff),
+        "chart_caption": (
+            "Biggest self CPU time changes"
+            + (" beyond the run-wide shift" if diff.shift("self_cpu_us") else "")
+            + " (red: slower, green: faster, grey: within noise or knock-on)"
+        ),
         "quantities": QUANTITY_TITLES,
         "shift_lines": shift_lines(diff),
         "knock_on_note": KNOCK_ON_NOTE if diff.knock_ons() else "",
