@@ -4,9 +4,12 @@ The merged session is an ordinary `ProfileSession` whose records hold, for every
 across ranks: each `Stat` is the median, min and max over the ranks' own medians, so every report
 shows it as it is. Its `ranks` field adds what only a merged view has: each rank's step time and
 share of the step in communication, each layer's per-rank figures with the slowest rank, and the
-stragglers. Communication rows are merged per bucket (or collective) with the part spent waiting
-for other ranks split off: in a collective, the last rank to arrive waits least, so per iteration
-the fastest rank's time is taken as the transfer itself and every other rank's excess as waiting.
+stragglers. Each record's per-iteration series (and the iteration times) are iteration i's median
+across ranks: the ranks step together, so `hybridprof diff` can judge two merged sessions from
+them as it judges single runs. Communication rows are merged per bucket (or collective) with the
+part spent waiting for other ranks split off: in a collective, the last rank to arrive waits
+least, so per iteration the fastest rank's time is taken as the transfer itself and every other
+rank's excess as waiting.
 
 Used by rank 0 at the end of `hybridprof run` under torchrun and by `hybridprof merge` offline.
 """
@@ -21,11 +24,13 @@ from hybridprof.datamodel import (
     CollectiveStat,
     Finding,
     FindingKind,
+    IterationSeries,
     MergedRanks,
     ModuleRecord,
     ProfileSession,
     RankLayer,
     RankSummary,
+    Series,
     Stat,
     Straggler,
 )
@@ -60,6 +65,7 @@ def merge_sessions(sessions: Sequence[ProfileSession]) -> ProfileSession:
         plan=plan,
         records=tuple(_merged_record(ordered, path) for path in _paths(ordered)),
         iterations=min(s.iterations for s in ordered),
+        iteration_cpu_us=_median_per_iteration([s.iteration_cpu_us for s in ordered]),
         interrupted=any(s.interrupted for s in ordered),
         warnings=tuple(f"rank {_rank(s)}: {w}" for s in ordered for w in s.warnings),
         duration_s=max(s.duration_s for s in ordered),
@@ -225,8 +231,48 @@ def _merged_record(ordered: list[ProfileSession], path: str) -> ModuleRecord:
         backward_self_cpu_us=across(lambda r: r.backward_self_cpu_us),
         backward_total_cpu_us=across(lambda r: r.backward_total_cpu_us),
         backward_self_device_us=across(lambda r: r.backward_self_device_us),
-        per_iteration=None,  # the figures are across ranks now, not one rank's iterations
+        per_iteration=_merged_series(present),
     )
+
+
+# (IterationSeries field, how to read it from a rank's series: totals fall back to self times)
+_SERIES_READERS: tuple[tuple[str, Callable[[IterationSeries], Series | None]], ...] = (
+    ("self_cpu_us", lambda s: s.self_cpu_us),
+    ("total_cpu_us", IterationSeries.total_cpu),
+    ("self_device_us", lambda s: s.self_device_us),
+    ("total_device_us", IterationSeries.total_device),
+    ("backward_self_cpu_us", lambda s: s.backward_self_cpu_us),
+    ("backward_total_cpu_us", IterationSeries.backward_total_cpu),
+)
+
+
+def _merged_series(present: list[ModuleRecord]) -> IterationSeries | None:
+    """Iteration i's median across the ranks, per quantity; None when a rank has no series."""
+    ranks = [r.per_iteration for r in present]
+    if not ranks or any(s is None for s in ranks):
+        return None
+    merged: dict[str, Series | None] = {}
+    for name, read in _SERIES_READERS:
+        found = [read(s) for s in ranks if s is not None]
+        values = None if any(f is None for f in found) else [f.values for f in found if f]
+        merged[name] = Series.of(_median_per_iteration(values)) if values else None
+    self_cpu = merged.pop("self_cpu_us")
+    assert self_cpu is not None
+    # A total equal to its self time in every iteration is stored once, as a rank's file does.
+    for total, own in (
+        ("total_cpu_us", self_cpu),
+        ("total_device_us", merged["self_device_us"]),
+        ("backward_total_cpu_us", merged["backward_self_cpu_us"]),
+    ):
+        if merged[total] == own:
+            merged[total] = None
+    return IterationSeries(self_cpu, **merged)
+
+
+def _median_per_iteration(ranks: Sequence[Sequence[float]]) -> tuple[float, ...]:
+    """Iteration i's median over the ranks, for the iterations every rank has."""
+    count = min((len(values) for values in ranks), default=0)
+    return tuple(statistics.median(values[i] for values in ranks) for i in range(count))
 
 
 def _merged_collectives(

@@ -7,12 +7,15 @@ from dataclasses import replace
 
 import pytest
 
+from hybridprof.compare import compare_sessions
 from hybridprof.datamodel import (
     CollectiveStat,
+    IterationSeries,
     ModuleRecord,
     ProfileSession,
     RankInfo,
     RankRun,
+    Series,
     Stat,
 )
 from hybridprof.errors import UsageError
@@ -155,3 +158,41 @@ def test_a_layer_that_waits_in_its_own_collective_is_no_straggler() -> None:
     )
     merged = merge_sessions([rank_session(0), waiting])
     assert merged.ranks is not None and merged.ranks.stragglers == ()
+
+
+def _with_series(session: ProfileSession, scale: float) -> ProfileSession:
+    """Every record with 9 iterations of self and total CPU time, `scale` times its median."""
+
+    def series(r: ModuleRecord) -> ModuleRecord:
+        own = [r.self_cpu_us.median * scale * (1 + 0.01 * (i % 3)) for i in range(9)]
+        total = [v + r.total_cpu_us.median - r.self_cpu_us.median for v in own]
+        return replace(
+            r,
+            calls=9 * r.calls // session.iterations,
+            per_iteration=IterationSeries(Series.of(own), Series.of(total)),
+        )
+
+    return replace(
+        session,
+        records=tuple(map(series, session.records)),
+        iterations=9,
+        requested_iterations=9,
+        iteration_cpu_us=tuple(1000.0 * scale for _ in range(9)),
+    )
+
+
+def test_merged_series_are_each_iterations_median_across_ranks_so_merged_runs_can_be_diffed() -> (
+    None
+):
+    ranks = [_with_series(rank_session(r, world=3), s) for r, s in enumerate((1.0, 1.2, 3.0))]
+    merged = merge_sessions(ranks)
+    fc1 = merged.record("fc1")
+    assert fc1 is not None and fc1.per_iteration is not None
+    expected = [v for v in ranks[1].records[0].per_iteration.self_cpu_us.values]  # type: ignore[union-attr]
+    assert list(fc1.per_iteration.self_cpu_us.values) == expected  # the middle rank's, 1.2x
+    assert merged.iteration_cpu_us == (1200.0,) * 9
+    assert fc1.per_iteration.total_cpu_us is not None  # differs from self: kept
+
+    slower = [_with_series(rank_session(r, world=3), s * 2) for r, s in enumerate((1.0, 1.2, 3.0))]
+    diff = compare_sessions(merged, merge_sessions(slower))
+    assert {layer.verdict for layer in diff.layers} == {"slower"}  # judged, not "unknown"
