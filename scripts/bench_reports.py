@@ -2,6 +2,14 @@
 
     .venv/bin/python scripts/bench_reports.py [--leaves 100 2000] [--repeats 3] [--iters 3] \
         [--browser]
+    .venv/bin/python scripts/bench_reports.py --open OLD.html NEW.html [--repeats 3]
+
+With `--browser`, each HTML report is also opened in headless Chromium (Debian's, through
+Playwright) and the time to open it and to answer each interaction (expand a subtree, open an op
+table, expand all, sort, collapse a subtree, scroll to the end, filter, clear the filter, collapse
+all) is printed in ms, medians of `--repeats` fresh pages (see report_browser.py). `--leaves 14545`
+makes a 16,001-row report. `--open` times reports already on disk instead, round after round
+(one page of each file per round), with the median of each file's ratio to the first file's.
 
 Each model (blocks of Linear+ReLU, all leaves profiled) is profiled for real by
 `hybridprof.profile`; the baseline, measured in the same run and interleaved with ours, is what
@@ -75,25 +83,36 @@ def render_times(session: ProfileSession, out: Path, tag: str) -> dict[str, floa
     }
 
 
-def browser_times(html: Path) -> tuple[float, float]:
-    """Seconds to load `html` in headless Chromium, and to filter it down to one path."""
-    import shutil
+def browser_rounds(files: list[Path], repeats: int) -> list[dict[str, list[float]]]:
+    """Per file, each step's ms over `repeats` rounds (files interleaved within a round)."""
+    from playwright.sync_api import sync_playwright
+    from report_browser import launch, time_report
 
-    from playwright.sync_api import expect, sync_playwright
-
-    args = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+    runs: list[dict[str, list[float]]] = [{} for _ in files]
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=args)
-        page = browser.new_page()
-        load = timed(lambda: page.goto(html.as_uri()))
-        last = page.eval_on_selector_all("#layers tr.row", "rs => rs[rs.length - 1].dataset.path")
-        shown = page.locator("#shown")
-        start = time.perf_counter()
-        page.fill("#filter", last)
-        expect(shown).not_to_have_text(shown.text_content() or "", timeout=60_000)
-        filtered = time.perf_counter() - start
+        browser = launch(p)
+        for _ in range(repeats):
+            for path, run in zip(files, runs, strict=True):
+                for step, ms in time_report(browser, path).items():
+                    run.setdefault(step, []).append(ms)
         browser.close()
-    return load, filtered
+    return runs
+
+
+def print_browser(files: list[Path], repeats: int) -> None:
+    from report_browser import STEPS
+
+    runs = browser_rounds(files, repeats)
+    print(f"chromium, ms, medians of {repeats} pages: " + " ".join(f"{s:>8}" for s in STEPS))
+    for path, run in zip(files, runs, strict=True):
+        medians = " ".join(f"{statistics.median(run[s]):>8.0f}" for s in STEPS)
+        print(f"{path.name[-30:]:>30} {path.stat().st_size / 2**20:5.1f} MB {medians}")
+    for path, run in zip(files[1:], runs[1:], strict=True):
+        ratios = " ".join(
+            f"{statistics.median(a / b for a, b in zip(run[s], runs[0][s], strict=True)):>8.3f}"
+            for s in STEPS
+        )
+        print(f"{'ratio ' + path.name[-24:]:>30} {'':>8} {ratios}")
 
 
 def bench(leaves: int, repeats: int, iters: int, out: Path) -> dict[str, float]:
@@ -116,9 +135,15 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--iters", type=int, default=3)
     parser.add_argument(
-        "--browser", action="store_true", help="also time load and filter in Chromium"
+        "--browser", action="store_true", help="also time opening and using it in Chromium"
+    )
+    parser.add_argument(
+        "--open", type=Path, nargs="+", help="only time these HTML reports in Chromium"
     )
     args = parser.parse_args()
+    if args.open:
+        print_browser(args.open, args.repeats)
+        return 0
     torch.set_num_threads(1)
     print(
         f"torch {torch.__version__}, 1 thread, {args.iters} profiled iterations, "
@@ -138,8 +163,7 @@ def main() -> int:
                 f"{r['html_s'] / r['baseline_s']:>10.2f} {r['pdf_s'] / r['baseline_s']:>9.2f}"
             )
             if args.browser:
-                load, filtered = browser_times(Path(tmp) / f"r{leaves}.html")
-                print(f"{'':>6} chromium: load {load:.2f} s, filter to one path {filtered:.2f} s")
+                print_browser([Path(tmp) / f"r{leaves}.html"], args.repeats)
     return 0
 
 

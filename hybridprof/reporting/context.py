@@ -108,6 +108,10 @@ class RowView:
     derived: bool = False  # a container that never runs: its children's totals only
     outside: bool = False  # the row of time in no profiled module
     collapsed: bool = False  # the HTML tree opens with this row's children hidden
+    self_device_us: float = 0.0  # raw numbers the HTML table sorts these columns by
+    total_device_us: float = 0.0
+    backward_us: float = 0.0
+    backward_total_us: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +238,15 @@ def _row_view(
         source=target.source.short() if target and target.source else "",
         op_count=len(own.ops) if own else 0,
         derived=row.derived,
+        self_device_us=_median(own.self_device_us) if own else 0.0,
+        total_device_us=_median(rec.total_device_us) if rec else 0.0,
+        backward_us=_median(own.backward_self_cpu_us) if own else 0.0,
+        backward_total_us=_median(rec.backward_total_cpu_us) if rec else 0.0,
     )
+
+
+def _median(stat: Stat | None) -> float:
+    return 0.0 if stat is None else stat.median
 
 
 def _outside_view(session: ProfileSession, total: float, peak: float) -> RowView | None:
@@ -431,17 +443,26 @@ def _top_op_tables(
 
 
 def _js_data(session: ProfileSession) -> dict[str, Any]:
-    # Compact arrays (not objects) keep a 2,000-layer report small; the page builds op tables
-    # lazily.
+    # Compact arrays (not objects) keep a 10,000-layer report small; the page builds op tables
+    # lazily. Device time and memory are formatted only when the table shows them.
+    device, memory = session.use_device, session.profile_memory
     ops = {
         rec.path: [
-            [v.name, v.calls, v.self_cpu, v.total_cpu, v.self_device, v.memory, v.backward]
-            for v in map(_op_view, _sorted_ops(rec))
+            [
+                o.name,
+                o.calls,
+                format_time_us(o.self_cpu_us),
+                format_time_us(o.total_cpu_us),
+                format_time_us(o.self_device_us) if device else "",
+                format_bytes(o.self_cpu_mem) if memory else "",
+                o.backward,
+            ]
+            for o in _sorted_ops(rec)
         ]
         for rec in session.records
         if rec.ops
     }
-    return {"ops": ops, "device": session.use_device, "memory": session.profile_memory}
+    return {"ops": ops, "device": device, "memory": memory}
 
 
 def _pdf_limits(
@@ -476,7 +497,9 @@ def build_context(
         ]
     )
     depth = open_depth(all_rows)
-    all_rows = [replace(r, collapsed=r.has_children and r.depth >= depth) for r in all_rows]
+    all_rows = [
+        replace(r, collapsed=True) if r.has_children and r.depth >= depth else r for r in all_rows
+    ]
     all_rows = _with_work_cells(all_rows, session)
     outside = _outside_view(session, total, peak)
     if outside is not None:

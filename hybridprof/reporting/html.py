@@ -1,4 +1,4 @@
-"""The self-contained HTML report: one file, CSS and JS inlined, data as `|tojson`, no network.
+"""The self-contained HTML report: one file, CSS and JS inlined, data as JSON, no network.
 
 Templates are read from the package `hybridprof._templates` through `importlib.resources`, so an
 editable install and a wheel find them the same way. Autoescape is on for every template and
@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import json
 from dataclasses import dataclass
 from importlib import resources
 
@@ -19,6 +20,7 @@ from markupsafe import Markup
 from hybridprof.datamodel import ProfileSession
 from hybridprof.errors import ReportDependencyError
 from hybridprof.reporting.context import ReportContext, build_context
+from hybridprof.reporting.layer_table import cell_text, layer_columns, table_data
 
 TEMPLATE_PACKAGE = "hybridprof._templates"
 REPORT_TEMPLATE = "report.html.j2"
@@ -74,10 +76,54 @@ def script_hash(script: str) -> str:
     return f"'sha256-{base64.b64encode(digest).decode('ascii')}'"
 
 
+# What would end or confuse a <script> element's text (`</script>`, `<!--`), or end a line in older
+# JavaScript parsers, written as JSON escapes: the text still parses to the same data.
+SCRIPT_UNSAFE = (
+    ("<", "\\u003c"),
+    (">", "\\u003e"),
+    ("&", "\\u0026"),
+    ("\u2028", "\\u2028"),
+    ("\u2029", "\\u2029"),
+)
+
+
+def script_json(data: object) -> Markup:
+    """`data` as JSON that is safe as the text of a `<script type="application/json">` element."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    for char, escape in SCRIPT_UNSAFE:
+        text = text.replace(char, escape)
+    return Markup(text)
+
+
 def render_page(ctx: ReportContext) -> str:
-    """Render the report template for a context built in "html" or "pdf" mode."""
+    """Render the report template for a context built in "html" or "pdf" mode.
+
+    In "html" mode the layer table's rows and the source locations travel as data and the page
+    draws them (see report.js); the op breakdowns are a second data block, read on the first
+    click. In "pdf" mode the template renders its (limited) rows.
+    """
     template = template_env().get_template(REPORT_TEMPLATE)
-    return template.render(ctx=ctx, assets=assets())
+    page_data = ops_data = Markup("")
+    if ctx.mode == "html":
+        page_data = script_json(
+            {
+                "device": ctx.has_device,
+                "memory": ctx.has_memory,
+                "table": table_data(ctx),
+                "sources": [
+                    [s.path or "(root)", s.class_name, s.where, s.aliases] for s in ctx.sources
+                ],
+            }
+        )
+        ops_data = script_json(ctx.data.get("ops", {}))
+    return template.render(
+        ctx=ctx,
+        assets=assets(),
+        columns=layer_columns(ctx),
+        cell_text=cell_text,
+        page_data=page_data,
+        ops_data=ops_data,
+    )
 
 
 def render_html(session: ProfileSession) -> str:

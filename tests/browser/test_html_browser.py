@@ -203,3 +203,91 @@ def test_big_report_renders_and_filters(browser: Any, tmp_path: Path) -> None:
     assert opened.visible()[-1] == "blocks.150.layers.7"
     assert opened.problems == []
     opened.page.close()
+
+
+@pytest.fixture(scope="module")
+def big_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_report(big_session(leaves=3000), tmp_path_factory.mktemp("big") / "big.html")
+
+
+def drawn(opened: Opened) -> int:
+    return int(opened.page.eval_on_selector_all("#layers tr.row", "rs => rs.length"))
+
+
+def test_a_big_table_draws_only_the_rows_on_screen(browser: Any, big_report: Path) -> None:
+    opened = Opened(browser, big_report)
+    opened.page.click("#expand-all")
+    assert opened.page.text_content("#shown") == "3602 of 3602 rows"
+    assert 0 < drawn(opened) < 300  # the screen and a margin, not 3,602 rows
+    table_height = opened.page.eval_on_selector("#layers tbody", "b => b.offsetHeight")
+    row_height = opened.page.eval_on_selector("#layers tr.row", "r => r.offsetHeight")
+    assert table_height == pytest.approx(3602 * row_height, abs=3602)  # spacers stand for the rest
+    opened.page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
+    expect(opened.page.locator("#layers tr.row").last).to_have_attribute("data-i", "3601")
+    last = opened.page.locator("#layers tr.row").last.bounding_box()
+    foot = opened.page.eval_on_selector("#layers", "t => t.getBoundingClientRect().bottom")
+    assert last is not None and last["y"] + last["height"] == pytest.approx(foot, abs=2)
+    assert opened.problems == []
+    opened.page.close()
+
+
+def test_sorting_a_big_table_orders_siblings_across_the_whole_tree(
+    browser: Any, big_report: Path
+) -> None:
+    opened = Opened(browser, big_report)
+    opened.page.click("#expand-all")
+    header = opened.page.locator("#layers thead th", has_text="Self CPU")
+    header.click()
+    header.click()  # ascending: the opposite of the heaviest-first order the page opens with
+    opened.page.fill("#filter", "blocks.7.layers.")
+    expect(opened.page.locator("#shown")).to_have_text(re.compile(r"^14 of"))
+    leaves = opened.page.eval_on_selector_all(
+        "#layers tr.row[data-depth='4']", "rs => rs.map(r => r.cells[3].textContent)"
+    )
+    times = [float(t.removesuffix("us")) for t in leaves]
+    assert len(times) == 10 and times == sorted(times) and times != sorted(times, reverse=True)
+    assert opened.problems == []
+    opened.page.close()
+
+
+def test_an_open_op_table_pushes_the_rows_below_it_down(browser: Any, big_report: Path) -> None:
+    opened = Opened(browser, big_report)
+    opened.page.click("#expand-all")
+    row = opened.page.locator("tr[data-path='blocks.0.layers.0']")
+    row.locator("button.ops").click()
+    detail = opened.page.locator("tr.detail")
+    assert detail.locator("tbody tr").count() == 4  # big_session's 4 ops a leaf
+    gap = opened.page.eval_on_selector(
+        "tr.detail",
+        "d => d.nextElementSibling.getBoundingClientRect().top - d.getBoundingClientRect().bottom",
+    )
+    assert gap == pytest.approx(0, abs=1)
+    assert opened.page.eval_on_selector(
+        "tr.detail", "d => d.nextElementSibling.classList.contains('row')"
+    )
+    # the whole table is taller by the op table: scrolling to the end still ends on the last row
+    opened.page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
+    expect(opened.page.locator("#layers tr.row").last).to_have_attribute("data-i", "3601")
+    assert opened.problems == []
+    opened.page.close()
+
+
+def test_source_locations_are_listed_when_opened(nested: Opened) -> None:
+    sources = nested.page.locator("#sources tbody tr")
+    assert sources.count() == 0
+    nested.page.click("#sources summary")
+    expect(sources.first).to_be_visible()
+    assert "blocks.0.conv" in (nested.page.text_content("#sources tbody") or "")
+    assert "nets.py:" in (nested.page.text_content("#sources tbody") or "")
+    assert nested.problems == []
+
+
+def test_printing_from_the_browser_draws_every_shown_row(browser: Any, big_report: Path) -> None:
+    opened = Opened(browser, big_report)
+    opened.page.click("#expand-all")
+    opened.page.evaluate("() => window.dispatchEvent(new Event('beforeprint'))")
+    assert drawn(opened) == 3602
+    opened.page.evaluate("() => window.dispatchEvent(new Event('afterprint'))")
+    assert drawn(opened) < 300
+    assert opened.problems == []
+    opened.page.close()

@@ -14,6 +14,7 @@ from pypdf import PdfReader
 from hybridprof.errors import ReportDependencyError
 from hybridprof.reporting import write_report
 from hybridprof.reporting.pdf import INSTALL_HINT, load_weasyprint, render_pdf
+from tests.report_page import page_rows
 from tests.sessions import HOSTILE, big_session, hostile_session, nested_session
 
 
@@ -107,8 +108,7 @@ def test_real_profiled_session_renders_to_html_and_pdf(tmp_path: Path) -> None:
     model = nn.Sequential(nn.Linear(8, 8), nn.Sequential(nn.ReLU(), nn.Linear(8, 2)))
     session = hybridprof.profile(model, torch.randn(2, 8), warmup=1, iters=2)
     html = write_report(session, tmp_path / "r.html").read_text()
-    for path in ("0", "1", "1.0", "1.1"):
-        assert f'data-path="{path}"' in html
+    assert {"0", "1", "1.0", "1.1"} <= set(page_rows(html))
     assert "aten::addmm" in html or "aten::linear" in html
     _, text = _text(write_report(session, tmp_path / "r.pdf").read_bytes())
     assert "Linear" in text and "ReLU" in text and "Sequential" in text

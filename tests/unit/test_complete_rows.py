@@ -13,6 +13,7 @@ from hybridprof.reporting.context import build_context, open_depth
 from hybridprof.reporting.html import render_html
 from hybridprof.reporting.text import render_text
 from hybridprof.tree import tree_rows
+from tests.report_page import page_rows
 from tests.sessions import _plan, _session, record, target
 
 SELF_TOTAL = {  # path: (self, total); iteration 1000 us, 40 us outside every module
@@ -90,8 +91,9 @@ def test_html_rows_put_heavy_children_first_and_open_to_the_heavy_blocks() -> No
     assert open_depth(list(ctx.rows)) >= 2
     collapsed = {r.path for r in ctx.rows if r.collapsed}
     assert not {"", "blocks"} & collapsed
-    html = render_html(complete_session())
-    assert 'aria-expanded="true"' in html and "(outside modules)" in html
+    rows = page_rows(render_html(complete_session()))
+    assert not rows[""].collapsed and rows[""].has_children  # the page opens the root
+    assert list(rows)[-1] == "(outside modules)" and rows["(outside modules)"].outside
 
 
 def test_open_depth_stops_where_many_light_rows_would_show() -> None:

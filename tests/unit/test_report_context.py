@@ -12,6 +12,7 @@ from tests.sessions import (
     backward_session,
     big_session,
     device_session,
+    memory_session,
     nested_session,
     small_session,
 )
@@ -94,16 +95,11 @@ def test_html_context_carries_every_op_as_compact_json() -> None:
     ctx = build_context(small_session(), "html")
     ops = ctx.data["ops"]
     assert set(ops) == {"fc1", "act", "fc2"}
-    assert ops["fc1"][0] == [
-        "aten::addmm",
-        3,
-        "500.000us",
-        "550.000us",
-        "0.000us",
-        "4.00 KB",
-        False,
-    ]
+    # device time and memory are left empty when the session has no such columns to show
+    assert ops["fc1"][0] == ["aten::addmm", 3, "500.000us", "550.000us", "", "", False]
     assert ctx.op_tables == ()
+    with_memory = build_context(memory_session(), "html").data["ops"]
+    assert with_memory["fc1"][0][5] == "4.00 KB"
 
 
 def test_pdf_context_limits_rows_and_op_tables_and_says_so() -> None:

@@ -12,7 +12,9 @@ from html.parser import HTMLParser
 import jinja2
 import pytest
 
-from hybridprof.reporting.html import render_html, template_env
+from hybridprof.reporting.context import build_context
+from hybridprof.reporting.html import render_html, render_page, script_json, template_env
+from tests.report_page import page_ops, page_rows
 from tests.sessions import HOSTILE, big_session, hostile_session, nested_session, small_session
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src {}; img-src data:"
@@ -68,8 +70,8 @@ def test_environment_autoescapes_and_is_strict() -> None:
 
 
 def test_every_path_is_a_row_with_formatted_numbers() -> None:
-    page = Page(render_html(nested_session()))
-    assert set(page.rows) == {
+    rows = page_rows(render_html(nested_session()))
+    assert set(rows) == {
         "",
         "blocks",
         "blocks.0",
@@ -79,14 +81,25 @@ def test_every_path_is_a_row_with_formatted_numbers() -> None:
         "blocks.1.conv",
         "blocks.1.act",
     }
-    conv = page.cells["blocks.0.conv"]
+    conv = list(rows["blocks.0.conv"].cells.values())
     # 3 calls over 3 iterations: the table shows calls per iteration, like its times
     assert conv[:5] == ["conv", "Conv2d", "1", "340.000us", "340.000us"]
     assert "34.0%" in conv
     assert "306.000us–374.000us" in conv
-    assert page.rows["blocks.0.conv"]["data-parent"] == "blocks.0"
-    assert "data-parent" not in page.rows[""]
-    assert page.rows["blocks.0.conv"]["class"].startswith("row heat5")
+    assert rows["blocks.0.conv"].parent == "blocks.0"
+    assert rows[""].parent is None
+    assert rows["blocks.0.conv"].heat == 5
+
+
+def test_the_page_draws_the_rows_the_pdf_renders() -> None:
+    """The table is data in the page (drawn by its script), markup only in the PDF."""
+    html = render_html(nested_session())
+    assert 'data-path="blocks.0.conv"' not in html
+    pdf_page = render_page(build_context(nested_session(), "pdf"))
+    assert 'data-path="blocks.0.conv"' in pdf_page and 'id="hp-data"' not in pdf_page
+    headers = [t for t in Page(html).tags if t[0] == "th" and t[1].get("data-type")]
+    assert [a["data-type"] for _, a in headers][:4] == ["tree", "text", "num", "num"]
+    assert "<noscript>" in html  # without JavaScript the page says how to see the table
 
 
 def test_header_charts_and_findings_are_present() -> None:
@@ -109,12 +122,11 @@ def test_header_charts_and_findings_are_present() -> None:
 
 
 def test_op_rows_are_embedded_as_json_for_every_layer() -> None:
-    page = Page(render_html(small_session()))
-    data = next(json.loads(body) for attrs, body in page.scripts if attrs.get("id") == "hp-data")
-    assert [o[0] for o in data["ops"]["fc1"]] == ["aten::addmm", "aten::t"]
-    assert data["ops"]["fc2"][0][2] == "300.000us"
-    buttons = [a for tag, a in page.tags if tag == "button" and a.get("class") == "ops"]
-    assert len(buttons) == 3
+    text = render_html(small_session())
+    ops = page_ops(text)
+    assert [o[0] for o in ops["fc1"]] == ["aten::addmm", "aten::t"]
+    assert ops["fc2"][0][2] == "300.000us"
+    assert [r.op_count for r in page_rows(text).values() if r.op_count] == [2, 1, 1]
 
 
 def test_csp_forbids_network_loads_and_allows_only_our_script() -> None:
@@ -145,23 +157,29 @@ def test_no_external_url_anywhere(factory: object) -> None:
 def test_hostile_names_are_text_not_markup() -> None:
     text = render_html(hostile_session())
     page = Page(text)
-    assert HOSTILE in page.rows  # the attribute round-trips to the original name
+    assert HOSTILE in page_rows(text)  # the data round-trips to the original name
     assert not any(tag == "img" for tag, _ in page.tags)
     assert not any(tag == "b" for tag, _ in page.tags)
     assert "&lt;img src=x onerror=alert(1)&gt;" in text
     scripts = [body for _, body in page.scripts]
     assert all("</script>" not in s and "<img" not in s for s in scripts)
-    data = json.loads(next(body for attrs, body in page.scripts if attrs.get("id") == "hp-data"))
-    assert data["ops"][HOSTILE][0][0] == f"aten::{HOSTILE}"
+    assert page_ops(text)[HOSTILE][0][0] == f"aten::{HOSTILE}"
+    assert page_rows(text)[HOSTILE].cells["Class"] == "Evil</script><b>"
 
 
-def test_big_session_stays_under_five_megabytes_with_all_ops() -> None:
+@pytest.mark.parametrize("name", ["</script><script>alert(1)</script>", "<!--", "a\u2028b\u2029c"])
+def test_script_json_keeps_any_text_inside_its_script_element(name: str) -> None:
+    text = script_json({"name": name, "rows": [[name]]})
+    for unsafe in ("<", ">", "&", "\u2028", "\u2029"):
+        assert unsafe not in text
+    assert json.loads(text) == {"name": name, "rows": [[name]]}
+
+
+def test_big_session_stays_small_with_all_ops() -> None:
     text = render_html(big_session(leaves=2000))
-    assert len(text.encode("utf-8")) < 5 * 1024 * 1024
-    page = Page(text)
-    assert len(page.rows) == 2000 + 2 * 200 + 2  # leaves, blocks.i(.layers), root, "blocks"
-    data = json.loads(next(body for attrs, body in page.scripts if attrs.get("id") == "hp-data"))
-    assert len(data["ops"]) == 2000
+    assert len(text.encode("utf-8")) < 2 * 1024 * 1024
+    assert len(page_rows(text)) == 2000 + 2 * 200 + 2  # leaves, blocks.i(.layers), root, "blocks"
+    assert len(page_ops(text)) == 2000
 
 
 def test_a_missing_template_is_a_one_line_error() -> None:
