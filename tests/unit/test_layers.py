@@ -8,7 +8,8 @@ Layers, top to bottom (README, "How it is built"):
     reporting                  beside planner and runtime; uses neither
     storage, loader, outputs   file I/O: saved sessions/plans, the user's model file, atomic writes
     datamodel, tree, frames,   the data model (and the tables every report and frame is made of),
-    jsonio, roofline, merge    its JSON round trip, the roofline arithmetic of a --flops session,
+    jsonio, jsonbounds,        its JSON round trip (and the bounds of what it reads), the
+    roofline, merge            roofline arithmetic of a --flops session,
                                merging the rank sessions of a torchrun run
     views                      the notebook-view registry, filled from above
     errors
@@ -41,6 +42,7 @@ PACKAGE = ROOT / "hybridprof"
 LAYER_OF = {
     "errors": "errors",
     "jsonio": "data",
+    "jsonbounds": "data",
     "datamodel": "data",
     "tree": "data",
     "frames": "data",

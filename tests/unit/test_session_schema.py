@@ -1,9 +1,11 @@
-"""Schema 3: per-iteration series, stability, auto counts; schema 1 and 2 files still load."""
+"""Schema 3: per-iteration series, stability, auto counts; schema 4: the same, compact (no defaults,
+Stat lists, ops as columns); files of schemas 1-3 still load."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,9 @@ from hybridprof.reporting.html import render_html
 from hybridprof.reporting.text import render_text_report
 from tests.sessions import small_session
 
+# Written by hybridprof before schema 4 (indented, every field, Stat dicts, ops as rows): the
+# session of `auto_session()`.
+SCHEMA_3_FILE = Path(__file__).resolve().parent.parent / "fixtures" / "session_schema3.json"
 STABILITY = Stability("noisy", 0.2345, 1.05, 2, "use one torch thread (--threads 1)")
 
 
@@ -44,17 +49,21 @@ def test_series_refuse_anything_but_plain_numbers(text: str) -> None:
         Series.decode(text)
 
 
-def test_schema_3_round_trips_series_stability_and_auto_counts() -> None:
-    session = replace(
+def auto_session() -> ProfileSession:
+    return replace(
         with_series(small_session()),
         requested_iterations="auto",
         requested_warmup="auto",
         stop_reason="converged",
         max_time_s=30.0,
     )
+
+
+def test_schema_3_round_trips_series_stability_and_auto_counts() -> None:
+    session = auto_session()
     text = session.to_json()
     data = json.loads(text)
-    assert data["schema_version"] == SCHEMA_VERSION == 3
+    assert data["schema_version"] == SCHEMA_VERSION == 4
     assert data["stability"] == {
         "verdict": "noisy",
         "iteration_cv": 0.2345,
@@ -67,8 +76,54 @@ def test_schema_3_round_trips_series_stability_and_auto_counts() -> None:
     assert ProfileSession.from_json(text) == session
 
 
+def test_a_schema_3_file_still_loads_with_the_same_numbers() -> None:
+    old = ProfileSession.from_json(SCHEMA_3_FILE.read_text())
+    assert old.schema_version == old.plan.schema_version == 3
+    plan = replace(old.plan, schema_version=SCHEMA_VERSION)
+    assert replace(old, plan=plan, schema_version=SCHEMA_VERSION) == auto_session()
+
+
+def test_schema_4_leaves_out_defaults_and_writes_stats_and_ops_compactly() -> None:
+    text = auto_session().to_json()
+    data = json.loads(text)
+    assert "\n" not in text and '": ' not in text  # no whitespace
+    record = data["records"][0]  # fc1: two ops, one allocating; no device time, no aliases
+    assert record["self_cpu_us"] == [520.0, 468.0, 572.0]  # [median, min, max]
+    assert record["ops"] == {
+        "name": ["aten::addmm", "aten::t"],
+        "calls": [3, 3],
+        "self_cpu_us": [500.0, 20.0],
+        "total_cpu_us": [550.0, 30.0],
+        "self_cpu_mem": [4096, 0],
+        "cpu_mem": [4096, 0],
+    }
+    assert "self_device_us" not in record and "aliases" not in record
+    assert "backward" not in data and "warnings" not in data
+    assert len(text) < len(SCHEMA_3_FILE.read_text()) / 2
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d["records"][0].update(bogus=1), "ModuleRecord has an unknown field 'bogus'"),
+        (lambda d: d.update(extra=[]), "ProfileSession has an unknown field 'extra'"),
+        (lambda d: d["records"][0]["ops"].update(calls=[1]), "not lists of one length"),
+        (lambda d: d["records"][0]["ops"].update(flops=[1, 2]), "unknown column 'flops'"),
+        (lambda d: d["records"][0]["ops"].pop("name"), "missing column 'name'"),
+        (lambda d: d["records"][0]["ops"].update(calls=[1, "2"]), "expected int, got str"),
+        (lambda d: d["records"][0].update(self_cpu_us=[1.0, 2.0]), "expected a Stat"),
+        (lambda d: d["records"][0].update(self_cpu_us=[1.0, True, 3]), "got bool"),
+    ],
+)
+def test_malformed_schema_4_fields_are_corrupt(mutate: object, message: str) -> None:
+    data = json.loads(auto_session().to_json())
+    mutate(data)  # type: ignore[operator]
+    with pytest.raises(SessionFileError, match=message):
+        ProfileSession.from_json(json.dumps(data))
+
+
 def test_a_schema_1_session_still_loads() -> None:
-    data = json.loads(small_session().to_json())
+    data = json.loads(SCHEMA_3_FILE.read_text())
     data["schema_version"] = 1
     for key in ("stability", "requested_warmup", "stop_reason", "max_time_s"):
         del data[key]

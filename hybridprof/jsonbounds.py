@@ -1,0 +1,80 @@
+"""Bounds on the numbers and texts of a file hybridprof reads (sessions, plans, comparisons): a
+value beyond them makes the file corrupt, and the error names where it is."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from hybridprof.errors import SessionFileError
+
+# Bounds on what a file written by hybridprof holds (1e18 is 31,000 years in us, an exabyte, a
+# million seconds of a petaflop machine); beyond them a file is corrupt or hostile, and renderers
+# would fail on it (NaN, infinity) or take minutes (a 50 MB name in a PDF).
+MAX_NUMBER = 1e18
+MAX_TEXT = 100_000
+# Per-iteration series are texts of numbers ("84.2 85 83.9"), as long as the run; they are never
+# drawn as text, and their numbers are checked where they are read (`Series.decode`).
+_NUMBERS = re.compile(r"[-0-9. ]*")
+
+
+def no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number hybridprof writes")
+
+
+def within_bounds(data: Any) -> bool:
+    """Is every number and text in `data` within bounds? (The readers check the values they read
+    themselves; this is for values of no declared type.)"""
+    stack: list[Any] = [[data]]
+    while stack:
+        container = stack.pop()
+        for value in container.values() if isinstance(container, dict) else container:
+            kind = type(value)
+            if kind is float or kind is int:
+                if not -MAX_NUMBER <= value <= MAX_NUMBER:  # NaN fails too
+                    return False
+            elif kind is str:
+                if len(value) > MAX_TEXT and not _NUMBERS.fullmatch(value):
+                    return False
+            elif kind is dict or kind is list:
+                stack.append(value)
+    return True
+
+
+def name_out_of_bounds(kind: str, data: Any) -> None:
+    """SessionFileError naming the first number or text out of bounds (walked without recursion)."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{where}.{key}", item) for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
+        elif isinstance(value, str) and len(value) > MAX_TEXT and not _NUMBERS.fullmatch(value):
+            raise SessionFileError(
+                f"corrupt {kind} file: a text of {len(value):,} characters at {where.lstrip('.')} "
+                f"(hybridprof writes none over {MAX_TEXT:,}); write it again with hybridprof"
+            )
+        elif (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and not abs(value) <= MAX_NUMBER
+        ):
+            raise SessionFileError(
+                f"corrupt {kind} file: the number {value!r:.30} at {where.lstrip('.')} is out of "
+                f"range (over {MAX_NUMBER:g}); write it again with hybridprof"
+            )
+
+
+class OutOfBounds(ValueError):
+    """A number or text beyond what hybridprof writes (`load` then names where it is)."""
+
+
+__all__ = [
+    "MAX_NUMBER",
+    "MAX_TEXT",
+    "OutOfBounds",
+    "name_out_of_bounds",
+    "no_constant",
+    "within_bounds",
+]
