@@ -32,6 +32,7 @@ from hybridprof.reporting.trust import (
     time_with_interval,
 )
 from hybridprof.roofline import by_path
+from hybridprof.stats import min_values_for_ci
 from hybridprof.tree import (
     TreeRow,
     inclusive_us,
@@ -50,6 +51,7 @@ PDF_OP_LAYERS = 10
 PDF_MAX_OPS = 10
 HEAVY_SHARE = 50.0  # % of the iteration: a row this heavy is opened so its parts show
 OPEN_ROWS = 30  # the HTML tree also opens a level while the rows shown stay this few
+CI_VALUES = min_values_for_ci()  # the fewest iterations that give a median an interval
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,12 +175,22 @@ def _stat_text(stat: Stat | None) -> str:
     return "-" if stat is None else format_time_us(stat.median)
 
 
+def _has_interval(rec: ModuleRecord) -> bool:
+    """Whether the record has enough iterations for a median's interval (most runs have 3-5: no
+    interval, and no need to build its series)."""
+    return rec.per_iteration is not None and len(rec.per_iteration.self_cpu_us.values) >= CI_VALUES
+
+
 def _self_text(rec: ModuleRecord) -> str:
+    if not _has_interval(rec):
+        return format_time_us(rec.self_cpu_us.median)
     series = rec.per_iteration.self_cpu_us if rec.per_iteration else None
     return time_with_interval(rec.self_cpu_us.median, series)
 
 
 def _total_text(rec: ModuleRecord) -> str:
+    if not _has_interval(rec):
+        return format_time_us(rec.total_cpu_us.median)
     series = rec.per_iteration.total_cpu() if rec.per_iteration else None
     return time_with_interval(rec.total_cpu_us.median, series)
 
