@@ -75,7 +75,7 @@ def tree_rows(session: ProfileSession) -> list[TreeRow]:
             known = order.get(node)
             candidate = (known, 0) if known is not None else own
             rank[node] = min(rank.get(node, candidate), candidate)
-    ordered = sorted(rank, key=lambda p: tuple((*rank[n], n) for n in [*ancestors(p), p]))
+    ordered = _depth_first(rank)
     parents = {parent_of(p) for p in ordered}
     derived = _container_records(session, ordered, by_path)
     return [
@@ -89,6 +89,25 @@ def tree_rows(session: ProfileSession) -> list[TreeRow]:
         )
         for p in ordered
     ]
+
+
+def _depth_first(rank: dict[str, tuple[int, int]]) -> list[str]:
+    """The paths parents first, each one's children in (rank, path) order: the order of sorting
+    every path by the (rank, path) chain from the root down to it, in one pass over the tree."""
+    children: dict[str | None, list[str]] = {}
+    for node in rank:
+        children.setdefault(parent_of(node), []).append(node)
+
+    def later_first(nodes: list[str]) -> list[str]:
+        return sorted(nodes, key=lambda n: (*rank[n], n), reverse=True)
+
+    ordered: list[str] = []
+    pending = later_first(children.get(None, []))  # a stack: the next path is on top
+    while pending:
+        node = pending.pop()
+        ordered.append(node)
+        pending.extend(later_first(children.get(node, [])))
+    return ordered
 
 
 def _container_records(
