@@ -262,16 +262,20 @@
       total += Math.ceil(px);
     }
     columns.forEach(function (c, col) {
-      var longest = c.label;
+      var longest = "";
       var indent = 0;
       rows.forEach(function (r) {
         var text = r[TEXT][col];
         var extra = col === 0 ? 1.1 * Math.min(r[DEPTH], 12) : 0;  // td.dN's padding, in em
         if (text.length + extra * 2 > longest.length + indent * 2) { longest = text; indent = extra; }
       });
-      var width = probe.measureText(longest).width * 1.08 + (indent + 1.2) * em;
+      probe.font = style.fontWeight + " " + style.fontSize + " " + style.fontFamily;
+      var width = longest ? probe.measureText(longest).width * 1.08 + (indent + 1.2) * em : 0;
       if (col === 0) { width = Math.min(width + 1.3 * em, 36 * em); }  // room for the toggle
-      add(Math.max(width, probe.measureText(c.label).width * 1.15 + 1.6 * em));
+      // A header may wrap between words (see report.css), so its longest word sets its minimum.
+      probe.font = "600 " + style.fontSize + " " + style.fontFamily;
+      var word = Math.max.apply(null, c.label.split(" ").map(function (w) { return probe.measureText(w).width; }));
+      add(Math.max(width, word * 1.1 + 2.2 * em));  // + the sort arrow
     });
     add(5 * em);  // Ops
     table.insertBefore(colgroup, table.firstChild);
