@@ -14,8 +14,12 @@ thread's CPU time; 1 torch thread):
   steps (`_prepare_profiler`, `_enable_profiler`, `_disable_profiler`, as torch's own `_stats`
   record them); what hybridprof adds around them (fd 2 captured, SIGINT held); reading one Linear
   call's events (`function_events`);
-- the alternatives: torch's legacy (pre-Kineto) profiler, empty and around a Linear, and a
+- the alternatives: an empty session with other options (`profile_memory`, `record_shapes`,
+  Kineto's experimental `trace_only` and `disable_external_correlation`) and through
+  `torch.profiler.profile`; torch's legacy (pre-Kineto) profiler, empty and around a Linear; a
   `_RecordFunctionFast` range inside one running session (what the `session` strategy pays).
+  (`_enable_profiler` again without a new `_prepare_profiler`, i.e. one prepared session reused,
+  crashed torch 2.13, so it is not timed.)
 """
 
 from __future__ import annotations
@@ -97,6 +101,28 @@ class Floor:
             )
         )
 
+    def variants(self) -> dict[str, dict[str, Any]]:
+        """Options that might make a session cheaper (none does, on torch 2.13)."""
+        config = torch._C._profiler._ExperimentalConfig
+        return {
+            "profile_memory=True": {"profile_memory": True},
+            "record_shapes=True": {"record_shapes": True},
+            "trace_only": {"experimental_config": config(trace_only=True)},
+            "no external correlation": {
+                "experimental_config": config(disable_external_correlation=True)
+            },
+        }
+
+    def variant(self, options: dict[str, Any]) -> None:
+        profiler = torch.autograd.profiler.profile(**options)
+        profiler.__enter__()
+        profiler.__exit__(None, None, None)
+
+    def new_api_session(self) -> None:
+        profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        profiler.start()
+        profiler.stop()
+
     def empty_session_wrapped(self) -> None:
         """As per-call does it: fd 2 captured and SIGINT held around the start and the stop."""
         profiler = self.new()
@@ -132,12 +158,17 @@ def floor_rows(floor: Floor, calls: int) -> dict[str, tuple[float, float]]:
     }
     for i, step in enumerate(("_prepare_profiler", "_enable_profiler", "_disable_profiler")):
         wall = statistics.median(steps[i] for steps in floor.steps)
-        rows[f"  of which {step} (wall; CPU not timed)"] = (wall, float("nan"))
+        rows[f"  of which {step} (wall only)"] = (wall, float("nan"))
     rows["  + fd 2 captured, SIGINT held (per-call's)"] = timed(floor.empty_session_wrapped, calls)
+    for name, options in floor.variants().items():
+        rows[f"empty session, {name}"] = timed(
+            lambda options=options: floor.variant(options), calls
+        )
     sessions = [floor.linear_session() for _ in range(calls)]
     rows["profile() around a Linear"] = timed(floor.linear_session, calls)
     it = iter(sessions)
     rows["  its function_events (torch's parse)"] = timed(lambda: next(it).function_events, calls)
+    rows["empty torch.profiler.profile() start+stop"] = timed(floor.new_api_session, calls)
     rows["legacy profile() enter+exit"] = timed(floor.legacy_empty, calls)
     rows["legacy profile() around a Linear"] = timed(floor.legacy_linear, calls)
     rows["_RecordFunctionFast range in a session"] = fast_range(calls)
@@ -208,11 +239,11 @@ def main() -> None:
         f"{os.getloadavg()[0]:.1f}; {args.leaves} leaves; profile_memory={args.memory}; "
         f"medians of {args.rounds} rounds"
     )
-    print(f"{'us per call':46s} {'wall':>8s} {'CPU':>8s}")
+    print(f"{'us per call':48s} {'wall':>8s} {'CPU':>8s}")
     for name in rounds[0]:
         wall = statistics.median(r[name][0] for r in rounds)
         cpu = statistics.median(r[name][1] for r in rounds)
-        print(f"{name:46s} {wall:8.1f} {cpu:8.1f}")
+        print(f"{name:48s} {wall:8.1f} {cpu:8.1f}")
 
 
 if __name__ == "__main__":
