@@ -360,12 +360,13 @@
   window.addEventListener("beforeprint", function () { drawAll = true; draw(true); });
   window.addEventListener("afterprint", function () { drawAll = false; draw(true); });
 
-  // Source locations: a table of every layer, made the first time it is opened.
-  document.getElementById("sources").addEventListener("toggle", function (event) {
-    var body = event.target.querySelector("tbody");
-    if (!event.target.open || body.rows.length) { return; }
+  // Source locations: made when the section is first opened, SOURCES_PAGE rows at a time (a
+  // 16,000-row table laid out at once stalls the page for seconds).
+  var SOURCES_PAGE = 500;
+  var sourcesShown = 0;
+  function showSources(body) {
     var frag = document.createDocumentFragment();
-    data.sources.forEach(function (s) {
+    data.sources.slice(sourcesShown, sourcesShown + SOURCES_PAGE).forEach(function (s) {
       var tr = document.createElement("tr");
       var code = document.createElement("code");
       code.textContent = s[0];
@@ -374,6 +375,18 @@
       frag.appendChild(tr);
     });
     body.appendChild(frag);
+    sourcesShown = Math.min(data.sources.length, sourcesShown + SOURCES_PAGE);
+    var more = document.getElementById("more-sources");
+    var left = data.sources.length - sourcesShown;
+    more.hidden = left === 0;
+    more.textContent = "Show " + Math.min(left, SOURCES_PAGE) + " more (" + left + " not shown)";
+  }
+  var sources = document.getElementById("sources");
+  sources.addEventListener("toggle", function () {
+    if (sources.open && sourcesShown === 0) { showSources(sources.querySelector("tbody")); }
+  });
+  document.getElementById("more-sources").addEventListener("click", function () {
+    showSources(sources.querySelector("tbody"));
   });
 
   setWidths();

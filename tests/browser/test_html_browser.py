@@ -291,3 +291,18 @@ def test_printing_from_the_browser_draws_every_shown_row(browser: Any, big_repor
     assert drawn(opened) < 300
     assert opened.problems == []
     opened.page.close()
+
+
+def test_a_long_source_list_opens_a_page_at_a_time(browser: Any, big_report: Path) -> None:
+    opened = Opened(browser, big_report)
+    opened.page.click("#sources summary")
+    rows = opened.page.locator("#sources tbody tr")
+    expect(rows).to_have_count(500)
+    more = opened.page.locator("#more-sources")
+    assert more.text_content() == "Show 500 more (3101 not shown)"
+    for _ in range(7):
+        more.click()
+    expect(rows).to_have_count(3601)  # every layer the plan knows: 3,000 leaves, their parents
+    assert more.is_hidden()
+    assert opened.problems == []
+    opened.page.close()
