@@ -91,9 +91,9 @@ def time_report(browser: Any, html: Path) -> dict[str, float]:
         ms: dict[str, float] = {"open": page.evaluate(OPENED)}
         click: Callable[[str], float] = lambda find: page.evaluate(CLICK, find)  # noqa: E731
         ms["toggle"] = click(FIRST_CLOSED)
-        leaf = page.evaluate(LEAF_PATH)  # a layer with ops, to filter by later
-        ms["ops"] = click(FIRST_OPS)
+        ms["ops"] = click(FIRST_OPS)  # -1 when the subtree opened shows no layer with ops
         ms["expand_all"] = click("() => document.getElementById('expand-all')")
+        leaf = page.evaluate(LEAF_PATH)  # a layer with ops, to filter by later
         ms["sort"] = click(SELF_CPU)
         ms["toggle_expanded"] = click(SECOND_TOGGLE)
         click(SECOND_TOGGLE)  # open it again, so the filter works on the whole expanded table

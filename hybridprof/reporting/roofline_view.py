@@ -20,6 +20,10 @@ from hybridprof.roofline import (
     unattributed_flops,
 )
 
+# A model of thousands of layers: the table lists the heaviest (every layer has its FLOPs, GFLOP/s
+# and verdict in the layer table); thousands of rows here made the HTML page take seconds to open.
+MAX_ROWS = 100
+
 
 @dataclass(frozen=True, slots=True)
 class RooflineRow:
@@ -81,13 +85,23 @@ def _totals(session: ProfileSession) -> str:
     return text + (f"; {format_count(outside, 'FLOP')} outside the model" if outside else "")
 
 
+def _heaviest(lines: list[LayerRoofline], limit: int) -> list[LayerRoofline]:
+    """The `limit` lines with the most FLOPs, then bytes, in their own (tree) order."""
+    if len(lines) <= limit:
+        return lines
+    ranked = sorted(range(len(lines)), key=lambda i: (-lines[i].flops, -lines[i].bytes, i))
+    keep = set(ranked[:limit])
+    return [x for i, x in enumerate(lines) if i in keep]
+
+
 def roofline_view(session: ProfileSession) -> RooflineView | None:
     """None without --flops; else the chart, the peak, and one row per layer with work."""
     work = session.flops
     if work is None:
         return None
     lines = session_rooflines(session)
-    shown = [x for x in lines if x.self_us is not None or x.flops or x.bytes or x.not_counted]
+    with_work = [x for x in lines if x.self_us is not None or x.flops or x.bytes or x.not_counted]
+    shown = _heaviest(with_work, MAX_ROWS)
     placed = len(chart_dots(lines))
     timed = sum(1 for x in lines if x.self_us is not None)
     notes = []
@@ -95,6 +109,11 @@ def roofline_view(session: ProfileSession) -> RooflineView | None:
         notes.append(
             f"{timed - placed} of {timed} profiled layers are not on the chart: no counted FLOPs "
             "(their verdict comes from bytes moved alone)"
+        )
+    if len(shown) < len(with_work):
+        notes.append(
+            f"The table shows the {len(shown)} of {len(with_work)} layers with the most FLOPs "
+            "(then bytes); the layer table has every layer's FLOPs, GFLOP/s and verdict."
         )
     return RooflineView(
         svg=render_roofline(lines, work.peak),

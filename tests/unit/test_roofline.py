@@ -22,9 +22,10 @@ from hybridprof.reporting.context import build_context
 from hybridprof.reporting.export import render_csv, render_json
 from hybridprof.reporting.html import render_html
 from hybridprof.reporting.roofline_chart import chart_dots, render_roofline
+from hybridprof.reporting.roofline_view import MAX_ROWS
 from hybridprof.reporting.text import render_text, render_text_report
 from hybridprof.roofline import session_rooflines, verdict
-from tests.sessions import HOSTILE, hostile_session, small_session
+from tests.sessions import HOSTILE, big_session, hostile_session, small_session
 
 PEAK = MachinePeak(100.0, 10.0, "given", "given")  # ridge point: 10 FLOP/byte
 
@@ -144,3 +145,18 @@ def test_chart_labels_do_not_pile_up_on_one_spot() -> None:
     assert svg.count("<circle") == 3
     labels = [p for p in ("fc1", "act", "fc2") if f">{p}</text>" in svg]
     assert len(labels) == 2  # one above the spot, one below, the third only in its tooltip
+
+
+def test_a_model_of_thousands_of_layers_lists_the_heaviest_in_the_roofline_table() -> None:
+    base = big_session(leaves=300)
+    layers = tuple(
+        LayerWork(r.path, flops=1000 * (i + 1), bytes=4000, total_flops=1000 * (i + 1))
+        for i, r in enumerate(base.records)
+    )
+    work = WorkProfile(layers, PEAK, forward_flops=10**9, forward_bytes=10**8)
+    view = build_context(replace(base, flops=work)).roofline
+    assert view is not None and len(view.rows) == MAX_ROWS
+    assert {r.path for r in view.rows} == {r.path for r in base.records[-MAX_ROWS:]}
+    assert any(f"{MAX_ROWS} of 300 layers with the most FLOPs" in n for n in view.notes)
+    small = build_context(flops_session()).roofline
+    assert small is not None and not any("most FLOPs" in n for n in small.notes)
