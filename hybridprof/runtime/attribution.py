@@ -134,45 +134,6 @@ def attribute(
     return Attribution(walk.measure, dict(walk.raw), walk.kernels)
 
 
-def attribute_layers(ranges: Iterable[tuple[int, int, int, str]]) -> IterationMeasure:
-    """Per-layer calls and self/total CPU time from the layer ranges alone (no ops, no memory).
-
-    ranges: (start_ns, end_ns, thread, path) of every layer range, in the profiler's order (see
-    `kineto.read_ranges`). The result's paths hold the same calls, self and total times as
-    `attribute` gives for the same session: a range's total is its duration and its self time is
-    that minus the ranges nested directly in it, and the ranges are walked (sorted, stacked and
-    closed) in the same order as there, so even the float sums come out identical. Ops, memory,
-    backward and device time are not worked out, and `total_cpu_us` (the time covered by all
-    top-level events, ops included) stays 0: it needs every event.
-    """
-    threads: dict[int, list[tuple[int, int, int, str]]] = defaultdict(list)
-    for item in ranges:
-        threads[item[2]].append(item)
-    measure = IterationMeasure()
-    for thread_ranges in threads.values():
-        thread_ranges.sort(key=_RANGE_START)  # stable, like `_walk_thread`'s sort
-        stack: list[list[Any]] = []  # open ranges: [end_ns, duration_ns, PathMeasure, nested_ns]
-        for start, end, _, path in thread_ranges:
-            while stack and start >= stack[-1][0]:
-                _close_range(stack.pop(), stack)
-            stack.append([end, end - start, measure.path(path), 0])
-        while stack:
-            _close_range(stack.pop(), stack)
-    return measure
-
-
-_RANGE_START = itemgetter(0)
-
-
-def _close_range(item: list[Any], stack: list[list[Any]]) -> None:
-    _, duration, measure, nested = item
-    if stack:
-        stack[-1][3] += duration
-    measure.calls += 1
-    measure.total_cpu_us += duration / 1000
-    measure.self_cpu_us += (duration - nested) / 1000
-
-
 def _walk_thread(events: list[Event], walk: _Walk) -> int:
     """Walk one thread's events in tree order; returns the time covered by its top-level events.
 

@@ -28,15 +28,15 @@ from typing import Any
 
 import torch
 
-from hybridprof.runtime.attribution import (
-    Attribution,
-    Frame,
-    attribute,
-    attribute_layers,
-    range_name,
+from hybridprof.runtime.attribution import Attribution, Frame, attribute, range_name
+from hybridprof.runtime.columns import (
+    EventColumns,
+    attribute_columns,
+    attribute_layer_columns,
+    read_columns,
 )
 from hybridprof.runtime.event_lists import ListOptions, from_frames
-from hybridprof.runtime.kineto import MEASURE_MARK, TraceParts, read_events, read_ranges
+from hybridprof.runtime.kineto import MEASURE_MARK, TraceParts, read_events
 from hybridprof.runtime.measure import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
 from hybridprof.runtime.ranges import new_autograd_profiler, range_factory
@@ -90,11 +90,13 @@ class SessionStrategy:
             return IterationMeasure()  # warm-up iterations are not worth the work
         if self._trace is not None:
             self._trace.add(stopped.profiler)
-        result = stopped.attribution()
-        for path, calls in result.raw_calls.items():
-            self._raw.setdefault(path, []).extend(calls)
-        self._kernels.update(result.kernels)
-        return result.measure
+        measure = stopped.measure()
+        if self.config.keep_raw_events:
+            kept = stopped.kept_calls()
+            for path, calls in kept.raw_calls.items():
+                self._raw.setdefault(path, []).extend(calls)
+            self._kernels.update(kept.kernels)
+        return measure
 
     def stop_iteration(self) -> StoppedIteration | None:
         """Stop this iteration's profiler and leave its events unread (None if none was running).
@@ -142,19 +144,20 @@ class StoppedIteration:
     """One iteration's stopped profiler session, worked out only as far as a reader needs (the
     lazy `IterationResult` of base.py).
 
-    Why lazy: on the 400-leaf MLP, reading every op event and attributing it costs about as much as
-    the 23 forwards it measured, yet the commonest reader, `str(prof)`, shows only each layer's
-    calls and self/total CPU time, and those come from the layer ranges alone (`layer_measure`,
-    ~10x cheaper). The full pass (`attribution`: ops, memory, backward, device time) runs the
-    first time something needs ops; the stopped profiler, which owns the events, is kept until
-    then and released right after.
+    Why lazy: the commonest reader, `str(prof)`, shows only each layer's calls and self/total CPU
+    time, and those come from the layer ranges alone (`layer_measure`). The events are read once
+    into columns (`columns.read_columns`), which both passes use; the full pass (`attribution`:
+    ops, and memory, backward and device time where measured) runs the first time something needs
+    ops, and releases the stopped profiler, which owns the events.
     """
 
     def __init__(self, profiler: Any, config: StrategyConfig, names: Mapping[str, str]) -> None:
         self.profiler = profiler
         self.config = config
         self._names = names
+        self._columns: EventColumns | None = None  # the events, read once (`layers_suffice`)
         self._result: Attribution | None = None
+        self._kept: Attribution | None = None  # with the per-call frames, for raw()
         self._layers: IterationMeasure | None = None
 
     @property
@@ -174,7 +177,7 @@ class StoppedIteration:
             return self.attribution().measure
         if self._layers is None:
             with no_gc():
-                self._layers = attribute_layers(read_ranges(self.profiler, self._names))
+                self._layers = attribute_layer_columns(self._read_columns(), self._names)
         return self._layers
 
     def measure(self) -> IterationMeasure:
@@ -182,29 +185,55 @@ class StoppedIteration:
 
     def raw_events(self) -> dict[str, list[Any]]:
         """Per path, one torch EventList per call (attributing first if not done yet)."""
-        result = self.attribution()
+        kept = self.kept_calls()
         with no_gc():
-            return from_frames(result.raw_calls, result.kernels, list_options(self.config))
+            return from_frames(kept.raw_calls, kept.kernels, list_options(self.config))
 
     def attribution(self) -> Attribution:
-        """Every event attributed (the first call reads them all, then drops the profiler)."""
+        """Every event attributed (the first call reads them all, then drops the profiler).
+
+        Forward on the CPU without memory (`layers_suffice`): from the columns the layer numbers
+        came from too, in array passes; the per-call frames of `raw()` are walked only when asked
+        (`kept_calls`). Otherwise the events are walked one by one (attribution.py)."""
         if self._result is None:
             config = self.config
             with no_gc():
-                events = read_events(
-                    self.profiler,
-                    config.compat.raw_events,
-                    links=config.backward,
-                    device=config.use_device,
-                )
-                self._result = attribute(
-                    events,
-                    self._names,
-                    backward=config.backward,
-                    keep_raw=config.keep_raw_events,
-                )
+                if self.layers_suffice:
+                    measure = attribute_columns(self._read_columns(), self._names)
+                    self._result = Attribution(measure, {}, {})
+                    if not config.keep_raw_events:
+                        self._columns = None
+                else:
+                    self._result = self._kept = self._walk()
             self.profiler = None
         return self._result
+
+    def kept_calls(self) -> Attribution:
+        """The attribution with each layer call's frames (empty unless `keep_raw_events`)."""
+        self.attribution()
+        if self._kept is None:
+            if self._columns is None:  # nothing kept: nothing asked to be
+                return Attribution(IterationMeasure(), {}, {})
+            with no_gc():
+                self._kept = attribute(self._columns.events(), self._names, keep_raw=True)
+        return self._kept
+
+    def _read_columns(self) -> EventColumns:
+        if self._columns is None:
+            self._columns = read_columns(self.profiler)
+        return self._columns
+
+    def _walk(self) -> Attribution:
+        config = self.config
+        events = read_events(
+            self.profiler,
+            config.compat.raw_events,
+            links=config.backward,
+            device=config.use_device,
+        )
+        return attribute(
+            events, self._names, backward=config.backward, keep_raw=config.keep_raw_events
+        )
 
 
 def list_options(config: StrategyConfig) -> ListOptions:

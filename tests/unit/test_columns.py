@@ -1,0 +1,177 @@
+"""The columnar attribution gives exactly what the event-by-event walk gives (forward, CPU).
+
+Hand-made events cover the cases by name (nesting, sharing, threads, merged ops, outside time);
+generated event trees (hypothesis) cover the rest, overlapping and zero-length events included,
+where the vectorised parent search must hand over to the stack walk.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hybridprof.runtime.attribution import ROOT_RANGE, attribute
+from hybridprof.runtime.columns import (
+    EventColumns,
+    attribute_columns,
+    attribute_layer_columns,
+)
+from hybridprof.runtime.kineto import Event
+from hybridprof.runtime.measure import IterationMeasure
+
+NAMES = {ROOT_RANGE: "", "block": "block", "block.fc": "block.fc", "act": "act"}
+
+
+def columns_of(events: list[Event]) -> EventColumns:
+    index: dict[str, int] = {}
+    code = [index.setdefault(e.name, len(index)) for e in events]
+    return EventColumns(
+        list(index),
+        np.array(code, dtype=np.int64),
+        np.array([e.start_ns for e in events], dtype=np.int64),
+        np.array([e.end_ns for e in events], dtype=np.int64),
+        np.array([e.thread for e in events], dtype=np.int64),
+    )
+
+
+def numbers(measure: IterationMeasure) -> dict[str, object]:
+    """Every number of a forward CPU measure, rounded below the float noise of summing in
+    another order."""
+    out: dict[str, object] = {
+        "total": round(measure.total_cpu_us, 6),
+        "outside": round(measure.outside_cpu_us or 0.0, 6),
+    }
+    for path, m in measure.paths.items():
+        out[path] = (m.calls, round(m.self_cpu_us, 6), round(m.total_cpu_us, 6))
+        for key, op in m.ops.items():
+            out[f"{path}/{key}"] = (op.calls, round(op.self_cpu_us, 6), round(op.total_cpu_us, 6))
+    return out
+
+
+def layer_numbers(measure: IterationMeasure) -> dict[str, tuple[int, float, float]]:
+    return {
+        p: (m.calls, round(m.self_cpu_us, 6), round(m.total_cpu_us, 6))
+        for p, m in measure.paths.items()
+    }
+
+
+def assert_same(events: list[Event], nested: bool = True) -> None:
+    """The columns give the walk's numbers; where the events nest, the ranges alone give its
+    layer numbers (else a range may nest in another only through an op that outlives it)."""
+    columns = columns_of(events)
+    assert columns.events() == events
+    walked = attribute(events, NAMES).measure
+    assert numbers(attribute_columns(columns, NAMES)) == numbers(walked)
+    layers = layer_numbers(attribute_layer_columns(columns, NAMES))
+    if nested:
+        assert layers == layer_numbers(walked)
+    else:
+        assert {p: (c, t) for p, (c, _, t) in layers.items()} == {
+            p: (c, t) for p, (c, _, t) in layer_numbers(walked).items()
+        }
+
+
+def cpu(name: str, start: int, end: int, thread: int = 1) -> Event:
+    return Event("cpu", name, start * 1000, end * 1000, thread)
+
+
+def test_nesting_sharing_and_inline_ops() -> None:
+    assert_same(
+        [
+            cpu(ROOT_RANGE, 0, 100),
+            cpu("block", 10, 60),
+            cpu("aten::view", 12, 15),
+            cpu("block.fc", 20, 50),
+            cpu("aten::linear", 21, 49),
+            cpu("aten::addmm", 25, 45),
+            cpu("act", 52, 58),
+            cpu("aten::relu", 53, 57),
+            cpu("aten::add", 70, 80),
+            cpu("act", 80, 90),
+            cpu("aten::relu", 81, 89),
+        ]
+    )
+
+
+def test_threads_and_a_range_inside_an_op() -> None:
+    assert_same(
+        [
+            cpu("act", 0, 10, thread=1),
+            cpu("aten::mul", 2, 8, thread=2),
+            cpu("block", 20, 60, thread=2),
+            cpu("aten::conv", 21, 59, thread=2),
+            cpu("block.fc", 30, 40, thread=2),  # a layer called from inside an op
+            cpu("aten::mm", 31, 39, thread=2),
+        ]
+    )
+
+
+def test_merged_ops_and_outside_time() -> None:
+    assert_same(
+        [
+            cpu("aten::zeros", 0, 4),
+            cpu("step", 5, 200),  # the user's own range: only its self time is outside
+            cpu("act", 10, 100),
+            cpu("aten::dropout", 11, 90),
+            cpu("aten::div_", 20, 50),
+            cpu("aten::div_", 21, 49),
+            cpu("aten::to", 22, 48),
+            cpu("aten::add", 110, 150),  # a chain of three outside every layer: one call
+            cpu("aten::add", 111, 149),
+            cpu("aten::add", 112, 148),
+            cpu("aten::div_", 160, 190),  # two children: two calls
+            cpu("aten::div_", 161, 170),
+            cpu("aten::mul", 171, 180),
+        ]
+    )
+
+
+def test_overlapping_and_zero_length_events_follow_the_stack_walk() -> None:
+    assert_same(
+        [
+            cpu("block", 0, 50),
+            cpu("aten::mm", 10, 60),  # ends after its parent
+            cpu("aten::add", 55, 58),
+            cpu("act", 70, 70),  # zero length
+            cpu("aten::relu", 70, 75),
+        ],
+        nested=False,
+    )
+
+
+OP_NAMES = ("aten::add", "aten::mul", "aten::div_")
+
+
+@st.composite
+def event_trees(draw: st.DrawFn) -> tuple[list[Event], bool]:
+    """Nested events on one or two threads, ranges and ops mixed, sometimes a parent's only child
+    of its name; with `overlap`, an event may end after its parent does."""
+    overlap = draw(st.booleans())
+    events: list[Event] = []
+
+    def fill(start: int, end: int, thread: int, depth: int) -> None:
+        at = start
+        while at < end - 2 and len(events) < 60:
+            length = draw(st.integers(1, max(1, (end - at) // 2)))
+            if at + length > end:
+                break
+            name = draw(st.sampled_from([*OP_NAMES, *NAMES]))
+            stretch = draw(st.integers(0, 3)) if overlap else 0
+            events.append(Event("cpu", name, at, at + length + stretch, thread))
+            if depth < 4 and length > 3 and draw(st.booleans()):
+                if draw(st.booleans()) and name in OP_NAMES:  # its only child, same name
+                    events.append(Event("cpu", name, at + 1, at + length - 1, thread))
+                else:
+                    fill(at + 1, at + length - 1, thread, depth + 1)
+            at += length + draw(st.integers(0, 3))
+
+    for thread in range(draw(st.integers(1, 2))):
+        fill(0, draw(st.integers(10, 400)), thread + 1, 0)
+    return events, not overlap
+
+
+@settings(max_examples=150, deadline=None)
+@given(event_trees())
+def test_generated_trees_give_the_walks_numbers(tree: tuple[list[Event], bool]) -> None:
+    assert_same(*tree)
