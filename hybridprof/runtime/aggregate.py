@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from operator import attrgetter
 
+import numpy as np
 import torch
 
 from hybridprof.datamodel import (
@@ -126,19 +127,27 @@ def aggregate(
     backward: bool = False,
 ) -> tuple[ModuleRecord, ...]:
     """One record per selected target that was called at least once, in the targets' order."""
-    records = []
+    called: list[tuple[ModuleTarget, list[PathMeasure]]] = []
     for target in targets:
         if not target.selected:
             continue
         per_iter = [m.paths.get(target.path) or PathMeasure(target.path) for m in measures]
         if sum(p.calls for p in per_iter) == 0:
             continue
-        records.append(_record(target, per_iter, use_device, backward))
-    return tuple(records)
+        called.append((target, per_iter))
+    ops = _op_stats([per_iter for _, per_iter in called])
+    return tuple(
+        _record(target, per_iter, ops[i], use_device, backward)
+        for i, (target, per_iter) in enumerate(called)
+    )
 
 
 def _record(
-    target: ModuleTarget, per_iter: list[PathMeasure], use_device: bool, backward: bool
+    target: ModuleTarget,
+    per_iter: list[PathMeasure],
+    ops: tuple[OpStat, ...],
+    use_device: bool,
+    backward: bool,
 ) -> ModuleRecord:
     def stat(field: Callable[[PathMeasure], float]) -> Stat:
         return Stat.of([field(p) for p in per_iter])
@@ -161,7 +170,7 @@ def _record(
             stat(lambda p: p.backward_self_device_us) if backward and use_device else None
         ),
         param_count=target.param_count,
-        ops=_op_stats(per_iter),
+        ops=ops,
         aliases=target.aliases,
         is_leaf=target.is_leaf,
         per_iteration=_series(per_iter, use_device, backward) if len(per_iter) > 1 else None,
@@ -197,15 +206,52 @@ def _series(per_iter: list[PathMeasure], use_device: bool, backward: bool) -> It
     )
 
 
-def _op_stats(per_iter: list[PathMeasure]) -> tuple[OpStat, ...]:
-    """Per op, the median over iterations (an iteration without the op counts as 0)."""
-    if len(per_iter) == 1:  # one iteration (a `Profile` block): each op is its own median
-        stats = [_one_op_stat(op) for op in per_iter[0].ops.values()]
-    else:
+def _op_stats(per_record: list[list[PathMeasure]]) -> list[tuple[OpStat, ...]]:
+    """Per record, per op, the median over iterations (an iteration without the op counts as 0),
+    heaviest first.
+
+    Worked out for all records at once: a 10,000-layer session has ~50,000 ops, each with nine
+    fields, and a median per field and op in Python took seconds; here each field is one array
+    and one `np.median` over its rows (the same number: the middle value, or the mean of the two
+    middle ones)."""
+    if per_record and len(per_record[0]) == 1:  # one iteration: each op is its own median
+        return [
+            _by_weight(_one_op_stat(op) for op in per_iter[0].ops.values())
+            for per_iter in per_record
+        ]
+    heads: list[tuple[int, OpMeasure]] = []  # per op: its record and its earliest measure
+    found: list[OpMeasure] = []  # per op, its measure in each iteration (none: zeros)
+    for index, per_iter in enumerate(per_record):
         first = {k: op for p in reversed(per_iter) for k, op in p.ops.items()}  # earliest wins
-        keys = list(dict.fromkeys(k for p in per_iter for k in p.ops))
-        stats = [_op_stat(first[key], [p.ops.get(key) for p in per_iter]) for key in keys]
+        for key in dict.fromkeys(k for p in per_iter for k in p.ops):
+            heads.append((index, first[key]))
+            found.extend(p.ops.get(key, _NO_OP) for p in per_iter)
+    iterations = len(per_record[0]) if per_record else 0
+    columns = [_medians(found, name, iterations) for name in _OP_FIELDS]
+    stats: list[list[OpStat]] = [[] for _ in per_record]
+    for (index, op), values in zip(heads, zip(*columns, strict=True), strict=True):
+        fields = {
+            name: round(value) if name in _ROUNDED else value
+            for name, value in zip(_OP_FIELDS, values, strict=True)
+        }
+        stats[index].append(OpStat(name=op.name, backward=op.backward, **fields))
+    return [_by_weight(ops) for ops in stats]
+
+
+_NO_OP = OpMeasure("")  # an op's measure in an iteration without it: every field 0
+
+
+def _by_weight(stats: Iterable[OpStat]) -> tuple[OpStat, ...]:
     return tuple(sorted(stats, key=lambda s: (-s.self_cpu_us, s.name)))
+
+
+def _medians(found: list[OpMeasure], name: str, iterations: int) -> list[float]:
+    """The median over iterations of one field of each op (`found`: `iterations` per op)."""
+    values = list(map(attrgetter(name), found))
+    if not any(values):  # a quantity this session did not measure (memory, device time)
+        return [0.0] * (len(found) // max(iterations, 1))
+    table = np.array(values, dtype=np.float64).reshape(-1, iterations)
+    return [float(v) for v in np.median(table, axis=1).tolist()]
 
 
 # The OpMeasure fields an OpStat holds as medians over iterations; those here are rounded.
@@ -221,15 +267,6 @@ _OP_FIELDS = (
     "device_mem",
 )
 _ROUNDED = frozenset({"calls", "self_cpu_mem", "cpu_mem", "self_device_mem", "device_mem"})
-
-
-def _op_stat(op: OpMeasure, found: list[OpMeasure | None]) -> OpStat:
-    """`op` names the operator (name, backward or not); `found` is it per iteration, or None."""
-    values: dict[str, Any] = {}
-    for name in _OP_FIELDS:
-        median = _median([0 if v is None else getattr(v, name) for v in found])
-        values[name] = round(median) if name in _ROUNDED else median
-    return OpStat(name=op.name, backward=op.backward, **values)
 
 
 def _one_op_stat(op: OpMeasure) -> OpStat:
