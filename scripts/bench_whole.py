@@ -17,9 +17,10 @@ leaves, each against a baseline measured in the same rounds.
   root) and on a tree of 10,000 `Linear(16,16)`/`ReLU` leaves (blocks of 10; 11,001 modules, all
   profiled, input 8x16), each forward timed right after a bare one (scripts/bench_overhead.py's
   method).
-- `hybridprof run MODEL.py --iters 5 --threads 1` on a model file of that 10,000-leaf tree, in a
-  fresh process: wall time, CPU time and peak RSS (median over repeats), and the peak RSS at 30
-  iterations (memory must not grow with the iteration count).
+- `hybridprof run MODEL.py --iters 5 --threads 1 --out-dir DIR` on a model file of that
+  10,000-leaf tree, in a fresh process, with the outputs a run writes by default (session.json,
+  report.html): wall time, CPU time and peak RSS (median over repeats), and the peak RSS at 30
+  iterations (memory should not grow with the iteration count).
 """
 
 from __future__ import annotations
@@ -232,10 +233,12 @@ class RunCost:
     rss_mb: float
 
 
-def run_once(model_file: Path, iters: int, extra: list[str]) -> RunCost:
-    """`hybridprof run` in a fresh process; its own wall, CPU and peak RSS (os.wait4)."""
+def run_once(model_file: Path, iters: int) -> RunCost:
+    """`hybridprof run` in a fresh process, writing what it writes by default (session.json and
+    report.html) into a scratch --out-dir; its own wall, CPU and peak RSS (os.wait4)."""
+    out = model_file.parent / "out"
     cmd = [sys.executable, "-m", "hybridprof", "run", str(model_file), "--iters", str(iters)]
-    cmd += ["--threads", "1", *extra]
+    cmd += ["--threads", "1", "--out-dir", str(out)]
     start = clock()
     child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(child.pid, 0)
@@ -254,13 +257,14 @@ def run_lines(leaves: int, repeats: int) -> list[str]:
         model_file = Path(tmp) / f"tree{leaves}.py"
         model_file.write_text(MODEL_FILE.format(leaves=leaves), encoding="utf-8")
         for iters in (5, 30):
-            costs = [run_once(model_file, iters, []) for _ in range(repeats if iters == 5 else 1)]
+            costs = [run_once(model_file, iters) for _ in range(repeats if iters == 5 else 1)]
             wall = statistics.median(c.wall_s for c in costs)
             cpu = statistics.median(c.cpu_s for c in costs)
             rss = statistics.median(c.rss_mb for c in costs)
             target = " (targets <= 6 s, <= 500 MB)" if iters == 5 else ""
             lines.append(
-                f"`hybridprof run tree{leaves}.py --iters {iters} --threads 1`: wall {wall:.2f} s, "
+                f"`hybridprof run tree{leaves}.py --iters {iters} --threads 1 --out-dir DIR` "
+                f"(session + HTML report): wall {wall:.2f} s, "
                 f"CPU {cpu:.2f} s, peak RSS {rss:.0f} MB{target}"
             )
             print(lines[-1], flush=True)

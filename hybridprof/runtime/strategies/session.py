@@ -199,8 +199,9 @@ class StoppedIteration:
             config = self.config
             with no_gc():
                 if self.layers_suffice:
-                    measure = attribute_columns(self._read_columns(), self._names)
-                    self._result = Attribution(measure, {}, {})
+                    columns = self._read_columns()
+                    self.profiler = None  # its events are in the columns: free them first
+                    self._result = Attribution(attribute_columns(columns, self._names), {}, {})
                     if not config.keep_raw_events:
                         self._columns = None
                 else:
