@@ -11,6 +11,9 @@ class HybridprofError(Exception):
     """
 
     exit_code: int = 1
+    # Already printed to the user (a torchrun rank says its own error before telling the others,
+    # who then stop it): the command's error handler must not print it again.
+    reported: bool = False
 
 
 class UsageError(HybridprofError):

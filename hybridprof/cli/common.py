@@ -169,7 +169,8 @@ def guarded(action: Callable[[], int], debug: bool) -> int:
     except HybridprofError as exc:
         if debug:
             traceback.print_exc()
-        print(f"hybridprof: error: {one_line(str(exc))}", file=sys.stderr)
+        if not exc.reported:
+            print(f"hybridprof: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except Terminated:
         print("hybridprof: terminated (SIGTERM)", file=sys.stderr)

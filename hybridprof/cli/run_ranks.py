@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hybridprof.cli.common import model_prints_to_stderr
+from hybridprof.cli.common import model_prints_to_stderr, one_line
 from hybridprof.cli.terminal import emit, terminal_table
 from hybridprof.errors import DistributedError, HybridprofError, UsageError
 from hybridprof.outputs import check_output_path, write_atomic
@@ -157,11 +157,15 @@ class _Rank:
             return DistributedError(
                 f"rank {rank} failed: {cause} (rank {self.launch.rank} stopped)"
             )
-        if self.board is not None:
-            self.board.post(" ".join(str(exc).split()))
-            self.board.close()
         error = type(exc)(message)
         error.exit_code = exc.exit_code
+        if self.board is not None:
+            # Said before the others hear of it: once they exit, torchrun stops this rank too,
+            # possibly before the error handler would have printed.
+            print(f"hybridprof: error: {one_line(message)}", file=sys.stderr, flush=True)
+            error.reported = True
+            self.board.post(" ".join(str(exc).split()))
+            self.board.close()
         return error
 
     def _close(self) -> None:
