@@ -214,6 +214,15 @@ class _LiveFacts:
         self.modules = modules
         self.infos = infos
         self.counts: dict[str, int | None] = {"": 1}
+        self._children: dict[str, list[str]] = {}  # per caller: its children's names
+
+    def children_of(self, path: str) -> list[str]:
+        """The names of a module's children, listed once per module: a model's root can have
+        thousands, each asking for the same list."""
+        names = self._children.get(path)
+        if names is None:
+            names = self._children[path] = [n for n, _ in self.modules[path].named_children()]
+        return names
 
     def info_of(self, path: str) -> ModuleClassInfo | None:
         return self.infos.get(forward_class(self.modules[path]))
@@ -236,7 +245,7 @@ class _LiveFacts:
         if path not in self.counts:
             edge = self.edge(path)
             info = self.info_of(edge.caller)
-            children = [n for n, _ in self.modules[edge.caller].named_children()]
+            children = self.children_of(edge.caller)
             local = calls_per_owner_call(info, edge.rel, children) if info else None
             self.counts[path] = times(self.expected(edge.caller), local)
         return self.counts[path]

@@ -181,7 +181,7 @@ class Driver:
         process holding torch) would land in whichever layer was running.
         """
         strategy = self.strategy
-        strategy.begin_iteration()
+        strategy.begin_iteration(warmup)
         try:
             with keeping_cwd(), no_gc():
                 if warm and self.shapes is not None:

@@ -8,7 +8,7 @@ the library `Profile`) calls it in this order:
 
     strategy.begin()                       # once; profiler start-up happens here or in warm-up
     for each warm-up and measured iteration:
-        strategy.begin_iteration()
+        strategy.begin_iteration(warmup=...)
         ... measured iterations: the step runs once unmeasured (patched forwards pass straight
             through), then strategy.start_measuring() ...
         ... model runs, patched forwards call strategy.call(...) ...
@@ -91,7 +91,10 @@ class Strategy(Protocol):
 
     def begin(self) -> None: ...
 
-    def begin_iteration(self) -> None: ...
+    def begin_iteration(self, warmup: bool = False) -> None:
+        """warmup=True: a warm-up iteration, whose measure will be discarded; a strategy need not
+        measure it at all (only run the step)."""
+        ...
 
     def start_measuring(self) -> None:
         """Whatever ran since `begin_iteration` (the runner's unmeasured warm step) is not part of

@@ -58,7 +58,7 @@ class PerCallStrategy:
             profiler.__enter__()
             profiler.__exit__(None, None, None)
 
-    def begin_iteration(self) -> None:
+    def begin_iteration(self, warmup: bool = False) -> None:
         self._pending = []
 
     def start_measuring(self) -> None:

@@ -35,7 +35,7 @@ class TimerStrategy:
     def begin(self) -> None:
         return None  # nothing to start: no profiler
 
-    def begin_iteration(self) -> None:
+    def begin_iteration(self, warmup: bool = False) -> None:
         self._measure = IterationMeasure()
         self._nested_ns.clear()
         self._iteration_start = time.perf_counter_ns()
