@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 
 import numpy as np
 import torch
@@ -31,7 +30,14 @@ from hybridprof.datamodel import (
     Stat,
     StopReason,
 )
-from hybridprof.runtime.measure import IterationMeasure, OpMeasure, PathMeasure
+from hybridprof.runtime.measure import IterationMeasure
+from hybridprof.runtime.measure_table import (
+    OP_FIELDS,
+    PATH_FIELDS,
+    MeasureTable,
+    OpTable,
+    outside_us,
+)
 from hybridprof.runtime.stopping import Count
 
 
@@ -63,16 +69,15 @@ class RunFacts:
 
 def build_session(
     plan: ProfilePlan,
-    measures: Sequence[IterationMeasure],
+    measures: MeasureTable | Sequence[IterationMeasure],
     strategy_name: str,
     facts: RunFacts | None = None,
 ) -> ProfileSession:
     """A ProfileSession from a plan, its measured iterations and the facts of the run (by default,
     this process's environment and nothing else)."""
     facts = facts or RunFacts(environment=environment())
-    records = aggregate(
-        plan.targets, measures, use_device=facts.use_device, backward=facts.backward
-    )
+    table = as_table(measures)
+    records = aggregate(plan.targets, table, use_device=facts.use_device, backward=facts.backward)
     called = {r.path for r in records}
     return ProfileSession(
         plan=plan,
@@ -81,7 +86,7 @@ def build_session(
         strategy=strategy_name,
         warmup=facts.warmup,
         requested_warmup=facts.requested_warmup,
-        iterations=len(measures),
+        iterations=len(table),
         requested_iterations=facts.requested_iterations,
         stop_reason=facts.stop_reason,
         max_time_s=facts.max_time_s,
@@ -90,8 +95,8 @@ def build_session(
         profile_memory=facts.profile_memory,
         use_device=facts.use_device,
         backward=facts.backward,
-        iteration_cpu_us=tuple(m.total_cpu_us for m in measures),
-        outside_cpu_us=_outside_stat(measures),
+        iteration_cpu_us=tuple(table.total_cpu_us),
+        outside_cpu_us=_outside_stat(table),
         never_called=tuple(p for p in plan.selected_paths() if p not in called),
         warnings=facts.warnings,
         command=facts.command,
@@ -103,110 +108,125 @@ def build_session(
     )
 
 
-def outside_us(measure: IterationMeasure) -> float:
-    """An iteration's time in no profiled layer: as measured op by op, else what the layers'
-    self times (forward and backward) leave of the iteration's total."""
-    if measure.outside_cpu_us is not None:
-        return measure.outside_cpu_us
-    inside = sum(p.self_cpu_us + p.backward_self_cpu_us for p in measure.paths.values())
-    return max(0.0, measure.total_cpu_us - inside)
+def as_table(measures: MeasureTable | Sequence[IterationMeasure]) -> MeasureTable:
+    return measures if isinstance(measures, MeasureTable) else MeasureTable.of(measures)
 
 
-def _outside_stat(measures: Sequence[IterationMeasure]) -> Stat | None:
+def _outside_stat(table: MeasureTable) -> Stat | None:
     """The outside time over the iterations; None when they have no totals (layer ranges only)."""
-    if not any(m.total_cpu_us for m in measures):
+    if not any(table.total_cpu_us):
         return None
-    return Stat.of([outside_us(m) for m in measures])
+    return Stat.of(table.outside_cpu_us)
 
 
 def aggregate(
     targets: Sequence[ModuleTarget],
-    measures: Sequence[IterationMeasure],
+    measures: MeasureTable | Sequence[IterationMeasure],
     *,
     use_device: bool = False,
     backward: bool = False,
 ) -> tuple[ModuleRecord, ...]:
     """One record per selected target that was called at least once, in the targets' order."""
-    called: list[tuple[ModuleTarget, list[PathMeasure]]] = []
+    table = as_table(measures)
+    columns = _PathColumns(table)
+    called: list[tuple[ModuleTarget, int]] = []
     for target in targets:
-        if not target.selected:
-            continue
-        per_iter = [m.paths.get(target.path) or PathMeasure(target.path) for m in measures]
-        if sum(p.calls for p in per_iter) == 0:
-            continue
-        called.append((target, per_iter))
-    ops = _op_stats([per_iter for _, per_iter in called])
+        row = table.row_of(target.path) if target.selected else None
+        if row is not None and columns.calls(row) > 0:
+            called.append((target, row))
+    ops = _op_stats(table.op_table(), {row: i for i, (_, row) in enumerate(called)}, len(called))
     return tuple(
-        _record(target, per_iter, ops[i], use_device, backward)
-        for i, (target, per_iter) in enumerate(called)
+        _record(target, columns.of(row), ops[i], use_device, backward)
+        for i, (target, row) in enumerate(called)
     )
+
+
+class _PathColumns:
+    """Each layer field over the iterations, read one layer at a time."""
+
+    def __init__(self, table: MeasureTable) -> None:
+        self._matrices = {name: table.path_matrix(name) for name in PATH_FIELDS}
+        self._zeros = [0.0] * len(table)
+
+    def calls(self, row: int) -> int:
+        matrix = self._matrices["calls"]
+        return 0 if matrix is None else int(matrix[:, row].sum())
+
+    def of(self, row: int) -> dict[str, list[float]]:
+        """Per field, this layer's value in each iteration."""
+        return {
+            name: self._zeros if matrix is None else matrix[:, row].tolist()
+            for name, matrix in self._matrices.items()
+        }
 
 
 def _record(
     target: ModuleTarget,
-    per_iter: list[PathMeasure],
+    per_iter: dict[str, list[float]],
     ops: tuple[OpStat, ...],
     use_device: bool,
     backward: bool,
 ) -> ModuleRecord:
-    def stat(field: Callable[[PathMeasure], float]) -> Stat:
-        return Stat.of([field(p) for p in per_iter])
+    def stat(field: str) -> Stat:
+        return Stat.of(per_iter[field])
 
     return ModuleRecord(
         path=target.path,
         class_name=target.class_name,
-        calls=sum(p.calls for p in per_iter),
-        self_cpu_us=stat(lambda p: p.self_cpu_us),
-        total_cpu_us=stat(lambda p: p.total_cpu_us),
-        self_device_us=stat(lambda p: p.self_device_us) if use_device else None,
-        total_device_us=stat(lambda p: p.total_device_us) if use_device else None,
-        self_cpu_mem=_median_int([p.self_cpu_mem for p in per_iter]),
-        cpu_mem=_median_int([p.cpu_mem for p in per_iter]),
-        self_device_mem=_median_int([p.self_device_mem for p in per_iter]),
-        device_mem=_median_int([p.device_mem for p in per_iter]),
-        backward_self_cpu_us=stat(lambda p: p.backward_self_cpu_us) if backward else None,
-        backward_total_cpu_us=stat(lambda p: p.backward_total_cpu_us) if backward else None,
+        calls=round(sum(per_iter["calls"])),
+        self_cpu_us=stat("self_cpu_us"),
+        total_cpu_us=stat("total_cpu_us"),
+        self_device_us=stat("self_device_us") if use_device else None,
+        total_device_us=stat("total_device_us") if use_device else None,
+        self_cpu_mem=_median_int(per_iter["self_cpu_mem"]),
+        cpu_mem=_median_int(per_iter["cpu_mem"]),
+        self_device_mem=_median_int(per_iter["self_device_mem"]),
+        device_mem=_median_int(per_iter["device_mem"]),
+        backward_self_cpu_us=stat("backward_self_cpu_us") if backward else None,
+        backward_total_cpu_us=stat("backward_total_cpu_us") if backward else None,
         backward_self_device_us=(
-            stat(lambda p: p.backward_self_device_us) if backward and use_device else None
+            stat("backward_self_device_us") if backward and use_device else None
         ),
         param_count=target.param_count,
         ops=ops,
         aliases=target.aliases,
         is_leaf=target.is_leaf,
-        per_iteration=_series(per_iter, use_device, backward) if len(per_iter) > 1 else None,
+        per_iteration=(
+            _series(per_iter, use_device, backward) if len(per_iter["calls"]) > 1 else None
+        ),
     )
 
 
-def _series(per_iter: list[PathMeasure], use_device: bool, backward: bool) -> IterationSeries:
+def _series(per_iter: dict[str, list[float]], use_device: bool, backward: bool) -> IterationSeries:
     """Each iteration's times, kept so a report can give every median its confidence interval."""
 
-    def series(field: Callable[[PathMeasure], float]) -> Series:
-        return Series.of(field(p) for p in per_iter)
+    def series(field: str) -> Series:
+        return Series.of(per_iter[field])
 
-    def total(own: Series, field: Callable[[PathMeasure], float]) -> Series | None:
+    def total(own: Series, field: str) -> Series | None:
         whole = series(field)
         return None if whole == own else whole  # a layer with nothing profiled inside: the same
 
-    self_cpu = series(lambda p: p.self_cpu_us)
-    self_device = series(lambda p: p.self_device_us) if use_device else None
-    backward_self = series(lambda p: p.backward_self_cpu_us) if backward else None
+    self_cpu = series("self_cpu_us")
+    self_device = series("self_device_us") if use_device else None
+    backward_self = series("backward_self_cpu_us") if backward else None
     return IterationSeries(
         self_cpu_us=self_cpu,
-        total_cpu_us=total(self_cpu, lambda p: p.total_cpu_us),
+        total_cpu_us=total(self_cpu, "total_cpu_us"),
         self_device_us=self_device,
         total_device_us=(
-            total(self_device, lambda p: p.total_device_us) if self_device is not None else None
+            total(self_device, "total_device_us") if self_device is not None else None
         ),
         backward_self_cpu_us=backward_self,
         backward_total_cpu_us=(
-            total(backward_self, lambda p: p.backward_total_cpu_us)
-            if backward_self is not None
-            else None
+            total(backward_self, "backward_total_cpu_us") if backward_self is not None else None
         ),
     )
 
 
-def _op_stats(per_record: list[list[PathMeasure]]) -> list[tuple[OpStat, ...]]:
+def _op_stats(
+    ops: OpTable, record_of_row: dict[int, int], records: int
+) -> list[tuple[OpStat, ...]]:
     """Per record, per op, the median over iterations (an iteration without the op counts as 0),
     heaviest first.
 
@@ -214,76 +234,32 @@ def _op_stats(per_record: list[list[PathMeasure]]) -> list[tuple[OpStat, ...]]:
     fields, and a median per field and op in Python took seconds; here each field is one array
     and one `np.median` over its rows (the same number: the middle value, or the mean of the two
     middle ones)."""
-    if per_record and len(per_record[0]) == 1:  # one iteration: each op is its own median
-        return [
-            _by_weight(_one_op_stat(op) for op in per_iter[0].ops.values())
-            for per_iter in per_record
-        ]
-    heads: list[tuple[int, OpMeasure]] = []  # per op: its record and its earliest measure
-    found: list[OpMeasure] = []  # per op, its measure in each iteration (none: zeros)
-    for index, per_iter in enumerate(per_record):
-        first = {k: op for p in reversed(per_iter) for k, op in p.ops.items()}  # earliest wins
-        for key in dict.fromkeys(k for p in per_iter for k in p.ops):
-            heads.append((index, first[key]))
-            found.extend(p.ops.get(key, _NO_OP) for p in per_iter)
-    iterations = len(per_record[0]) if per_record else 0
-    columns = [_medians(found, name, iterations) for name in _OP_FIELDS]
-    stats: list[list[OpStat]] = [[] for _ in per_record]
-    for (index, op), values in zip(heads, zip(*columns, strict=True), strict=True):
+    stats: list[list[OpStat]] = [[] for _ in range(records)]
+    count = len(ops.op)
+    columns = [
+        np.median(ops.fields[name], axis=1).tolist() if name in ops.fields else [0.0] * count
+        for name in OP_FIELDS
+    ]
+    for row, (name, backward), values in zip(
+        ops.path_row.tolist(), ops.op, zip(*columns, strict=True), strict=True
+    ):
+        index = record_of_row.get(row)
+        if index is None:
+            continue  # a layer not in the session (not selected, or never called)
         fields = {
-            name: round(value) if name in _ROUNDED else value
-            for name, value in zip(_OP_FIELDS, values, strict=True)
+            field: round(value) if field in _ROUNDED else value
+            for field, value in zip(OP_FIELDS, values, strict=True)
         }
-        stats[index].append(OpStat(name=op.name, backward=op.backward, **fields))
-    return [_by_weight(ops) for ops in stats]
-
-
-_NO_OP = OpMeasure("")  # an op's measure in an iteration without it: every field 0
+        stats[index].append(OpStat(name=name, backward=backward, **fields))
+    return [_by_weight(record_ops) for record_ops in stats]
 
 
 def _by_weight(stats: Iterable[OpStat]) -> tuple[OpStat, ...]:
     return tuple(sorted(stats, key=lambda s: (-s.self_cpu_us, s.name)))
 
 
-def _medians(found: list[OpMeasure], name: str, iterations: int) -> list[float]:
-    """The median over iterations of one field of each op (`found`: `iterations` per op)."""
-    values = list(map(attrgetter(name), found))
-    if not any(values):  # a quantity this session did not measure (memory, device time)
-        return [0.0] * (len(found) // max(iterations, 1))
-    table = np.array(values, dtype=np.float64).reshape(-1, iterations)
-    return [float(v) for v in np.median(table, axis=1).tolist()]
-
-
-# The OpMeasure fields an OpStat holds as medians over iterations; those here are rounded.
-_OP_FIELDS = (
-    "calls",
-    "self_cpu_us",
-    "total_cpu_us",
-    "self_device_us",
-    "total_device_us",
-    "self_cpu_mem",
-    "cpu_mem",
-    "self_device_mem",
-    "device_mem",
-)
+# The OpMeasure fields an OpStat holds as medians over iterations that are rounded to integers.
 _ROUNDED = frozenset({"calls", "self_cpu_mem", "cpu_mem", "self_device_mem", "device_mem"})
-
-
-def _one_op_stat(op: OpMeasure) -> OpStat:
-    """`_op_stat` of a single iteration: each value is its own median."""
-    return OpStat(
-        name=op.name,
-        calls=op.calls,
-        self_cpu_us=float(op.self_cpu_us),
-        total_cpu_us=float(op.total_cpu_us),
-        self_device_us=float(op.self_device_us),
-        total_device_us=float(op.total_device_us),
-        self_cpu_mem=op.self_cpu_mem,
-        cpu_mem=op.cpu_mem,
-        self_device_mem=op.self_device_mem,
-        device_mem=op.device_mem,
-        backward=op.backward,
-    )
 
 
 def _median(values: Sequence[float]) -> float:
@@ -293,7 +269,7 @@ def _median(values: Sequence[float]) -> float:
     return float(ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2)
 
 
-def _median_int(values: list[int]) -> int:
+def _median_int(values: Sequence[float]) -> int:
     return round(_median(values)) if values else 0
 
 

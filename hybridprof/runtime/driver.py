@@ -36,11 +36,18 @@ from hybridprof.errors import HybridprofError, ModelRunError, UsageError
 from hybridprof.loader import ModelInputs, as_model_inputs, keeping_cwd
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import module_at
-from hybridprof.runtime.aggregate import RunFacts, build_session, environment, never_ran_warning
+from hybridprof.runtime.aggregate import (
+    RunFacts,
+    as_table,
+    build_session,
+    environment,
+    never_ran_warning,
+)
 from hybridprof.runtime.flops import with_work
 from hybridprof.runtime.guards import first_line, refuse_nesting
 from hybridprof.runtime.machine import LoadWatch
 from hybridprof.runtime.measure import IterationMeasure
+from hybridprof.runtime.measure_table import MeasureTable
 from hybridprof.runtime.model_state import model_state_kept, random_state_kept
 from hybridprof.runtime.patching import ForwardPatcher
 from hybridprof.runtime.stopping import AUTO, Count, IterationRule, unconverged
@@ -221,9 +228,10 @@ class Driver:
         self.strategy.end()
 
     def build_session(
-        self, measures: Sequence[IterationMeasure], facts: RunFacts
+        self, measures: MeasureTable | Sequence[IterationMeasure], facts: RunFacts
     ) -> ProfileSession:
         """The session of `measures`; what was measured and when it started come from here."""
+        table = as_table(measures)
         said = self.thread_warning()
         facts = replace(
             facts,
@@ -233,12 +241,12 @@ class Driver:
             backward=self.config.backward,
             started_at=self.started_at,
             stability=self.watch.stability(
-                [m.total_cpu_us for m in measures],
+                table.total_cpu_us,
                 self.threads,
                 iters_auto=facts.requested_iterations == "auto",
             ),
         )
-        session = build_session(self.plan, measures, self.strategy_name, facts)
+        session = build_session(self.plan, table, self.strategy_name, facts)
         shapes = self.shapes
         if shapes is None:
             return session
@@ -332,7 +340,7 @@ class _RunLoop:
     device: torch.device | None
     progress: ProgressFn | None
     step: StepFn | None = None
-    measures: list[IterationMeasure] = field(default_factory=list)
+    measures: MeasureTable = field(default_factory=MeasureTable)  # arrays, not objects: flat memory
     iteration_us: list[float] = field(default_factory=list)  # what `--iters auto` judges
     warmup_done: int = 0
     stop_reason: StopReason = "count"
@@ -361,7 +369,7 @@ class _RunLoop:
             asked = "" if opts.iters == AUTO else f" of {opts.iters}"
             warnings.append(f"interrupted after {len(self.measures)}{asked} measured iterations")
         elif opts.iters == AUTO and (
-            short := unconverged(self.stop_reason, self.rule, self.measures)
+            short := unconverged(self.stop_reason, self.rule, self.iteration_us)
         ):
             warnings.append(short)
         facts = RunFacts(
@@ -419,7 +427,7 @@ class _RunLoop:
         self._report("measure", 0, total)
         while (reason := self.rule.stop_reason(self.iteration_us, self._elapsed())) is None:
             measure = driver.iteration(one, warm=self.opts.warm_step)
-            self.measures.append(measure)
+            self.measures.add(measure)
             self.iteration_us.append(measure.total_cpu_us or driver.step_us)
             self._report("measure", len(self.measures), total)
         self.stop_reason = reason

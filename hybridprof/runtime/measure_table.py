@@ -1,0 +1,206 @@
+"""The measured iterations of a run, kept as arrays: what `aggregate.py` summarises.
+
+A strategy hands over one `IterationMeasure` per iteration: an object per layer and per op, ~15 MB
+an iteration at 10,000 layers. Kept as they came, a 30-iteration run held ~450 MB of them, so the
+memory of a run grew with its iterations. `MeasureTable.add` copies each into a few arrays (its
+layers' and its ops' fields, only those that are not all zero) and lets the objects go: ~1 MB an
+iteration there. The values are the same floats, so the medians and series built from the table
+are the numbers the objects gave.
+
+Layers and ops are numbered in order of first appearance (a layer path; an op by its name and
+whether it ran in the backward pass), which is the order the session lists ops in before sorting
+them by weight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hybridprof.runtime.measure import IterationMeasure, OpMeasure
+
+Array = np.ndarray[Any, Any]
+
+# The PathMeasure and OpMeasure fields the table keeps (all numbers; `path`, `name`, `backward`
+# and `ops` are what the table numbers them by).
+PATH_FIELDS = (
+    "calls",
+    "self_cpu_us",
+    "total_cpu_us",
+    "self_device_us",
+    "total_device_us",
+    "self_cpu_mem",
+    "cpu_mem",
+    "self_device_mem",
+    "device_mem",
+    "backward_self_cpu_us",
+    "backward_total_cpu_us",
+    "backward_self_device_us",
+)
+OP_FIELDS = (
+    "calls",
+    "self_cpu_us",
+    "total_cpu_us",
+    "self_device_us",
+    "total_device_us",
+    "self_cpu_mem",
+    "cpu_mem",
+    "self_device_mem",
+    "device_mem",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Iteration:
+    """One iteration: per layer row and per op row, each field that is not all zero."""
+
+    path_row: Array  # int32: the table's number of each layer measured
+    path_fields: dict[str, Array]
+    op_path: Array  # int32: per op row, the table's number of its layer
+    op_key: Array  # int32: per op row, the table's number of the op (name, backward)
+    op_fields: dict[str, Array]
+    total_cpu_us: float
+    outside_cpu_us: float
+
+
+class MeasureTable:
+    """The measured iterations of a run, in order (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._path_rows: dict[str, int] = {}
+        self._op_keys: dict[tuple[str, bool], int] = {}
+        self._iterations: list[_Iteration] = []
+
+    @classmethod
+    def of(cls, measures: Iterable[IterationMeasure]) -> MeasureTable:
+        table = cls()
+        for measure in measures:
+            table.add(measure)
+        return table
+
+    def add(self, measure: IterationMeasure) -> None:
+        """Copy one iteration in (the measure itself is not kept)."""
+        paths = list(measure.paths.values())
+        ops: list[tuple[int, OpMeasure]] = []
+        rows: list[int] = []
+        for path in paths:
+            row = self._path_rows.setdefault(path.path, len(self._path_rows))
+            rows.append(row)
+            ops.extend((row, op) for op in path.ops.values())
+        keys = [
+            self._op_keys.setdefault((op.name, op.backward), len(self._op_keys)) for _, op in ops
+        ]
+        self._iterations.append(
+            _Iteration(
+                path_row=np.array(rows, dtype=np.int32),
+                path_fields=_fields(paths, PATH_FIELDS),
+                op_path=np.array([row for row, _ in ops], dtype=np.int32),
+                op_key=np.array(keys, dtype=np.int32),
+                op_fields=_fields([op for _, op in ops], OP_FIELDS),
+                total_cpu_us=measure.total_cpu_us,
+                outside_cpu_us=outside_us(measure),
+            )
+        )
+
+    def __len__(self) -> int:
+        return len(self._iterations)
+
+    @property
+    def total_cpu_us(self) -> list[float]:
+        """Each iteration's profiled CPU time (0 where the strategy did not measure it)."""
+        return [it.total_cpu_us for it in self._iterations]
+
+    @property
+    def outside_cpu_us(self) -> list[float]:
+        """Each iteration's time in no profiled layer (see `aggregate.outside_us`)."""
+        return [it.outside_cpu_us for it in self._iterations]
+
+    def row_of(self, path: str) -> int | None:
+        return self._path_rows.get(path)
+
+    def path_matrix(self, field: str) -> Array | None:
+        """One layer field over the iterations: [iteration, layer row], 0 where a layer was not
+        measured; None when the field is zero throughout."""
+        parts = [it for it in self._iterations if field in it.path_fields]
+        if not parts:
+            return None
+        matrix = np.zeros((len(self._iterations), len(self._path_rows)), dtype=np.float64)
+        for index, it in enumerate(self._iterations):
+            values = it.path_fields.get(field)
+            if values is not None:
+                matrix[index, it.path_row] = values
+        return matrix
+
+    def op_table(self) -> OpTable:
+        """Every (layer, op) pair measured in any iteration, in order of first appearance, with
+        each op field's value per iteration (0 in an iteration without it)."""
+        iterations = self._iterations
+        count = len(iterations)
+        keys = max(len(self._op_keys), 1)
+        pair = np.concatenate(
+            [it.op_path.astype(np.int64) * keys + it.op_key for it in iterations]
+            or [np.zeros(0, dtype=np.int64)]
+        )
+        column = np.concatenate(
+            [np.full(len(it.op_key), i, dtype=np.int64) for i, it in enumerate(iterations)]
+            or [np.zeros(0, dtype=np.int64)]
+        )
+        unique, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
+        by_first = np.argsort(first, kind="stable")  # pairs in order of first appearance
+        rank = np.empty(len(unique), dtype=np.int64)
+        rank[by_first] = np.arange(len(unique))
+        slot = rank[inverse]
+        fields: dict[str, Array] = {}
+        for name in OP_FIELDS:
+            present = [it.op_fields.get(name) for it in iterations]
+            if all(values is None for values in present):
+                continue
+            matrix = np.zeros((len(unique), count), dtype=np.float64)
+            flat = np.concatenate(
+                [
+                    values if values is not None else np.zeros(len(it.op_key))
+                    for values, it in zip(present, iterations, strict=True)
+                ]
+            )
+            matrix[slot, column] = flat
+            fields[name] = matrix
+        ordered = unique[by_first]
+        names = list(self._op_keys)
+        return OpTable(
+            path_row=(ordered // keys).astype(np.int64),
+            op=[names[k] for k in (ordered % keys).tolist()],
+            fields=fields,
+            iterations=count,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OpTable:
+    """Per (layer, op) pair: its layer row, its (name, backward) and each field per iteration."""
+
+    path_row: Array
+    op: list[tuple[str, bool]]
+    fields: dict[str, Array]  # [pair, iteration]; absent: zero throughout
+    iterations: int
+
+
+def _fields(items: list[Any], names: tuple[str, ...]) -> dict[str, Array]:
+    """Each field of `items` as an array, leaving out those that are zero for every item."""
+    kept: dict[str, Array] = {}
+    for name in names:
+        values = [getattr(item, name) for item in items]
+        if any(values):
+            kept[name] = np.array(values, dtype=np.float64)
+    return kept
+
+
+def outside_us(measure: IterationMeasure) -> float:
+    """An iteration's time in no profiled layer: as measured op by op, else what the layers'
+    self times (forward and backward) leave of the iteration's total."""
+    if measure.outside_cpu_us is not None:
+        return measure.outside_cpu_us
+    inside = sum(p.self_cpu_us + p.backward_self_cpu_us for p in measure.paths.values())
+    return max(0.0, measure.total_cpu_us - inside)
