@@ -12,6 +12,7 @@ import os
 import platform
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -236,26 +237,29 @@ def _op_stats(
     middle ones)."""
     stats: list[list[OpStat]] = [[] for _ in range(records)]
     count = len(ops.op)
-    columns = [
-        np.median(ops.fields[name], axis=1).tolist() if name in ops.fields else [0.0] * count
-        for name in OP_FIELDS
-    ]
+    columns = [_op_medians(ops, name, count) for name in OP_FIELDS]
     for row, (name, backward), values in zip(
         ops.path_row.tolist(), ops.op, zip(*columns, strict=True), strict=True
     ):
         index = record_of_row.get(row)
-        if index is None:
-            continue  # a layer not in the session (not selected, or never called)
-        fields = {
-            field: round(value) if field in _ROUNDED else value
-            for field, value in zip(OP_FIELDS, values, strict=True)
-        }
-        stats[index].append(OpStat(name=name, backward=backward, **fields))
+        if index is not None:  # else a layer not in the session (not selected, never called)
+            stats[index].append(OpStat(name, *values, backward=backward))
     return [_by_weight(record_ops) for record_ops in stats]
 
 
 def _by_weight(stats: Iterable[OpStat]) -> tuple[OpStat, ...]:
     return tuple(sorted(stats, key=lambda s: (-s.self_cpu_us, s.name)))
+
+
+def _op_medians(ops: OpTable, field: str, count: int) -> list[Any]:
+    """One op field's median over the iterations, per (layer, op) pair: counts and bytes as
+    integers (rounded half to even, as `round` does)."""
+    if field not in ops.fields:
+        return [0] * count if field in _ROUNDED else [0.0] * count
+    medians = np.median(ops.fields[field], axis=1)
+    if field in _ROUNDED:
+        return np.rint(medians).astype(np.int64).tolist()
+    return medians.tolist()
 
 
 # The OpMeasure fields an OpStat holds as medians over iterations that are rounded to integers.
