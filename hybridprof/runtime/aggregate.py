@@ -243,7 +243,22 @@ def _op_stats(
     ):
         index = record_of_row.get(row)
         if index is not None:  # else a layer not in the session (not selected, never called)
-            stats[index].append(OpStat(name, *values, backward=backward))
+            calls, self_cpu, total_cpu, self_dev, total_dev, self_mem, mem, self_dmem, dmem = values
+            stats[index].append(
+                OpStat(
+                    name,
+                    calls,
+                    self_cpu,
+                    total_cpu,
+                    self_dev,
+                    total_dev,
+                    self_mem,
+                    mem,
+                    self_dmem,
+                    dmem,
+                    backward,
+                )
+            )
     return [_by_weight(record_ops) for record_ops in stats]
 
 
@@ -258,8 +273,8 @@ def _op_medians(ops: OpTable, field: str, count: int) -> list[Any]:
         return [0] * count if field in _ROUNDED else [0.0] * count
     medians = np.median(ops.fields[field], axis=1)
     if field in _ROUNDED:
-        return np.rint(medians).astype(np.int64).tolist()
-    return medians.tolist()
+        return list(np.rint(medians).astype(np.int64).tolist())
+    return list(medians.tolist())
 
 
 # The OpMeasure fields an OpStat holds as medians over iterations that are rounded to integers.
