@@ -61,18 +61,23 @@ class EventColumns:
         ]
 
 
-def read_columns(prof: Any) -> EventColumns:
+def read_columns(prof: Any, mark_window: tuple[int, int] | None = None) -> EventColumns:
     """Name, start, end and thread of every event of a stopped session (kineto's raw events).
 
     Each field is read for all events by one `map` over the pybind accessor: the per-event Python
-    work is the accessor call alone."""
+    work is the accessor call alone. `mark_window`: the wall clock (`time.time_ns`) just before
+    and after the measure mark was opened; with it, the warm step's events (half of them) are
+    skipped without reading their names (see `_measured_from`)."""
     raw = prof.kineto_results.events()
     if not raw:
         nothing = np.zeros(0, dtype=np.int64)
         return EventColumns([], nothing, nothing, nothing, nothing)
     kind = type(raw[0])  # torch's KinetoEvent, wherever this torch keeps the class
-    names = list(map(kind.name, raw))
     start = np.array(list(map(kind.start_ns, raw)), dtype=np.int64)
+    first = _measured_from(raw, kind, start, mark_window) if mark_window else 0
+    if first:
+        raw, start = raw[first:], start[first:]
+    names = list(map(kind.name, raw))
     end = np.array(list(map(kind.end_ns, raw)), dtype=np.int64)
     thread = np.array(list(map(kind.start_thread_id, raw)), dtype=np.int64)
     del raw
@@ -89,6 +94,30 @@ def read_columns(prof: Any) -> EventColumns:
     if not keep.all():
         code, start, end, thread = code[keep], start[keep], end[keep], thread[keep]
     return EventColumns(unique, code, start, end, thread)
+
+
+# How far from the wall clock around the mark its event's start may be and still be looked for
+# there: torch converts its cheap clock to Unix time, within microseconds of `time.time_ns`.
+_MARK_SLACK_NS = 2_000_000
+
+
+def _measured_from(raw: list[Any], kind: Any, start: Array, window: tuple[int, int]) -> int:
+    """The position of the measure mark in `raw` (0: not found, read everything).
+
+    Found by reading the names of the few events that started within the wall-clock window
+    around the mark, so the warm step's events need no names, ends or threads. Only when the
+    events come sorted by start (torch 2.x does so): then every event before the mark started
+    before it, and the full read would drop it too."""
+    if len(start) < 2 or (np.diff(start) < 0).any():
+        return 0
+    low = int(np.searchsorted(start, window[0] - _MARK_SLACK_NS, side="left"))
+    high = int(np.searchsorted(start, window[1] + _MARK_SLACK_NS, side="right"))
+    names = list(map(kind.name, raw[low:high]))
+    if MEASURE_MARK not in names:
+        return 0
+    found = low + len(names) - 1 - names[::-1].index(MEASURE_MARK)
+    first = int(np.searchsorted(start, start[found], side="left"))  # ties with it stay in
+    return first
 
 
 @dataclass(frozen=True, slots=True)

@@ -175,3 +175,67 @@ def event_trees(draw: st.DrawFn) -> tuple[list[Event], bool]:
 @given(event_trees())
 def test_generated_trees_give_the_walks_numbers(tree: tuple[list[Event], bool]) -> None:
     assert_same(*tree)
+
+
+def _profiled_with_mark(threads: int) -> tuple[object, tuple[int, int]]:
+    """A real profiler session: a warm step, the measure mark (with the wall clock around it),
+    then the measured step; with `threads` > 1, a second thread runs ops across the mark."""
+    import threading
+    import time
+
+    import torch
+    from torch import nn
+
+    from hybridprof.runtime.kineto import MEASURE_MARK
+
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(30)])
+    x = torch.randn(4, 8)
+    mark = torch.autograd.profiler.record_function
+    stop = threading.Event()
+
+    def other() -> None:
+        while not stop.is_set():
+            torch.relu(x)
+
+    helper = threading.Thread(target=other) if threads > 1 else None
+    profiler = torch.autograd.profiler.profile()
+    with profiler:
+        if helper is not None:
+            helper.start()
+        model(x)
+        before = time.time_ns()
+        with mark(MEASURE_MARK):
+            pass
+        window = (before, time.time_ns())
+        model(x)
+        stop.set()
+        if helper is not None:
+            helper.join()
+    return profiler, window
+
+
+def _decoded(columns: EventColumns) -> tuple[list[str], list[int], list[int], list[int]]:
+    return (
+        [columns.names[c] for c in columns.code.tolist()],
+        columns.start.tolist(),
+        columns.end.tolist(),
+        columns.thread.tolist(),
+    )
+
+
+def test_reading_from_the_mark_gives_the_columns_of_the_full_read() -> None:
+    """The warm step's events are skipped unread when the wall clock around the mark finds it;
+    the columns are those of reading every event and dropping those before the mark."""
+    from hybridprof.runtime.columns import _measured_from, read_columns
+
+    for threads in (1, 2):
+        profiler, window = _profiled_with_mark(threads)
+        raw = profiler.kineto_results.events()  # type: ignore[attr-defined]
+        start = np.array([event.start_ns() for event in raw], dtype=np.int64)
+        assert _measured_from(raw, type(raw[0]), start, window) > 0  # the warm step skipped
+        full = read_columns(profiler)
+        assert _decoded(read_columns(profiler, window)) == _decoded(full)
+        far = (window[0] - 10**12, window[1] - 10**12)  # a clock that does not match: full read
+        assert _decoded(read_columns(profiler, far)) == _decoded(full)
+        names = _decoded(full)[0]
+        assert names.count("aten::linear") == 30  # the measured step's only

@@ -22,6 +22,7 @@ asked: the library `Profile` uses it so that `str(prof)` reads only the layer ra
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -56,6 +57,7 @@ class SessionStrategy:
         self._raw: dict[str, list[Frame]] = {}  # per path, per call: the layer's frame
         self._kernels: dict[int, list[tuple[str, int, float]]] = {}
         self._trace = TraceParts(config.trace_path) if config.trace_path else None
+        self._mark_window: tuple[int, int] | None = None  # wall clock around the measure mark
 
     # -- the Strategy protocol
 
@@ -70,14 +72,17 @@ class SessionStrategy:
         and its events would only be thrown away (at 10,000 layers stopping the profiler costs
         ~0.2 s an iteration). Each measured iteration still runs its warm step under its own
         session (see `start_measuring`), so the first measured layer is not cold."""
+        self._mark_window = None
         if not warmup:
             self._start()
 
     def start_measuring(self) -> None:
         """Mark where the iteration's measure starts: events before the mark (the runner's warm
         step, run under this same profiler session) are dropped when the events are read."""
+        before = time.time_ns()
         with self._make_range(MEASURE_MARK):
             pass
+        self._mark_window = (before, time.time_ns())
 
     def call(
         self,
@@ -112,7 +117,7 @@ class SessionStrategy:
         profiler = self._stop()
         if profiler is None:
             return None
-        return StoppedIteration(profiler, self.config, self._paths_by_range)
+        return StoppedIteration(profiler, self.config, self._paths_by_range, self._mark_window)
 
     def end(self) -> None:
         self._stop()
@@ -156,8 +161,15 @@ class StoppedIteration:
     ops, and releases the stopped profiler, which owns the events.
     """
 
-    def __init__(self, profiler: Any, config: StrategyConfig, names: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        profiler: Any,
+        config: StrategyConfig,
+        names: Mapping[str, str],
+        mark_window: tuple[int, int] | None = None,
+    ) -> None:
         self.profiler = profiler
+        self._mark_window = mark_window
         self.config = config
         self._names = names
         self._columns: EventColumns | None = None  # the events, read once (`layers_suffice`)
@@ -226,7 +238,7 @@ class StoppedIteration:
 
     def _read_columns(self) -> EventColumns:
         if self._columns is None:
-            self._columns = read_columns(self.profiler)
+            self._columns = read_columns(self.profiler, self._mark_window)
         return self._columns
 
     def _walk(self) -> Attribution:
