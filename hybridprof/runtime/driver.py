@@ -21,6 +21,7 @@ earlier is not walked or probed again.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -400,8 +401,9 @@ class _RunLoop:
         driver.begin()
         self.started = time.perf_counter()
         try:
-            self._warm_up(driver, one)
-            self._measure(driver, one)
+            with long_lived_frozen():
+                self._warm_up(driver, one)
+                self._measure(driver, one)
         except KeyboardInterrupt:
             if not self.measures:
                 raise  # nothing measured yet: there is nothing worth saving
@@ -438,6 +440,19 @@ class _RunLoop:
     def _report(self, phase: str, done: int, total: int | None) -> None:
         if self.progress is not None and total != 0:
             self.progress(phase, done, total)
+
+
+@contextlib.contextmanager
+def long_lived_frozen() -> Iterator[None]:
+    """The objects alive when the iterations start (the model, the plan, torch's own) are left
+    out of the cyclic GC's scans until they end: between iterations a full collection walked all
+    of them (~0.2 s every other iteration at 10,000 layers) to free an iteration's short-lived
+    objects. Unfrozen afterwards: what became garbage meanwhile is collected then."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 @contextlib.contextmanager
