@@ -60,8 +60,7 @@ class _Iteration:
 
     path_row: Array  # int32: the table's number of each layer measured
     path_fields: dict[str, Array]
-    op_path: Array  # int32: per op row, the table's number of its layer
-    op_key: Array  # int32: per op row, the table's number of the op (name, backward)
+    op_slot: Array  # int32: per op row, the table's number of its (layer, op) pair
     op_fields: dict[str, Array]
     total_cpu_us: float
     outside_cpu_us: float
@@ -72,7 +71,8 @@ class MeasureTable:
 
     def __init__(self) -> None:
         self._path_rows: dict[str, int] = {}
-        self._op_keys: dict[tuple[str, bool], int] = {}
+        # (layer row, op name, backward) -> slot, numbered as pairs first appear: their order
+        self._op_slots: dict[tuple[int, str, bool], int] = {}
         self._iterations: list[_Iteration] = []
 
     @classmethod
@@ -91,15 +91,13 @@ class MeasureTable:
             row = self._path_rows.setdefault(path.path, len(self._path_rows))
             rows.append(row)
             ops.extend((row, op) for op in path.ops.values())
-        keys = [
-            self._op_keys.setdefault((op.name, op.backward), len(self._op_keys)) for _, op in ops
-        ]
+        slots = self._op_slots
+        numbers = [slots.setdefault((row, op.name, op.backward), len(slots)) for row, op in ops]
         self._iterations.append(
             _Iteration(
                 path_row=np.array(rows, dtype=np.int32),
                 path_fields=_fields(paths, PATH_FIELDS),
-                op_path=np.array([row for row, _ in ops], dtype=np.int32),
-                op_key=np.array(keys, dtype=np.int32),
+                op_slot=np.array(numbers, dtype=np.int32),
                 op_fields=_fields([op for _, op in ops], OP_FIELDS),
                 total_cpu_us=measure.total_cpu_us,
                 outside_cpu_us=outside_us(measure),
@@ -137,44 +135,25 @@ class MeasureTable:
 
     def op_table(self) -> OpTable:
         """Every (layer, op) pair measured in any iteration, in order of first appearance, with
-        each op field's value per iteration (0 in an iteration without it)."""
+        each op field's value per iteration (0 in an iteration without it). Filled one iteration
+        at a time: no array spans all iterations' ops but the result."""
         iterations = self._iterations
-        count = len(iterations)
-        keys = max(len(self._op_keys), 1)
-        pair = np.concatenate(
-            [it.op_path.astype(np.int64) * keys + it.op_key for it in iterations]
-            or [np.zeros(0, dtype=np.int64)]
-        )
-        column = np.concatenate(
-            [np.full(len(it.op_key), i, dtype=np.int64) for i, it in enumerate(iterations)]
-            or [np.zeros(0, dtype=np.int64)]
-        )
-        unique, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
-        by_first = np.argsort(first, kind="stable")  # pairs in order of first appearance
-        rank = np.empty(len(unique), dtype=np.int64)
-        rank[by_first] = np.arange(len(unique))
-        slot = rank[inverse]
+        pairs = len(self._op_slots)
         fields: dict[str, Array] = {}
         for name in OP_FIELDS:
-            present = [it.op_fields.get(name) for it in iterations]
-            if all(values is None for values in present):
+            if all(name not in it.op_fields for it in iterations):
                 continue
-            matrix = np.zeros((len(unique), count), dtype=np.float64)
-            flat = np.concatenate(
-                [
-                    values if values is not None else np.zeros(len(it.op_key))
-                    for values, it in zip(present, iterations, strict=True)
-                ]
-            )
-            matrix[slot, column] = flat
+            matrix = np.zeros((pairs, len(iterations)), dtype=np.float64)
+            for index, it in enumerate(iterations):
+                values = it.op_fields.get(name)
+                if values is not None:
+                    matrix[it.op_slot, index] = values
             fields[name] = matrix
-        ordered = unique[by_first]
-        names = list(self._op_keys)
         return OpTable(
-            path_row=(ordered // keys).astype(np.int64),
-            op=[names[k] for k in (ordered % keys).tolist()],
+            path_row=np.array([row for row, _, _ in self._op_slots], dtype=np.int64),
+            op=[(name, backward) for _, name, backward in self._op_slots],
             fields=fields,
-            iterations=count,
+            iterations=len(iterations),
         )
 
 

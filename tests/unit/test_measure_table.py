@@ -99,12 +99,13 @@ def test_a_table_gives_the_same_session_as_the_list_it_was_built_from() -> None:
     assert table.total_cpu_us == [m.total_cpu_us for m in measures]
 
 
-def test_the_table_holds_a_fraction_of_the_objects_it_was_given() -> None:
-    """What keeps a run's memory flat in its iterations: each added iteration costs the table a
-    small part of what its objects took."""
-    rng = random.Random(3)
+def test_each_iteration_adds_a_fraction_of_its_objects_to_the_table() -> None:
+    """What keeps a run's memory flat in its iterations: once a layer's ops have been seen, each
+    added iteration costs the table a small part of what its objects took."""
     paths = [f"layers.{i}" for i in range(2000)]
-    measures = [_random_measure(rng, paths) for _ in range(3)]
+    first = _random_measure(random.Random(2), paths)
+    measures = [_random_measure(random.Random(3), paths) for _ in range(3)]
+    table = MeasureTable.of([first, *measures])  # every (layer, op) pair numbered once
 
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
@@ -112,8 +113,9 @@ def test_the_table_holds_a_fraction_of_the_objects_it_was_given() -> None:
     object_bytes = tracemalloc.get_traced_memory()[0] - before
     del objects
     before = tracemalloc.get_traced_memory()[0]
-    table = MeasureTable.of(measures)
+    for measure in measures:
+        table.add(measure)
     table_bytes = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
-    assert len(table) == 3
+    assert len(table) == 7
     assert table_bytes < object_bytes / 4, (table_bytes, object_bytes)
