@@ -20,7 +20,9 @@ leaves, each against a baseline measured in the same rounds.
 - `hybridprof run MODEL.py --iters 5 --threads 1 --out-dir DIR` on a model file of that
   10,000-leaf tree, in a fresh process, with the outputs a run writes by default (session.json,
   report.html): wall time, CPU time and peak RSS (median over repeats), and the peak RSS at 30
-  iterations (memory should not grow with the iteration count).
+  iterations (memory should not grow with the iteration count). Beside it, torch's share of such a
+  run (FLOOR_SCRIPT): the same model file, imports, warm-up and per iteration the profiler around
+  the two forwards a measured iteration runs, its events read once; nothing else.
 """
 
 from __future__ import annotations
@@ -233,12 +235,46 @@ class RunCost:
     rss_mb: float
 
 
+# What any run of that shape costs in torch alone, in a fresh process: import torch, build the
+# model, 3 bare warm-up forwards, then per iteration the profiler started, the two forwards a
+# measured iteration runs (the unmeasured warm step and the measured one), the profiler stopped
+# and its events read once (four accessors each). No layer ranges, nothing worked out or saved.
+FLOOR_SCRIPT = """
+import sys, torch
+torch.set_num_threads(1)
+namespace = {}
+exec(open(sys.argv[1]).read(), namespace)
+model, (x,) = namespace["build_model"]()
+with torch.no_grad():
+    for _ in range(3):
+        model(x)
+    for _ in range(int(sys.argv[2])):
+        prof = torch.autograd.profiler.profile()
+        with prof:
+            model(x)
+            model(x)
+        for e in prof.kineto_results.events():
+            e.name(), e.start_ns(), e.end_ns(), e.start_thread_id()
+        del prof
+"""
+
+
 def run_once(model_file: Path, iters: int) -> RunCost:
     """`hybridprof run` in a fresh process, writing what it writes by default (session.json and
     report.html) into a scratch --out-dir; its own wall, CPU and peak RSS (os.wait4)."""
     out = model_file.parent / "out"
     cmd = [sys.executable, "-m", "hybridprof", "run", str(model_file), "--iters", str(iters)]
     cmd += ["--threads", "1", "--out-dir", str(out)]
+    return measured_process(cmd)
+
+
+def floor_once(model_file: Path, iters: int) -> RunCost:
+    """FLOOR_SCRIPT in a fresh process: torch's share of such a run."""
+    return measured_process([sys.executable, "-c", FLOOR_SCRIPT, str(model_file), str(iters)])
+
+
+def measured_process(cmd: list[str]) -> RunCost:
+    """Run `cmd` to its end; its wall, CPU and peak RSS (os.wait4)."""
     start = clock()
     child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(child.pid, 0)
@@ -247,7 +283,7 @@ def run_once(model_file: Path, iters: int) -> RunCost:
     assert child.stderr is not None
     error = child.stderr.read().decode(errors="replace")
     if child.returncode != 0:
-        raise SystemExit(f"hybridprof run failed (exit {child.returncode}): {error}")
+        raise SystemExit(f"{cmd[1:3]} failed (exit {child.returncode}): {error}")
     return RunCost(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
 
 
@@ -268,6 +304,14 @@ def run_lines(leaves: int, repeats: int) -> list[str]:
                 f"CPU {cpu:.2f} s, peak RSS {rss:.0f} MB{target}"
             )
             print(lines[-1], flush=True)
+        floor = [floor_once(model_file, 5) for _ in range(repeats)]
+        lines.append(
+            "torch alone for the same 5 iterations (import, model, 3 warm-up forwards, per "
+            "iteration profiler start + 2 forwards + stop + events read once): wall "
+            f"{statistics.median(c.wall_s for c in floor):.2f} s, peak RSS "
+            f"{statistics.median(c.rss_mb for c in floor):.0f} MB"
+        )
+        print(lines[-1], flush=True)
     return lines
 
 
