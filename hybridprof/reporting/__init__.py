@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from hybridprof.compare import DiffResult
 from hybridprof.datamodel import ProfileSession
@@ -72,14 +72,19 @@ def known_extensions() -> tuple[str, ...]:
 
 def renderer_for(path: str | Path) -> Renderer:
     """The renderer for `path`'s extension; UsageError listing the known ones otherwise."""
-    suffix = Path(path).suffix.lower()
-    if suffix not in _REGISTRY:
-        known = ", ".join(known_extensions())
-        shown = f"'{suffix}'" if suffix else "no extension"
-        raise UsageError(f"report '{path}' has {shown}; use one of {known}")
-    module_name, class_name = _REGISTRY[suffix]
-    renderer: Renderer = getattr(importlib.import_module(module_name), class_name)()
+    renderer: Renderer = _renderer_from(_REGISTRY, path, "report")
     return renderer
+
+
+def _renderer_from(registry: dict[str, tuple[str, str]], path: str | Path, what: str) -> Any:
+    """The renderer `registry` names for `path`'s extension, its module imported on first use."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in registry:
+        known = ", ".join(sorted(registry))
+        shown = f"'{suffix}'" if suffix else "no extension"
+        raise UsageError(f"{what} '{path}' has {shown}; use one of {known}")
+    module_name, class_name = registry[suffix]
+    return getattr(importlib.import_module(module_name), class_name)()
 
 
 def write_report(session: ProfileSession, path: str | Path, force: bool = False) -> Path:
@@ -95,13 +100,7 @@ def diff_extensions() -> tuple[str, ...]:
 
 def diff_renderer_for(path: str | Path) -> DiffRenderer:
     """The comparison renderer for `path`'s extension; UsageError listing the known ones."""
-    suffix = Path(path).suffix.lower()
-    if suffix not in _DIFF_REGISTRY:
-        known = ", ".join(diff_extensions())
-        shown = f"'{suffix}'" if suffix else "no extension"
-        raise UsageError(f"diff report '{path}' has {shown}; use one of {known}")
-    module_name, class_name = _DIFF_REGISTRY[suffix]
-    renderer: DiffRenderer = getattr(importlib.import_module(module_name), class_name)()
+    renderer: DiffRenderer = _renderer_from(_DIFF_REGISTRY, path, "diff report")
     return renderer
 
 

@@ -15,43 +15,20 @@ them by weight.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
-from hybridprof.runtime.measure import IterationMeasure, OpMeasure
+from hybridprof.runtime.measure import IterationMeasure, OpMeasure, PathMeasure
 
 Array = np.ndarray[Any, Any]
 
-# The PathMeasure and OpMeasure fields the table keeps (all numbers; `path`, `name`, `backward`
-# and `ops` are what the table numbers them by).
-PATH_FIELDS = (
-    "calls",
-    "self_cpu_us",
-    "total_cpu_us",
-    "self_device_us",
-    "total_device_us",
-    "self_cpu_mem",
-    "cpu_mem",
-    "self_device_mem",
-    "device_mem",
-    "backward_self_cpu_us",
-    "backward_total_cpu_us",
-    "backward_self_device_us",
-)
-OP_FIELDS = (
-    "calls",
-    "self_cpu_us",
-    "total_cpu_us",
-    "self_device_us",
-    "total_device_us",
-    "self_cpu_mem",
-    "cpu_mem",
-    "self_device_mem",
-    "device_mem",
-)
+# The PathMeasure and OpMeasure fields the table keeps: every number (`path`, `name`, `backward`
+# and `ops` are what it numbers them by), read off the dataclasses so that the two cannot drift.
+PATH_FIELDS = tuple(f.name for f in fields(PathMeasure) if f.name not in ("path", "ops"))
+OP_FIELDS = tuple(f.name for f in fields(OpMeasure) if f.name not in ("name", "backward"))
 
 
 @dataclass(frozen=True, slots=True)

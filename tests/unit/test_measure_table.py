@@ -119,3 +119,13 @@ def test_each_iteration_adds_a_fraction_of_its_objects_to_the_table() -> None:
     tracemalloc.stop()
     assert len(table) == 7
     assert table_bytes < object_bytes / 4, (table_bytes, object_bytes)
+
+
+def test_the_op_fields_are_those_an_op_stat_holds_in_its_order() -> None:
+    """aggregate builds each OpStat from the OP_FIELDS medians by position."""
+    from dataclasses import fields
+
+    from hybridprof.datamodel import OpStat
+    from hybridprof.runtime.measure_table import OP_FIELDS
+
+    assert tuple(f.name for f in fields(OpStat))[1:-1] == OP_FIELDS
