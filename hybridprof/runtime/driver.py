@@ -447,7 +447,11 @@ def long_lived_frozen() -> Iterator[None]:
     """The objects alive when the iterations start (the model, the plan, torch's own) are left
     out of the cyclic GC's scans until they end: between iterations a full collection walked all
     of them (~0.2 s every other iteration at 10,000 layers) to free an iteration's short-lived
-    objects. Unfrozen afterwards: what became garbage meanwhile is collected then."""
+    objects. Unfrozen afterwards: what became garbage meanwhile is collected then. A process that
+    froze objects itself is left as it is (unfreezing would release its objects too)."""
+    if gc.get_freeze_count():
+        yield
+        return
     gc.freeze()
     try:
         yield

@@ -92,3 +92,23 @@ def test_cli_trusts_the_plan_it_made_and_checks_a_plan_file(
     out = tmp_path / "b.json"
     assert main(["run", str(SMALL), *quick, "--plan", str(plan_file), "-o", str(out)]) == 0
     assert checked == ["plan"]
+
+
+def test_a_run_leaves_the_gc_freeze_as_it_found_it() -> None:
+    """The run keeps long-lived objects out of the GC's scans during its iterations only, and
+    never unfreezes what the process froze itself."""
+    import gc
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    x = torch.randn(2, 4)
+    before = gc.get_freeze_count()
+    profile(model, x, iters=2, warmup=1)
+    assert gc.get_freeze_count() == before
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        profile(model, x, iters=2, warmup=1)
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
