@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -10,6 +9,7 @@ import time
 from pathlib import Path
 
 from hybridprof.storage import load_session
+from tests.integration.cli_run import measuring_run
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SCRIPT = Path(sys.executable).with_name("hybridprof")
@@ -51,24 +51,10 @@ def test_failure_is_one_line_with_exit_code(tmp_path: Path) -> None:
 
 
 def test_real_sigint_saves_an_interrupted_session(tmp_path: Path) -> None:
-    ready = tmp_path / "ready"
-    argv = [str(SCRIPT), "run", str(FIXTURES / "run_signal.py"), "--warmup", "1"]
-    argv += ["--iters", "1000000", "-o", "s.json"]
-    env = {**os.environ, "HYBRIDPROF_TEST_READY": str(ready)}
-    proc = subprocess.Popen(
-        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert ready.exists(), "the model never reached its fifth call"
+    with measuring_run(tmp_path, "-o", "s.json") as proc:
         time.sleep(0.2)  # a few more iterations
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 130, err
     assert "interrupted after" in err and "partial session saved to s.json" in err
     session = load_session(tmp_path / "s.json")

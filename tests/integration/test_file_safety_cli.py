@@ -7,23 +7,12 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from hybridprof.storage import load_session
-
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-SCRIPT = Path(sys.executable).with_name("hybridprof")
-QUICK = ["--warmup", "0", "--iters", "1"]
-
-
-def hybridprof(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SCRIPT), *argv], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
+from tests.integration.cli_run import FIXTURES, QUICK, hybridprof, measuring_run
 
 
 def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -121,26 +110,12 @@ def _session(folder: Path) -> Path:
 
 
 def test_two_runs_never_mix_their_files_in_one_out_dir(tmp_path: Path) -> None:
-    ready = tmp_path / "ready"
-    argv = [str(SCRIPT), "run", str(FIXTURES / "run_signal.py"), "--warmup", "1"]
-    argv += ["--iters", "1000000", "--out-dir", "out"]
-    env = {**os.environ, "HYBRIDPROF_TEST_READY": str(ready)}
-    first = subprocess.Popen(
-        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not ready.exists() and first.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert ready.exists(), "the first run never started measuring"
+    with measuring_run(tmp_path, "--out-dir", "out") as first:
         second = hybridprof(
             "run", str(FIXTURES / "run_small.py"), *QUICK, "--out-dir", "out", cwd=tmp_path
         )
         first.send_signal(signal.SIGINT)
         _, err = first.communicate(timeout=120)
-    finally:
-        if first.poll() is None:
-            first.kill()
     assert second.returncode == 2
     assert one_error_line(second) == (
         "hybridprof: error: another hybridprof run is writing into 'out'; wait for it to finish "

@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-SCRIPT = Path(sys.executable).with_name("hybridprof")
+from tests.integration.cli_run import FIXTURES, hybridprof
+
 MODEL = str(FIXTURES / "run_hostile_names.py")
 RAW = ("\x1b", "\x07", "\r")
-
-
-def hybridprof(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SCRIPT), *argv], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
 
 
 def assert_escaped(text: str) -> None:

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.integration.cli_run import hybridprof
 from tests.sessions import small_session
-
-SCRIPT = Path(sys.executable).with_name("hybridprof")
-
-
-def hybridprof(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SCRIPT), *argv], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
 
 
 def _edited(**change: object) -> str:
