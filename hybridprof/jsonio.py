@@ -147,7 +147,8 @@ def dump(kind: str, obj: Any, omit_none: tuple[str, ...] = (), compact: bool = F
 def gc_paused() -> Iterator[None]:
     """No cyclic garbage collection for the duration: reading or writing a 10,000-layer session
     makes a million containers, none in a cycle, and collections that walk them all took a third
-    of the time."""
+    of the time; folding a profiler's events is the same (23 MLP forwards took 0.2-0.55 s with
+    the GC on, depending on when collections fell)."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -34,6 +34,7 @@ from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession, StopReason
 from hybridprof.errors import HybridprofError, ModelRunError, UsageError
+from hybridprof.jsonio import gc_paused
 from hybridprof.loader import ModelInputs, as_model_inputs, keeping_cwd
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import module_at
@@ -54,7 +55,6 @@ from hybridprof.runtime.patching import ForwardPatcher
 from hybridprof.runtime.stopping import AUTO, Count, IterationRule, unconverged
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, check_backward, make_strategy
 from hybridprof.runtime.strategies.base import IterationResult, Strategy, StrategyConfig
-from hybridprof.runtime.strategies.session import no_gc
 from hybridprof.runtime.workload import (
     BackwardFailed,
     ShapeRecorder,
@@ -191,7 +191,7 @@ class Driver:
         strategy = self.strategy
         strategy.begin_iteration(warmup)
         try:
-            with keeping_cwd(), no_gc():
+            with keeping_cwd(), gc_paused():
                 if warm and self.shapes is not None:
                     self.shapes.passthrough = True
                     try:

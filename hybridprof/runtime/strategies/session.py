@@ -21,14 +21,13 @@ asked: the library `Profile` uses it so that `str(prof)` reads only the layer ra
 
 from __future__ import annotations
 
-import gc
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
+from hybridprof.jsonio import gc_paused
 from hybridprof.runtime.attribution import Attribution, Frame, attribute, range_name
 from hybridprof.runtime.columns import (
     EventColumns,
@@ -126,7 +125,7 @@ class SessionStrategy:
 
     def raw_events(self) -> dict[str, list[Any]]:
         """torch EventLists, built on first use from the kept frames (most runs never ask)."""
-        with no_gc():
+        with gc_paused():
             return from_frames(self._raw, self._kernels, list_options(self.config))
 
     # -- the profiler
@@ -193,7 +192,7 @@ class StoppedIteration:
         if not self.layers_suffice:
             return self.attribution().measure
         if self._layers is None:
-            with no_gc():
+            with gc_paused():
                 self._layers = attribute_layer_columns(self._read_columns(), self._names)
         return self._layers
 
@@ -203,7 +202,7 @@ class StoppedIteration:
     def raw_events(self) -> dict[str, list[Any]]:
         """Per path, one torch EventList per call (attributing first if not done yet)."""
         kept = self.kept_calls()
-        with no_gc():
+        with gc_paused():
             return from_frames(kept.raw_calls, kept.kernels, list_options(self.config))
 
     def attribution(self) -> Attribution:
@@ -214,7 +213,7 @@ class StoppedIteration:
         (`kept_calls`). Otherwise the events are walked one by one (attribution.py)."""
         if self._result is None:
             config = self.config
-            with no_gc():
+            with gc_paused():
                 if self.layers_suffice:
                     columns = self._read_columns()
                     self.profiler = None  # its events are in the columns: free them first
@@ -232,7 +231,7 @@ class StoppedIteration:
         if self._kept is None:
             if self._columns is None:  # nothing kept: nothing asked to be
                 return Attribution(IterationMeasure(), {}, {})
-            with no_gc():
+            with gc_paused():
                 self._kept = attribute(self._columns.events(), self._names, keep_raw=True)
         return self._kept
 
@@ -257,17 +256,3 @@ class StoppedIteration:
 def list_options(config: StrategyConfig) -> ListOptions:
     """What torch would have labelled the event lists with for this configuration."""
     return ListOptions("cuda" if config.use_device else None, config.profile_memory)
-
-
-@contextmanager
-def no_gc() -> Iterator[None]:
-    """Pause the cyclic GC while tens of thousands of short-lived tuples and lists are built: they
-    hold no cycles, but their allocations trigger repeated full collections (measured: folding 23
-    MLP forwards took 0.2-0.55 s with the GC on, depending on when collections fell)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
