@@ -34,21 +34,16 @@ from typing import Any
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # quiet profiler start/stop lines (before torch)
 
-WIDTH = 16
+WIDTH = 16  # as bench_reports.make_model
 STEPS = ("write", "load", "report_json", "report_txt")
 
 
 def make_model(leaves: int) -> Any:
-    """`leaves` leaves: blocks of 10 (5 x Linear+ReLU)."""
-    from torch import nn
+    """bench_reports.py's tree of `leaves` leaves (blocks of 10: 5 x Linear(16,16)+ReLU), imported
+    only here: the child rounds that time loading must not import torch."""
+    from bench_reports import make_model as tree  # scripts/ is on sys.path (run as a script)
 
-    blocks, left = [], leaves
-    while left > 0:
-        n = min(10, left)
-        layers = [nn.Linear(WIDTH, WIDTH) if i % 2 == 0 else nn.ReLU() for i in range(n)]
-        blocks.append(nn.Sequential(*layers))
-        left -= n
-    return nn.Sequential(*blocks).eval()
+    return tree(leaves)
 
 
 # --------------------------------------------------------------------------- one round (a child)
