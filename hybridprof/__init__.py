@@ -22,8 +22,8 @@ _LAZY = {
     "Trace": ("hybridprof.api", "Trace"),
     "plan_model": ("hybridprof.planner.plan", "plan_model"),
     "profile": ("hybridprof.api", "profile"),
-    "load_session": ("hybridprof.storage", "load_session"),
-    "load_plan": ("hybridprof.storage", "load_plan"),
+    "load_session": ("hybridprof.files.storage", "load_session"),
+    "load_plan": ("hybridprof.files.storage", "load_plan"),
     "ProfileSession": ("hybridprof.datamodel", "ProfileSession"),
     "ProfilePlan": ("hybridprof.datamodel", "ProfilePlan"),
     "HybridprofError": ("hybridprof.errors", "HybridprofError"),
@@ -36,8 +36,9 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'hybridprof' has no attribute '{name}'")
     module_name, attr = _LAZY[name]
     # Sessions reached through these names (load_session, profile, Profile.session()) show as
-    # HTML in notebooks: the reporting layer plugs its view into the data model (cheap, no jinja2).
-    importlib.import_module("hybridprof.reporting.notebook").install()
+    # HTML in notebooks and give DataFrames: importing the reporting layer plugs its views into
+    # the data model (cheap: no jinja2, no pandas).
+    importlib.import_module("hybridprof.reporting")
     module = importlib.import_module(module_name)
     value = module if attr is None else getattr(module, attr)
     globals()[name] = value

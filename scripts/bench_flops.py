@@ -29,9 +29,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from hybridprof.datamodel import MachinePeak
 from hybridprof.examples import alexnet
-from hybridprof.loader import ModelInputs
-from hybridprof.runtime.flops import count_work
-from hybridprof.runtime.peak import PeakRequest, machine_peak
+from hybridprof.files.loader import ModelInputs
+from hybridprof.runtime.flops.counter import count_work
+from hybridprof.runtime.flops.peak import PeakRequest, machine_peak
 from hybridprof.runtime.workload import forward_once, training_step
 
 GIVEN = MachinePeak(1.0, 1.0, "given", "benchmark")

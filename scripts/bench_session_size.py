@@ -6,7 +6,7 @@
 A model of `--leaves` small leaves (blocks of Linear+ReLU, as scripts/bench_reports.py) is profiled
 for real by `hybridprof.profile` (1 thread, 1 warm-up) for each iteration count. The session is
 then handed (pickled) to a fresh process per round, which times: writing the session file
-(`to_json` and the write), loading it (`hybridprof.storage.load_session`), and `hybridprof report
+(`to_json` and the write), loading it (`hybridprof.load_session`), and `hybridprof report
 FILE -o x.json` and `-o x.txt` (each loads the file again). Wall and CPU seconds are printed; CPU
 time is the steadier one on a shared machine.
 
@@ -61,7 +61,7 @@ def measure_round(pickled: Path, folder: Path) -> dict[str, object]:
     import hybridprof
     from hybridprof.cli.report import main as report
     from hybridprof.datamodel import SCHEMA_VERSION
-    from hybridprof.storage import load_session
+    from hybridprof.files.storage import load_session
 
     session = pickle.loads(pickled.read_bytes())
     # written as the schema this version writes

@@ -38,10 +38,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from hybridprof.analysis.tree import tree_rows
 from hybridprof.cli import main as cli_main
 from hybridprof.datamodel import ProfileSession
-from hybridprof.storage import load_session
-from hybridprof.tree import tree_rows
+from hybridprof.files.storage import load_session
 
 
 @dataclass(frozen=True, slots=True)

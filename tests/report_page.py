@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from hybridprof.reporting.layer_table import COLLAPSED, DERIVED, HAS_CHILDREN, OUTSIDE, UNPROFILED
+from hybridprof.reporting.page.columns import COLLAPSED, DERIVED, HAS_CHILDREN, OUTSIDE, UNPROFILED
 
 
 def _block(page: str, block_id: str) -> Any:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from hybridprof.api.profiler import Profile, Trace
 from hybridprof.api.run import profile
-from hybridprof.reporting.notebook import install as _install_notebook_views
+from hybridprof.reporting import install_views
 
-_install_notebook_views()  # sessions handed out from here show as HTML in notebooks
+install_views()  # sessions handed out from here show as HTML and give DataFrames
 
 __all__ = ["Profile", "Trace", "profile"]

@@ -31,9 +31,9 @@ from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession
 from hybridprof.planner.module_tree import Selector, is_scripted, tree_plan
-from hybridprof.runtime.aggregate import RunFacts, environment
 from hybridprof.runtime.driver import Driver
-from hybridprof.runtime.measure import IterationMeasure
+from hybridprof.runtime.measures.aggregate import RunFacts, environment
+from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY
 from hybridprof.runtime.strategies.base import IterationResult
@@ -200,7 +200,7 @@ class Profile:
 
     def display(self, show_events: bool = False) -> str:
         """The torchprof-style tree table (with one row per op under each layer if show_events)."""
-        from hybridprof.reporting.text import render_text
+        from hybridprof.reporting.text_table import render_text
 
         if not self._profiled():
             why = "enabled=False" if not self.enabled else "not entered yet"
@@ -266,7 +266,7 @@ class Profile:
 
     def to_dataframe(self) -> Any:
         """One row per profiled path (pandas), as the reports show it."""
-        from hybridprof.frames import session_frame
+        from hybridprof.reporting.dataframe import session_frame
 
         return session_frame(self.session())
 

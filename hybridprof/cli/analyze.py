@@ -41,8 +41,8 @@ from hybridprof.cli.destinations import (
 from hybridprof.cli.terminal import emit
 from hybridprof.datamodel import ProfilePlan
 from hybridprof.errors import UsageError
-from hybridprof.loader import DEFAULT_ENTRY, read_model_source
-from hybridprof.outputs import write_atomic
+from hybridprof.files.loader import DEFAULT_ENTRY, read_model_source
+from hybridprof.files.outputs import write_atomic
 
 MAX_ROWS = 120
 
@@ -129,7 +129,7 @@ def _make_plan(args: argparse.Namespace, model: Path) -> ProfilePlan:
         return static_plan(
             model, entry, paths, globs, args.depth, args.with_parents, args.leaves_only
         )
-    from hybridprof.loader import load_model
+    from hybridprof.files.loader import load_model
     from hybridprof.planner.plan import plan_model
 
     loaded = load_model(model, entry, args.inputs, args.input_shape)

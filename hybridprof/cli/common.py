@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 from hybridprof.errors import HybridprofError, Terminated, UsageError
-from hybridprof.loader import DEFAULT_ENTRY
+from hybridprof.files.loader import DEFAULT_ENTRY
 
 STDOUT = "-"  # as an output name: write to standard output (the usual Unix convention)
 MAX_HELP_WIDTH = 100
@@ -204,7 +204,7 @@ def check_pdf_support(outputs: Iterable[Path]) -> None:
     render slowly without an optional one (a note naming the package to install)."""
     if not any(p.suffix.lower() == ".pdf" for p in outputs):
         return
-    from hybridprof.reporting.pdf import missing_optional_libraries
+    from hybridprof.reporting.renderers.pdf import missing_optional_libraries
 
     missing = " ".join(missing_optional_libraries())
     if missing:

@@ -19,7 +19,7 @@ from typing import TextIO
 
 from hybridprof.cli.common import STDOUT, check_pdf_support, notice
 from hybridprof.errors import OutputError, UsageError
-from hybridprof.outputs import check_output_path, folder_locked
+from hybridprof.files.outputs import check_output_path, folder_locked
 from hybridprof.reporting import renderer_for
 
 DEFAULT_OUT_DIR = Path("hybridprof-out")

@@ -29,7 +29,7 @@ from hybridprof.cli.common import (
 )
 from hybridprof.cli.destinations import check_outputs
 from hybridprof.cli.terminal import emit
-from hybridprof.compare import DEFAULT_THRESHOLD_PCT, compare_sessions
+from hybridprof.diff import DEFAULT_THRESHOLD_PCT, diff_sessions
 from hybridprof.errors import UsageError
 from hybridprof.reporting import diff_extensions, diff_renderer_for, write_diff_report
 
@@ -96,11 +96,11 @@ def run_diff(args: argparse.Namespace) -> int:
         diff_renderer_for(output)
     check_outputs(outputs, (), args.force, [Path(args.base), Path(args.new)])
     check_pdf_support(outputs)
-    from hybridprof.storage import load_session
+    from hybridprof.files.storage import load_session
 
     base = load_session(args.base)
     new = load_session(args.new)
-    diff = compare_sessions(base, new, threshold, base_label=args.base, new_label=args.new)
+    diff = diff_sessions(base, new, threshold, base_label=args.base, new_label=args.new)
     from hybridprof.reporting.diff_text import render_diff_text
 
     emit([render_diff_text(diff, all_layers=args.all).rstrip("\n")])

@@ -26,9 +26,9 @@ from hybridprof.cli.common import (
 from hybridprof.cli.destinations import check_outputs
 from hybridprof.cli.terminal import emit, terminal_table
 from hybridprof.datamodel import ProfileSession
-from hybridprof.outputs import write_atomic
+from hybridprof.files.outputs import write_atomic
 from hybridprof.reporting import known_extensions, renderer_for, write_report
-from hybridprof.reporting.ranks import rank_lines
+from hybridprof.reporting.page.ranks import rank_lines
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,8 +62,8 @@ def main(argv: Sequence[str]) -> int:
 
 def merge(args: argparse.Namespace) -> int:
     """Check the outputs, read and merge the sessions, write and print."""
-    from hybridprof.merge import merge_sessions
-    from hybridprof.storage import load_session
+    from hybridprof.analysis.merge import merge_sessions
+    from hybridprof.files.storage import load_session
 
     output = Path(args.output) if args.output else None
     reports = tuple(Path(r) for r in args.report)

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 from hybridprof.cli.common import check_pdf_support, split_selectors
 from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.errors import UsageError
-from hybridprof.loader import DEFAULT_ENTRY
+from hybridprof.files.loader import DEFAULT_ENTRY
 from hybridprof.reporting import renderer_for
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY
 
 if TYPE_CHECKING:
     from hybridprof.datamodel import ProfilePlan, ProfileSession
-    from hybridprof.loader import LoadedModel
+    from hybridprof.files.loader import LoadedModel
     from hybridprof.runtime.driver import RunOptions, StepFn
 
 DEMO_FILE = Path(__file__).resolve().parent.parent / "examples" / "alexnet.py"

@@ -24,7 +24,7 @@ from hybridprof.cli.common import (
 )
 from hybridprof.cli.destinations import check_outputs, is_stdout
 from hybridprof.cli.terminal import emit
-from hybridprof.compare import DiffResult
+from hybridprof.diff import DiffResult
 from hybridprof.reporting import known_extensions, renderer_for, write_diff_report, write_report
 
 
@@ -69,15 +69,15 @@ def render(args: argparse.Namespace) -> int:
         renderer_for(output)  # a known format, and its renderer importable
     check_outputs(files, (), args.force, [Path(args.session)])
     check_pdf_support(files)
-    from hybridprof.storage import is_diff_file, load_diff, load_session
+    from hybridprof.files.storage import is_diff_file, load_diff, load_session
 
     printed = not files or len(files) < len(args.output)  # no -o, or -o - among them
     if is_diff_file(args.session):
         return render_saved_diff(load_diff(args.session), files, printed, args.force)
     session = load_session(args.session)
     if printed:
-        from hybridprof.reporting.ranks import rank_lines
-        from hybridprof.reporting.text import render_text
+        from hybridprof.reporting.page.ranks import rank_lines
+        from hybridprof.reporting.text_table import render_text
 
         table = render_text(session, show_events=args.show_events, max_depth=args.max_depth)
         emit([table, *rank_lines(session)])

@@ -48,8 +48,8 @@ from hybridprof.cli.profiling import DEMO_FILE, model_and_entry, profile_loaded
 from hybridprof.cli.run_ranks import add_rank_options, run_rank, torchrun_launch
 from hybridprof.cli.terminal import emit, terminal_table, where_lines
 from hybridprof.errors import OutputError, UsageError
-from hybridprof.loader import parse_shape, read_model_source
-from hybridprof.outputs import rescue_copy, write_atomic
+from hybridprof.files.loader import parse_shape, read_model_source
+from hybridprof.files.outputs import rescue_copy, write_atomic
 from hybridprof.reporting import known_extensions, write_report
 from hybridprof.runtime.signals import TerminateHandler, sigterm_as_interrupt
 from hybridprof.runtime.stopping import AUTO_TARGET_PCT, DEFAULT_MAX_TIME_S, Count, parse_count
@@ -280,7 +280,7 @@ def _check_peak_values(args: argparse.Namespace) -> None:
 
 
 def _load_plan(path: str) -> ProfilePlan:
-    from hybridprof.storage import load_plan
+    from hybridprof.files.storage import load_plan
 
     return load_plan(path)
 
@@ -294,7 +294,7 @@ def _profile(
     outputs: RunOutputs,
 ) -> ProfileSession:
     """The torch part: load the model, plan (or check the plan given), run with a progress bar."""
-    from hybridprof.loader import load_model
+    from hybridprof.files.loader import load_model
     from hybridprof.runtime.workload import resolve_device
 
     resolve_device(args.device)  # no CUDA: said before the model is built
@@ -345,6 +345,6 @@ def _print_results(session: ProfileSession, outputs: RunOutputs) -> None:
 
 
 def _traced_iterations(session: ProfileSession) -> int:
-    from hybridprof.runtime.kineto import TRACE_ITERATIONS
+    from hybridprof.runtime.events.kineto import TRACE_ITERATIONS
 
     return min(session.iterations, TRACE_ITERATIONS)

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 from hybridprof.cli.common import model_prints_to_stderr, one_line
 from hybridprof.cli.terminal import emit, terminal_table
 from hybridprof.errors import DistributedError, HybridprofError, UsageError
-from hybridprof.outputs import check_output_path, write_atomic
+from hybridprof.files.outputs import check_output_path, write_atomic
 
 if TYPE_CHECKING:
     from hybridprof.datamodel import ProfileSession
-    from hybridprof.runtime.distributed import Launch
+    from hybridprof.runtime.distributed.rank import Launch
 
 RANK_SEED = 1234  # random inputs of rank N come from seed RANK_SEED + N
 GATHER_TIMEOUT_S = 300.0
@@ -54,7 +54,7 @@ def torchrun_launch(env: dict[str, str] | None = None) -> Launch | None:
     names = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
     if not all(values.get(n) for n in names):
         return None
-    from hybridprof.runtime.distributed import Launch
+    from hybridprof.runtime.distributed.rank import Launch
 
     try:
         rank, world, local = (int(values[n]) for n in names)
@@ -129,7 +129,7 @@ class _Rank:
     group: Any = None
 
     def run(self, model_file: Path, entry: str) -> int:
-        from hybridprof.runtime.distributed import FailureBoard
+        from hybridprof.runtime.distributed.rank import FailureBoard
 
         self.board = FailureBoard.connect(self.launch)
         if self.board is not None:
@@ -178,8 +178,8 @@ class _Rank:
         import torch
 
         from hybridprof.cli.profiling import profile_loaded
-        from hybridprof.loader import load_model
-        from hybridprof.runtime import distributed as d
+        from hybridprof.files.loader import load_model
+        from hybridprof.runtime.distributed import rank as d
 
         device = d.rank_device(self.launch, self.args.device)
         torch.manual_seed(RANK_SEED + self.launch.rank)
@@ -225,7 +225,7 @@ class _Rank:
                 file=sys.stderr,
             )
             return 130
-        from hybridprof.runtime.distributed import gather_to_rank0
+        from hybridprof.runtime.distributed.rank import gather_to_rank0
 
         gathered = gather_to_rank0(self.group, session.to_json(), self.args.gather_timeout)
         if gathered is None:
@@ -234,10 +234,10 @@ class _Rank:
         return self._merge_and_report(gathered)
 
     def _merge_and_report(self, payloads: list[str]) -> int:
+        from hybridprof.analysis.merge import merge_sessions
         from hybridprof.cli.merge import write_merged
         from hybridprof.datamodel import ProfileSession
-        from hybridprof.merge import merge_sessions
-        from hybridprof.reporting.ranks import rank_lines
+        from hybridprof.reporting.page.ranks import rank_lines
 
         merged = merge_sessions([ProfileSession.from_json(p) for p in payloads])
         out = self.outputs

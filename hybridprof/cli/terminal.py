@@ -14,10 +14,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from hybridprof.analysis.tree import ancestors, tree_rows
 from hybridprof.datamodel import ModuleRecord, ProfileSession
 from hybridprof.reporting.format import visible
 from hybridprof.reporting.trust import stability_line
-from hybridprof.tree import ancestors, tree_rows
 
 TABLE_ROWS = 40
 
@@ -39,7 +39,7 @@ def heaviest_fitting(session: ProfileSession, rows: int = TABLE_ROWS) -> tuple[M
 
 def terminal_table(session: ProfileSession, rows: int = TABLE_ROWS) -> list[str]:
     """The table's lines, plus a note when layers were left out to fit."""
-    from hybridprof.reporting.text import render_text
+    from hybridprof.reporting.text_table import render_text
 
     if session.outside_cpu_us is not None:
         rows -= 1  # the (outside modules) line
@@ -137,7 +137,8 @@ VERDICT_LAYERS = 5
 
 def roofline_lines(session: ProfileSession) -> list[str]:
     """With --flops: the peak, then the verdicts of the heaviest layers and what was not counted."""
-    from hybridprof.roofline import by_path, format_count, peak_text
+    from hybridprof.analysis.roofline import by_path
+    from hybridprof.reporting.format import format_count, peak_text
 
     if session.flops is None:
         return []

@@ -62,7 +62,8 @@ class Compat:
 
 Decision = tuple[Any, str]  # (value, reason)
 
-# What runtime/kineto.py reads from each raw kineto event; all must exist to walk them directly.
+# What runtime/events/kineto.py reads from each raw kineto event; all must exist to walk them
+# directly.
 KINETO_EVENT_FIELDS = (
     "name",
     "start_ns",

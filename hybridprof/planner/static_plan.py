@@ -24,7 +24,7 @@ from hybridprof.datamodel import (
     ModuleTarget,
     ProfilePlan,
 )
-from hybridprof.loader import read_model_source
+from hybridprof.files.loader import read_model_source
 from hybridprof.planner.plan import (
     call_findings,
     calls_per_owner_call,

@@ -1,20 +1,25 @@
 """Reporters: a registry that picks a renderer by the output file's extension.
 
 A renderer (after pyinstrument's) names its extensions, says whether it writes bytes, and turns a
-`ProfileSession` into the file's content. Renderer modules import lazily: writing a CSV does not
-import weasyprint, and the text renderer lives in `reporting/text.py`.
+`ProfileSession` (or a `DiffResult`) into the file's content; each lives in a file of its own in
+`renderers/`, imported only when that format is written (writing a CSV does not import weasyprint).
+`page/` builds what the HTML and PDF pages show; `text_table.py` the torchprof-style table;
+`dataframe.py` the pandas tables. Importing this package plugs the notebook and DataFrame views
+into the data model (`install_views`).
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from hybridprof.compare import DiffResult
 from hybridprof.datamodel import ProfileSession
+from hybridprof.datamodel.views import register_view
+from hybridprof.diff import DiffResult
 from hybridprof.errors import UsageError
-from hybridprof.outputs import check_output_path, write_atomic
+from hybridprof.files.outputs import check_output_path, write_atomic
 
 
 @runtime_checkable
@@ -32,37 +37,25 @@ class DiffRenderer(Protocol):
     def render(self, diff: DiffResult) -> str | bytes: ...
 
 
-class TextRenderer:
-    """torchprof-style text table with op rows, warnings and never-called paths."""
-
-    extensions = (".txt",)
-    binary = False
-
-    def render(self, session: ProfileSession) -> str:
-        text = importlib.import_module("hybridprof.reporting.text")
-        result: str = text.render_text_report(session)
-        return result
-
-
 # extension -> (module, class); modules are imported only when that format is written.
 _REGISTRY: dict[str, tuple[str, str]] = {
-    ".html": ("hybridprof.reporting.html", "HtmlRenderer"),
-    ".htm": ("hybridprof.reporting.html", "HtmlRenderer"),
-    ".pdf": ("hybridprof.reporting.pdf", "PdfRenderer"),
-    ".txt": ("hybridprof.reporting", "TextRenderer"),
-    ".csv": ("hybridprof.reporting.export", "CsvRenderer"),
-    ".json": ("hybridprof.reporting.export", "JsonRenderer"),
+    ".html": ("hybridprof.reporting.renderers.html", "HtmlRenderer"),
+    ".htm": ("hybridprof.reporting.renderers.html", "HtmlRenderer"),
+    ".pdf": ("hybridprof.reporting.renderers.pdf", "PdfRenderer"),
+    ".txt": ("hybridprof.reporting.renderers.text", "TextRenderer"),
+    ".csv": ("hybridprof.reporting.renderers.csv", "CsvRenderer"),
+    ".json": ("hybridprof.reporting.renderers.json", "JsonRenderer"),
 }
 
 
 # The comparison of two runs (`hybridprof diff`): extension -> (module, class).
 _DIFF_REGISTRY: dict[str, tuple[str, str]] = {
-    ".html": ("hybridprof.reporting.diff_html", "DiffHtmlRenderer"),
-    ".htm": ("hybridprof.reporting.diff_html", "DiffHtmlRenderer"),
-    ".pdf": ("hybridprof.reporting.diff_html", "DiffPdfRenderer"),
-    ".txt": ("hybridprof.reporting.diff_export", "DiffTextRenderer"),
-    ".csv": ("hybridprof.reporting.diff_export", "DiffCsvRenderer"),
-    ".json": ("hybridprof.reporting.diff_export", "DiffJsonRenderer"),
+    ".html": ("hybridprof.reporting.renderers.diff_html", "DiffHtmlRenderer"),
+    ".htm": ("hybridprof.reporting.renderers.diff_html", "DiffHtmlRenderer"),
+    ".pdf": ("hybridprof.reporting.renderers.diff_pdf", "DiffPdfRenderer"),
+    ".txt": ("hybridprof.reporting.renderers.diff_text", "DiffTextRenderer"),
+    ".csv": ("hybridprof.reporting.renderers.diff_csv", "DiffCsvRenderer"),
+    ".json": ("hybridprof.reporting.renderers.diff_json", "DiffJsonRenderer"),
 }
 
 
@@ -111,12 +104,30 @@ def write_diff_report(diff: DiffResult, path: str | Path, force: bool = False) -
     return write_atomic(path, renderer.render(diff), force)
 
 
+def _dataframe_of(session: ProfileSession) -> Any:
+    # pandas is imported only when a DataFrame is asked for
+    frame: Callable[[ProfileSession], Any] = importlib.import_module(
+        "hybridprof.reporting.dataframe"
+    ).session_frame
+    return frame(session)
+
+
+def install_views() -> None:
+    """Show sessions as HTML in notebooks and give them `to_dataframe()` (idempotent)."""
+    from hybridprof.reporting.notebook import session_html
+
+    register_view("html", ProfileSession, session_html)
+    register_view("dataframe", ProfileSession, _dataframe_of)
+
+
+install_views()
+
 __all__ = [
     "DiffRenderer",
     "Renderer",
-    "TextRenderer",
     "diff_extensions",
     "diff_renderer_for",
+    "install_views",
     "known_extensions",
     "renderer_for",
     "write_diff_report",

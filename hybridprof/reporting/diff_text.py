@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hybridprof.compare import Change, DiffResult, LayerDiff, OpChange
+from hybridprof.diff import Change, DiffResult, LayerDiff, OpChange
 from hybridprof.reporting.format import format_bytes, format_time_us
 
 TOP = 5  # regressions and improvements named in the summary

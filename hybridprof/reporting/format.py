@@ -1,8 +1,11 @@
-"""Number formatting shared by every renderer (torchprof's units: us/ms/s and B/KB/MB/GB)."""
+"""Number formatting shared by every renderer (torchprof's units: us/ms/s and B/KB/MB/GB; FLOP
+counts and rates in steps of 1000), and names made safe to print."""
 
 from __future__ import annotations
 
 import re
+
+from hybridprof.datamodel import MachinePeak
 
 
 def format_time_us(us: float) -> str:
@@ -32,6 +35,27 @@ def format_percent(part: float, whole: float) -> str:
 def format_calls(calls: float) -> str:
     """3, or 2.5 when calls differ between iterations (a branch taken sometimes)."""
     return str(int(calls)) if float(calls).is_integer() else f"{calls:.1f}"
+
+
+def format_count(value: float, unit: str) -> str:
+    """1.43e9 -> '1.43 G' + unit (k, M, G, T steps of 1000)."""
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def format_rate(value: float | None, unit: str) -> str:
+    return "-" if value is None else f"{value:.3g} {unit}"
+
+
+def peak_text(peak: MachinePeak) -> str:
+    return (
+        f"peak {peak.gflops:.4g} GFLOP/s and {peak.gbps:.4g} GB/s ({peak.source}; {peak.how}); "
+        f"ridge point {peak.gflops / peak.gbps:.3g} FLOP/byte"
+        if peak.gbps > 0
+        else f"peak {peak.gflops:.4g} GFLOP/s ({peak.source})"
+    )
 
 
 # Characters a terminal or editor acts on instead of showing: C0/C1 controls (ESC starts colour and

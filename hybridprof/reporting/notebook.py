@@ -12,8 +12,8 @@ depth and per-layer op tables, findings), rendered from the same template, in an
 - Bounded: a model of thousands of layers shows at most `max_rows` rows (the heaviest profiled
   layers with their parents, as the PDF does) and says so in a note; `write_report` has them all.
 
-Sessions show this way once `install()` has registered it with the data model (see
-`hybridprof.views`); the facade does that before it hands out a session.
+Sessions show this way once `hybridprof.reporting` is imported: it registers this view with the
+data model (see `hybridprof.datamodel.views`); the facade imports it before it hands out a session.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import html
 from dataclasses import replace
 
 from hybridprof.datamodel import ProfileSession
-from hybridprof.views import register_html_view
 
 NOTEBOOK_MAX_ROWS = 200
 FRAME_HEIGHT_PX = 600
@@ -54,8 +53,8 @@ def session_html(session: ProfileSession, max_rows: int = NOTEBOOK_MAX_ROWS) -> 
 
 def notebook_page(session: ProfileSession, max_rows: int = NOTEBOOK_MAX_ROWS) -> str:
     """The report page the frame shows: at most `max_rows` table rows, with a note when cut."""
-    from hybridprof.reporting.context import _pdf_rows, build_context
-    from hybridprof.reporting.html import render_page
+    from hybridprof.reporting.page.context import _pdf_rows, build_context
+    from hybridprof.reporting.page.templates import render_page
 
     ctx = build_context(session, "html")
     rows, note = _pdf_rows(list(ctx.rows), max_rows)
@@ -72,9 +71,4 @@ def notebook_page(session: ProfileSession, max_rows: int = NOTEBOOK_MAX_ROWS) ->
     return render_page(ctx).replace("</head>", NOTEBOOK_CSS + "</head>", 1)
 
 
-def install() -> None:
-    """Show ProfileSessions in notebooks through `session_html` (idempotent)."""
-    register_html_view(ProfileSession, session_html)
-
-
-__all__ = ["NOTEBOOK_MAX_ROWS", "install", "notebook_page", "session_html"]
+__all__ = ["NOTEBOOK_MAX_ROWS", "notebook_page", "session_html"]

@@ -2,8 +2,8 @@
 
 Three things: the session's stability verdict (one line: what made it noisy and the fix), how the
 iteration counts were decided and why the run stopped, and each median's confidence interval,
-written `84.200us ±3%` (the wider side of the 95% interval of `hybridprof.stats`, in % of the
-median). A median gets an interval only when its per-iteration values were kept and there are
+written `84.200us ±3%` (the wider side of the 95% interval of `hybridprof.analysis.stats`, in %
+of the median). A median gets an interval only when its per-iteration values were kept and there are
 enough of them (6 for 95%); otherwise the number stands alone, as in torchprof.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 
+from hybridprof.analysis.stats import CI_METHOD, CONFIDENCE, median_ci
 from hybridprof.datamodel import ProfileSession, Series, Stability
 from hybridprof.reporting.format import format_time_us
-from hybridprof.stats import CI_METHOD, CONFIDENCE, median_ci
 
 INTERVAL_NOTE = (
     f"± is the {100 * CONFIDENCE:.0f}% confidence interval of each median over the measured "

@@ -33,23 +33,23 @@ import torch
 from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession, StopReason
+from hybridprof.datamodel.gc_pause import gc_paused
 from hybridprof.errors import HybridprofError, ModelRunError, UsageError
-from hybridprof.jsonio import gc_paused
-from hybridprof.loader import ModelInputs, as_model_inputs, keeping_cwd
+from hybridprof.files.loader import ModelInputs, as_model_inputs, keeping_cwd
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import module_at
-from hybridprof.runtime.aggregate import (
+from hybridprof.runtime.flops.counter import with_work
+from hybridprof.runtime.guards import first_line, refuse_nesting
+from hybridprof.runtime.machine import LoadWatch
+from hybridprof.runtime.measures.aggregate import (
     RunFacts,
     as_table,
     build_session,
     environment,
     never_ran_warning,
 )
-from hybridprof.runtime.flops import with_work
-from hybridprof.runtime.guards import first_line, refuse_nesting
-from hybridprof.runtime.machine import LoadWatch
-from hybridprof.runtime.measure import IterationMeasure
-from hybridprof.runtime.measure_table import MeasureTable
+from hybridprof.runtime.measures.iteration import IterationMeasure
+from hybridprof.runtime.measures.table import MeasureTable
 from hybridprof.runtime.model_state import model_state_kept, random_state_kept
 from hybridprof.runtime.patching import ForwardPatcher
 from hybridprof.runtime.stopping import AUTO, Count, IterationRule, unconverged

@@ -1,4 +1,4 @@
-"""How busy the machine is while a model runs: the figures `hybridprof.stability` judges.
+"""How busy the machine is while a model runs: the figures `hybridprof.analysis.stability` judges.
 
 Between iterations (never inside one) the driver counts the tasks the kernel has runnable (the 4th
 field of /proc/loadavg) and takes away this process's own running threads: what is left is other
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
+from hybridprof.analysis.stability import assess
 from hybridprof.datamodel import Stability
-from hybridprof.stability import assess
 
 
 def usable_cores() -> int:

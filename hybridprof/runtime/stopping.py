@@ -1,13 +1,12 @@
 """When warm-up ends and when the measured iterations stop (`--warmup auto`, `--iters auto`).
 
 `--iters auto` measures until the median iteration time is known to ±3%: its 95% confidence interval
-(the distribution-free order-statistic interval of `hybridprof.stats`) lies within 3% of it. That
-takes at least 5 iterations, and in practice 6, the fewest that give a 95% interval. It also stops
-when the time limit runs out (`--max-time`, 30 s by default, counted from the first warm-up
-iteration) or after 1,000 iterations, which bound the session file.
-`--warmup auto` runs until iteration times stop falling (`hybridprof.stats.still_falling`), for at
-most 50 iterations and half the time limit. Fixed counts run exactly, unless a time limit was given.
-"""
+(the distribution-free order-statistic interval of `hybridprof.analysis.stats`) lies within 3% of
+it. That takes at least 5 iterations, and in practice 6, the fewest that give a 95% interval. It
+also stops when the time limit runs out (`--max-time`, 30 s by default, counted from the first
+warm-up iteration) or after 1,000 iterations, which bound the session file. `--warmup auto` runs
+until iteration times stop falling (`analysis.stats.still_falling`), for at most 50 iterations and
+half the time limit. Fixed counts run exactly, unless a time limit was given."""
 
 from __future__ import annotations
 
@@ -15,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from hybridprof.analysis.stats import ci_within, still_falling
 from hybridprof.datamodel import StopReason
 from hybridprof.errors import UsageError
-from hybridprof.stats import ci_within, still_falling
 
 Count = int | Literal["auto"]
 AUTO: Literal["auto"] = "auto"

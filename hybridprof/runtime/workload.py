@@ -28,7 +28,7 @@ from torch import nn
 
 from hybridprof.datamodel import ModuleRecord
 from hybridprof.errors import DeviceError, ModelRunError, UsageError
-from hybridprof.loader import ModelInputs
+from hybridprof.files.loader import ModelInputs
 from hybridprof.runtime.strategies.base import Strategy
 
 

@@ -53,7 +53,7 @@ def test_flops_on_cuda_forward_and_backward() -> None:
     expected = _counter_total(model.cuda(), x.cuda())
     layers = sum(w.flops + w.backward_flops for w in work.layers)
     assert abs(layers - expected) <= 0.001 * expected
-    from hybridprof.roofline import by_path
+    from hybridprof.analysis.roofline import by_path
 
     lines = by_path(session)
     assert lines["conv"].verdict and lines["fc"].verdict  # judged on self device time

@@ -10,7 +10,7 @@ from torch import nn
 
 from hybridprof.api import profile
 from hybridprof.cli import main
-from hybridprof.storage import load_session
+from hybridprof.files.storage import load_session
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

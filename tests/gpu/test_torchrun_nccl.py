@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hybridprof.storage import load_session
+from hybridprof.files.storage import load_session
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

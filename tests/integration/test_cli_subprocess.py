@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from hybridprof.storage import load_session
+from hybridprof.files.storage import load_session
 from tests.integration.cli_run import measuring_run
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

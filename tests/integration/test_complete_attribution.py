@@ -16,17 +16,17 @@ import torch
 from torch import nn
 
 import hybridprof
+from hybridprof.analysis.tree import tree_rows
 from hybridprof.api import profile
-from hybridprof.loader import ModelInputs
+from hybridprof.files.loader import ModelInputs
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import tree_plan
-from hybridprof.runtime.measure import IterationMeasure
+from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.model_state import ModelState
 from hybridprof.runtime.patching import ForwardPatcher
 from hybridprof.runtime.strategies import make_strategy
 from hybridprof.runtime.strategies.base import StrategyConfig
 from hybridprof.runtime.workload import forward_once, training_step
-from hybridprof.tree import tree_rows
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tiny_transformer.py"
 

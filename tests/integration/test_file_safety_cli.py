@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hybridprof.storage import load_session
+from hybridprof.files.storage import load_session
 from tests.integration.cli_run import FIXTURES, QUICK, hybridprof, measuring_run
 
 

@@ -172,7 +172,7 @@ def test_without_flops_the_session_has_none() -> None:
 
 
 def test_the_peak_is_measured_once_then_cached(tmp_path: Path) -> None:
-    from hybridprof.runtime.peak import cache_dir
+    from hybridprof.runtime.flops.peak import cache_dir
 
     x = torch.randn(1, 3, 16, 16)
     first = profile(ConvNet(), x, warmup=0, iters=1, flops=True, threads=1).flops
@@ -240,7 +240,7 @@ def test_peak_options_are_checked(
 
 
 def test_byte_estimates_follow_the_tensors() -> None:
-    from hybridprof.runtime.op_bytes import bytes_of, footprint, moves_nothing
+    from hybridprof.runtime.flops.op_bytes import bytes_of, footprint, moves_nothing
 
     aten = torch.ops.aten
     assert footprint(torch.zeros(4, 1).expand(4, 8)) == 4 * 4  # a broadcast dimension read once

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from hybridprof.cli import main
-from hybridprof.storage import load_session
+from hybridprof.files.storage import load_session
 
 QUICK = ["--warmup", "1", "--iters", "2"]
 

@@ -15,8 +15,8 @@ import torch
 from hybridprof.cli import main
 from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.datamodel import ProfileSession
+from hybridprof.files.storage import load_session
 from hybridprof.planner.module_tree import tree_plan
-from hybridprof.storage import load_session
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SMALL = FIXTURES / "run_small.py"
@@ -112,7 +112,7 @@ def test_plan_file_selects_and_other_models_plan_is_refused(
         "the plan's path '0' is not in this model (SmallNet, the plan was made for Sequential)"
         in one_error_line(capsys)
     )
-    from hybridprof.loader import load_model
+    from hybridprof.files.loader import load_model
 
     good = tree_plan(load_model(SMALL).module, paths=["classifier.0", "norm"])
     plan_file.write_text(good.to_json())

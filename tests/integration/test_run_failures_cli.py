@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from hybridprof.storage import load_session
+from hybridprof.files.storage import load_session
 from tests.integration.cli_run import FIXTURES, QUICK, SCRIPT, hybridprof, measuring_run
 
 
@@ -152,7 +152,7 @@ def test_an_input_shape_too_big_to_allocate_is_bad_input(tmp_path: Path) -> None
 
 
 def test_a_trace_holds_a_bounded_number_of_iterations(tmp_path: Path) -> None:
-    from hybridprof.runtime.kineto import TRACE_ITERATIONS
+    from hybridprof.runtime.events.kineto import TRACE_ITERATIONS
 
     iters = TRACE_ITERATIONS + 3
     argv = ["run", str(FIXTURES / "run_small.py"), "--warmup", "1", "--iters", str(iters)]

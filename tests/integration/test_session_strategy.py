@@ -12,7 +12,7 @@ from torch import nn
 
 from hybridprof.api import profile
 from hybridprof.planner.compat import probe
-from hybridprof.runtime.measure import IterationMeasure
+from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.strategies.base import StrategyConfig
 from hybridprof.runtime.strategies.session import SessionStrategy
 

@@ -11,11 +11,11 @@ import torch
 from torch import nn
 
 import hybridprof
+from hybridprof.analysis.stats import ci_within
 from hybridprof.api.run import profile
 from hybridprof.cli import main
 from hybridprof.datamodel import ProfileSession
-from hybridprof.stats import ci_within
-from hybridprof.storage import load_session
+from hybridprof.files.storage import load_session
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SMALL = FIXTURES / "run_small.py"

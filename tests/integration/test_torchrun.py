@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from hybridprof.cli import main
-from hybridprof.storage import load_session
+from hybridprof.files.storage import load_session
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 MODEL = str(FIXTURES / "ranked_net.py")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from hybridprof.datamodel import ModuleTarget, ProfilePlan
-from hybridprof.runtime.aggregate import build_session, environment
-from hybridprof.runtime.measure import IterationMeasure, OpMeasure
+from hybridprof.runtime.measures.aggregate import build_session, environment
+from hybridprof.runtime.measures.iteration import IterationMeasure, OpMeasure
 
 
 def _target(path: str, selected: bool = True) -> ModuleTarget:

@@ -3,8 +3,8 @@ devices."""
 
 from __future__ import annotations
 
-from hybridprof.runtime.attribution import BACKWARD_PREFIX, ROOT_RANGE, attribute, range_name
-from hybridprof.runtime.kineto import MEMORY_EVENT, Event
+from hybridprof.runtime.events.attribution import BACKWARD_PREFIX, ROOT_RANGE, attribute, range_name
+from hybridprof.runtime.events.kineto import MEMORY_EVENT, Event
 
 NAMES = {ROOT_RANGE: "", "block": "block", "block.fc": "block.fc", "act": "act"}
 

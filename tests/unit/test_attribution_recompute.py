@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hybridprof.runtime.attribution import BACKWARD_PREFIX, ROOT_RANGE, attribute
-from hybridprof.runtime.kineto import Event
+from hybridprof.runtime.events.attribution import BACKWARD_PREFIX, ROOT_RANGE, attribute
+from hybridprof.runtime.events.kineto import Event
 
 NAMES = {ROOT_RANGE: "", "block": "block", "block.fc": "block.fc", "block.act": "block.act"}
 

@@ -11,14 +11,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybridprof.runtime.attribution import ROOT_RANGE, attribute
-from hybridprof.runtime.columns import (
+from hybridprof.runtime.events.attribution import ROOT_RANGE, attribute
+from hybridprof.runtime.events.columns import (
     EventColumns,
     attribute_columns,
     attribute_layer_columns,
 )
-from hybridprof.runtime.kineto import Event
-from hybridprof.runtime.measure import IterationMeasure
+from hybridprof.runtime.events.kineto import Event
+from hybridprof.runtime.measures.iteration import IterationMeasure
 
 NAMES = {ROOT_RANGE: "", "block": "block", "block.fc": "block.fc", "act": "act"}
 
@@ -186,7 +186,7 @@ def _profiled_with_mark(threads: int) -> tuple[object, tuple[int, int]]:
     import torch
     from torch import nn
 
-    from hybridprof.runtime.kineto import MEASURE_MARK
+    from hybridprof.runtime.events.kineto import MEASURE_MARK
 
     model = nn.Sequential(*[nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(30)])
     x = torch.randn(4, 8)
@@ -226,7 +226,7 @@ def _decoded(columns: EventColumns) -> tuple[list[str], list[int], list[int], li
 def test_reading_from_the_mark_gives_the_columns_of_the_full_read() -> None:
     """The warm step's events are skipped unread when the wall clock around the mark finds it;
     the columns are those of reading every event and dropping those before the mark."""
-    from hybridprof.runtime.columns import _measured_from, read_columns
+    from hybridprof.runtime.events.columns import _measured_from, read_columns
 
     for threads in (1, 2):
         profiler, window = _profiled_with_mark(threads)

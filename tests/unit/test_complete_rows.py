@@ -7,12 +7,12 @@ from dataclasses import replace
 
 import pytest
 
+from hybridprof.analysis.tree import tree_rows
 from hybridprof.datamodel import Stat
-from hybridprof.frames import session_frame
-from hybridprof.reporting.context import build_context, open_depth
-from hybridprof.reporting.html import render_html
-from hybridprof.reporting.text import render_text
-from hybridprof.tree import tree_rows
+from hybridprof.reporting.dataframe import session_frame
+from hybridprof.reporting.page.context import build_context, open_depth
+from hybridprof.reporting.renderers.html import render_html
+from hybridprof.reporting.text_table import render_text
 from tests.report_page import page_rows
 from tests.sessions import _plan, _session, record, target
 

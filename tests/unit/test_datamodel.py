@@ -123,7 +123,7 @@ def test_schema_version_must_be_a_positive_integer(version: object) -> None:
 
 
 def test_loading_names_the_file_and_refuses_folders(tmp_path: Path) -> None:
-    from hybridprof.storage import load_session
+    from hybridprof.files.storage import load_session
 
     bad = tmp_path / "s.json"
     bad.write_text("{")

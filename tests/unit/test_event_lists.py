@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 from torch.autograd.profiler_util import EventList, FunctionEvent
 
-from hybridprof.runtime.attribution import attribute
-from hybridprof.runtime.event_lists import (
+from hybridprof.runtime.events.attribution import attribute
+from hybridprof.runtime.events.event_lists import (
     NESTED_KERNELS,
     ListOptions,
     RawEvent,
     from_frames,
     from_timer,
 )
-from hybridprof.runtime.kineto import MEMORY_EVENT, Event
+from hybridprof.runtime.events.kineto import MEMORY_EVENT, Event
 
 NAMES = {"block": "block", "block.fc": "block.fc", "act": "act"}
 

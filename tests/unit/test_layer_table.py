@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from hybridprof.reporting.context import build_context
-from hybridprof.reporting.layer_table import (
+from hybridprof.reporting.page.columns import (
     COLLAPSED,
     HAS_CHILDREN,
     UNPROFILED,
@@ -15,6 +14,7 @@ from hybridprof.reporting.layer_table import (
     layer_columns,
     table_data,
 )
+from hybridprof.reporting.page.context import build_context
 from tests.sessions import backward_session, device_session, nested_session, small_session
 
 

@@ -1,18 +1,16 @@
-"""The layer rule, read from the source: every import points down, and no modules import in a
-circle.
+"""The layer rule, read from the source: every import points down, no modules import in a
+circle, and the folders are the layers.
 
-Layers, top to bottom (README, "How it is built"):
+The packages of `hybridprof/`, top to bottom (each may import those below it):
 
-    cli, api, torchprof        the command line and the library facade (torchprof: its API)
-    runtime  ->  planner       runtime may use the planner; neither uses reporting
-    reporting                  beside planner and runtime; uses neither
-    storage, loader, outputs   file I/O: saved sessions/plans, the user's model file, atomic writes
-    datamodel, tree, frames,   the data model (and the tables every report and frame is made of),
-    jsonio, jsonbounds,        its JSON round trip (and the bounds of what it reads), the
-    roofline, merge            roofline arithmetic of a --flops session,
-                               merging the rank sessions of a torchrun run
-    views                      the notebook-view registry, filled from above
-    errors
+    cli, api, torchprof   the command line and the library facade (torchprof: its API)
+    runtime               measuring; it may use the planner
+    planner, reporting    beside each other: neither imports the other, nor the runtime
+    files                 saved sessions, plans and diffs; the user's model file; atomic writes
+    diff                  the comparison of two runs
+    analysis              figures from sessions: tree, stats, stability, roofline, merge
+    datamodel             the data model and its JSON
+    errors                (a module)
 
 Every `import` counts, wherever it stands (module level, inside a function, under TYPE_CHECKING),
 and so does a "hybridprof.x" or "hybridprof.x:Name" string (the lazy registries load modules by
@@ -41,21 +39,10 @@ PACKAGE = ROOT / "hybridprof"
 # The layer of each top-level part of the package, and the layers each may import.
 LAYER_OF = {
     "errors": "errors",
-    "jsonio": "data",
-    "jsonbounds": "data",
     "datamodel": "data",
-    "tree": "data",
-    "frames": "data",
-    "merge": "data",
-    "roofline": "data",
-    "stats": "data",
-    "stability": "data",
-    "compare": "data",
-    "run_shift": "data",
-    "views": "data",
-    "storage": "io",
-    "loader": "io",
-    "outputs": "io",
+    "analysis": "analysis",
+    "diff": "diff",
+    "files": "files",
     "examples": "examples",
     "_templates": "templates",  # reports/templates, installed as package data
     "planner": "planner",
@@ -66,19 +53,25 @@ LAYER_OF = {
     "cli": "cli",
     "__main__": "entry",
 }
+_DATA = {"data", "errors"}
+_FILES = {"files", "diff", "analysis", *_DATA}
 BELOW = {
     "errors": set(),
     "data": {"errors"},
-    "io": {"data", "errors"},
+    "analysis": _DATA,
+    "diff": {"analysis", *_DATA},
+    "files": {"diff", "analysis", *_DATA},
     "examples": set(),
     "templates": set(),
-    "planner": {"io", "data", "errors"},
-    "reporting": {"templates", "io", "data", "errors"},
-    "runtime": {"planner", "io", "data", "errors"},
-    "api": {"runtime", "planner", "reporting", "io", "data", "errors", "examples"},
-    "cli": {"api", "runtime", "planner", "reporting", "io", "data", "errors", "examples"},
+    "planner": _FILES,
+    "reporting": {"templates", *_FILES},
+    "runtime": {"planner", *_FILES},
+    "api": {"runtime", "planner", "reporting", "examples", *_FILES},
+    "cli": {"api", "runtime", "planner", "reporting", "examples", *_FILES},
     "entry": {"cli"},
 }
+LOOSE_AT_TOP = {"__init__", "__main__", "errors"}  # everything else lives in a package
+MAX_MODULES_PER_FOLDER = 15
 MODULE_STRING = re.compile(r"^hybridprof(\.[a-z_][a-z0-9_]*)+(:[A-Za-z_]\w*)?$")
 
 
@@ -236,6 +229,18 @@ def test_root_package_imports_nothing_eagerly() -> None:
     assert [m for m in [*names, *modules] if m.startswith("hybridprof")] == []
 
 
+def test_the_folders_are_the_layers() -> None:
+    loose = {p.stem for p in PACKAGE.glob("*.py")}
+    assert loose <= LOOSE_AT_TOP, f"modules loose at the top of hybridprof/: {loose - LOOSE_AT_TOP}"
+    folders = {p.parent for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts}
+    crowded = {
+        str(f.relative_to(ROOT)): n
+        for f in folders
+        if (n := len(list(f.glob("*.py")))) > MAX_MODULES_PER_FOLDER
+    }
+    assert crowded == {}
+
+
 def test_every_package_is_a_listed_package() -> None:
     dirs = {p.parent for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts}
     assert sorted(str(d.relative_to(ROOT)) for d in dirs if not (d / "__init__.py").exists()) == []
@@ -258,16 +263,16 @@ def _imports_from(tmp_path: Path, files: dict[str, str]) -> list[Import]:
 
 
 def test_checker_sees_lazy_upward_imports(tmp_path: Path) -> None:
-    source = "def f():\n    from hybridprof.reporting.text import render_text\n"
+    source = "def f():\n    from hybridprof.reporting.format import visible\n"
     imports = _imports_from(tmp_path, {"hybridprof.runtime.x": source})
     assert upward_imports(imports) == [
-        "hybridprof.runtime.x (line 2) imports hybridprof.reporting.text: runtime -> reporting"
+        "hybridprof.runtime.x (line 2) imports hybridprof.reporting.format: runtime -> reporting"
     ]
 
 
 def test_checker_sees_registry_strings(tmp_path: Path) -> None:
     source = 'TARGET = "hybridprof.api.profiler:Profile"\n'
-    imports = _imports_from(tmp_path, {"hybridprof.datamodel": source})
+    imports = _imports_from(tmp_path, {"hybridprof.datamodel.session": source})
     assert len(upward_imports(imports)) == 1
 
 
@@ -285,7 +290,8 @@ def test_checker_finds_cycles_but_not_type_only_ones(tmp_path: Path) -> None:
 
 def test_html_reports_and_the_data_model_do_not_load_pandas() -> None:
     code = (
-        "import sys, hybridprof.datamodel, hybridprof.reporting.html, hybridprof.tree\n"
+        "import sys, hybridprof.datamodel, hybridprof.reporting.renderers.html\n"
+        "import hybridprof.analysis.tree\n"
         "assert 'pandas' not in sys.modules, 'pandas was imported'\n"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from hybridprof.errors import ModelLoadError, UsageError
-from hybridprof.loader import load_model, parse_shape, read_model_source
+from hybridprof.files.loader import load_model, parse_shape, read_model_source
 
 
 def write(tmp_path: Path, source: str, name: str = "net_def.py") -> Path:

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from hybridprof.compare import compare_sessions
+from hybridprof.analysis.merge import merge_sessions
 from hybridprof.datamodel import (
     CollectiveStat,
     IterationSeries,
@@ -18,10 +18,10 @@ from hybridprof.datamodel import (
     Series,
     Stat,
 )
+from hybridprof.diff import diff_sessions
 from hybridprof.errors import UsageError
-from hybridprof.merge import merge_sessions
-from hybridprof.reporting.context import build_context
-from hybridprof.reporting.html import render_html
+from hybridprof.reporting.page.context import build_context
+from hybridprof.reporting.renderers.html import render_html
 from tests.sessions import small_session
 
 
@@ -194,5 +194,5 @@ def test_merged_series_are_each_iterations_median_across_ranks_so_merged_runs_ca
     assert fc1.per_iteration.total_cpu_us is not None  # differs from self: kept
 
     slower = [_with_series(rank_session(r, world=3), s * 2) for r, s in enumerate((1.0, 1.2, 3.0))]
-    diff = compare_sessions(merged, merge_sessions(slower))
+    diff = diff_sessions(merged, merge_sessions(slower))
     assert {layer.verdict for layer in diff.layers} == {"slower"}  # judged, not "unknown"

@@ -7,7 +7,8 @@ import re
 import subprocess
 import sys
 
-from hybridprof.reporting.notebook import install, notebook_page, session_html
+from hybridprof.reporting import install_views
+from hybridprof.reporting.notebook import notebook_page, session_html
 from tests.report_page import page_data, page_ops, page_rows
 from tests.sessions import HOSTILE, big_session, hostile_session, small_session
 
@@ -51,16 +52,23 @@ def test_a_small_session_is_not_cut() -> None:
     assert "heaviest" not in page
 
 
-def test_the_data_model_shows_html_only_once_a_view_is_installed() -> None:
-    # In a fresh interpreter: the data model alone has no view (layers point down) ...
+def test_the_data_model_has_views_only_once_reporting_plugs_them_in() -> None:
+    # In a fresh interpreter: the data model alone has no views (layers point down) ...
     code = (
         "from tests.sessions import small_session\n"
+        "from hybridprof.errors import UsageError\n"
         "s = small_session()\n"
         "assert s._repr_html_() is None\n"
+        "try:\n"
+        "    s.to_dataframe()\n"
+        "    raise AssertionError('a DataFrame without the reporting layer')\n"
+        "except UsageError as e:\n"
+        "    assert 'import hybridprof.reporting' in str(e)\n"
         "import hybridprof\n"
-        "hybridprof.load_session\n"  # ... and the facade installs the report's view
+        "hybridprof.load_session\n"  # ... and the facade plugs in the report's views
         "assert s._repr_html_().startswith('<iframe')\n"
+        "assert list(s.to_dataframe().path) == [r.path for r in s.records]\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
-    install()
+    install_views()
     assert small_session()._repr_html_() == session_html(small_session())

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hybridprof.errors import OutputError
-from hybridprof.outputs import check_output_path, write_atomic
+from hybridprof.files.outputs import check_output_path, write_atomic
 
 
 def test_write_atomic_writes_and_leaves_no_temp(tmp_path: Path) -> None:

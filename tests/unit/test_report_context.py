@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from hybridprof.reporting.charts import session_charts
-from hybridprof.reporting.context import build_context
+from hybridprof.reporting.page.charts import session_charts
+from hybridprof.reporting.page.context import build_context
 from tests.sessions import (
     backward_session,
     big_session,

@@ -12,8 +12,9 @@ from html.parser import HTMLParser
 import jinja2
 import pytest
 
-from hybridprof.reporting.context import build_context
-from hybridprof.reporting.html import render_html, render_page, script_json, template_env
+from hybridprof.reporting.page.context import build_context
+from hybridprof.reporting.page.templates import render_page, script_json, template_env
+from hybridprof.reporting.renderers.html import render_html
 from tests.report_page import page_ops, page_rows
 from tests.sessions import HOSTILE, big_session, hostile_session, nested_session, small_session
 
@@ -184,7 +185,7 @@ def test_big_session_stays_small_with_all_ops() -> None:
 
 def test_a_missing_template_is_a_one_line_error() -> None:
     from hybridprof.errors import ReportDependencyError
-    from hybridprof.reporting.html import _read_template
+    from hybridprof.reporting.page.templates import _read_template
 
     with pytest.raises(
         ReportDependencyError, match=r"'nope\.j2' not found in package hybridprof\._templates"

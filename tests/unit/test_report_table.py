@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 
-from hybridprof.frames import (
+from hybridprof.analysis.tree import total_profiled_us
+from hybridprof.reporting.dataframe import (
     COLUMNS,
     class_totals,
     ops_frame,
     session_frame,
 )
-from hybridprof.tree import total_profiled_us
 from tests.sessions import (
     big_session,
     device_session,
@@ -108,7 +108,7 @@ def test_empty_session_gives_typed_empty_frame() -> None:
 
 
 def test_session_to_dataframe_is_the_report_frame() -> None:
-    from hybridprof.frames import session_frame
+    from hybridprof.reporting.dataframe import session_frame
     from tests.sessions import small_session
 
     session = small_session()

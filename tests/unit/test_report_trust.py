@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hybridprof.datamodel import IterationSeries, ProfileSession, Series, Stability
-from hybridprof.reporting.context import build_context
-from hybridprof.reporting.html import render_html
-from hybridprof.reporting.text import render_text, render_text_report
+from hybridprof.reporting.page.context import build_context
+from hybridprof.reporting.renderers.html import render_html
+from hybridprof.reporting.renderers.text import render_text_report
+from hybridprof.reporting.text_table import render_text
 from hybridprof.reporting.trust import (
     interval_pct,
     iterations_text,

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from hybridprof.analysis.roofline import session_rooflines, verdict
 from hybridprof.datamodel import (
     LayerWork,
     MachinePeak,
@@ -18,13 +19,14 @@ from hybridprof.datamodel import (
     Stat,
     WorkProfile,
 )
-from hybridprof.reporting.context import build_context
-from hybridprof.reporting.export import render_csv, render_json
-from hybridprof.reporting.html import render_html
-from hybridprof.reporting.roofline_chart import chart_dots, render_roofline
-from hybridprof.reporting.roofline_view import MAX_ROWS
-from hybridprof.reporting.text import render_text, render_text_report
-from hybridprof.roofline import session_rooflines, verdict
+from hybridprof.reporting.page.context import build_context
+from hybridprof.reporting.page.roofline_chart import chart_dots, render_roofline
+from hybridprof.reporting.page.roofline_view import MAX_ROWS
+from hybridprof.reporting.renderers.csv import render_csv
+from hybridprof.reporting.renderers.html import render_html
+from hybridprof.reporting.renderers.json import render_json
+from hybridprof.reporting.renderers.text import render_text_report
+from hybridprof.reporting.text_table import render_text
 from tests.sessions import HOSTILE, big_session, hostile_session, small_session
 
 PEAK = MachinePeak(100.0, 10.0, "given", "given")  # ridge point: 10 FLOP/byte

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from hybridprof.analysis.tree import ancestors, tree_rows
 from hybridprof.datamodel import Environment, ModuleRecord, ProfilePlan, ProfileSession, Stat
 from hybridprof.reporting.format import format_bytes, format_percent, format_time_us
-from hybridprof.tree import ancestors, tree_rows
 
 
 def test_time_and_memory_formats_follow_torchprof_units() -> None:

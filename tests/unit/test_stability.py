@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from hybridprof.stability import assess
+from hybridprof.analysis.stability import assess
 
 STEADY = [1000.0, 1010.0, 995.0, 1005.0, 990.0, 1002.0]
 SPREAD = [1000.0, 1400.0, 800.0, 1900.0, 950.0, 1200.0]

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from hybridprof.stats import (
+from hybridprof.analysis.stats import (
     Interval,
     ci_within,
     coefficient_of_variation,

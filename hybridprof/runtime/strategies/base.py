@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hybridprof.planner.compat import Compat
-from hybridprof.runtime.measure import IterationMeasure
+from hybridprof.runtime.measures.iteration import IterationMeasure
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from hybridprof.runtime.event_lists import ListOptions, built
-from hybridprof.runtime.events import (
+from hybridprof.runtime.events.event_lists import ListOptions, built
+from hybridprof.runtime.events.function_events import (
     CallFolder,
     EventFields,
     descendants,
@@ -29,11 +29,11 @@ from hybridprof.runtime.events import (
     ranges_by_path,
     top_level,
 )
-from hybridprof.runtime.measure import IterationMeasure
+from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
-from hybridprof.runtime.ranges import new_autograd_profiler, range_factory
 from hybridprof.runtime.signals import sigint_deferred
 from hybridprof.runtime.strategies.base import MeasuredIteration, StrategyConfig
+from hybridprof.runtime.strategies.ranges import new_autograd_profiler, range_factory
 
 
 class PerCallStrategy:

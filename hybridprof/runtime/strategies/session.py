@@ -3,9 +3,9 @@
 Approach ("session"): every selected call runs inside a profiler range named by its path
 (`torch._C._profiler._RecordFunctionFast`, ~2-4 us, when `Compat.fast_ranges` allows it, else the
 public `record_function`, ~12-25 us); the ops inside are attributed to the innermost enclosing range
-afterwards (attribution.py), from raw events read cheaply (kineto.py). Compared with torchprof's
-profiler-per-call this costs one start/stop per iteration instead of one per layer call, and it sees
-every layer under the same profiler, so small layers are not inflated.
+afterwards (events/attribution.py), from raw events read cheaply (events/kineto.py). Compared with
+torchprof's profiler-per-call this costs one start/stop per iteration instead of one per layer
+call, and it sees every layer under the same profiler, so small layers are not inflated.
 
 Memory stays bounded however long the run: the profiler is stopped at the end of every iteration,
 its events are folded into that iteration's per-path `IterationMeasure`, and the profiler object
@@ -27,21 +27,21 @@ from typing import Any
 
 import torch
 
-from hybridprof.jsonio import gc_paused
-from hybridprof.runtime.attribution import Attribution, Frame, attribute, range_name
-from hybridprof.runtime.columns import (
+from hybridprof.datamodel.gc_pause import gc_paused
+from hybridprof.runtime.events.attribution import Attribution, Frame, attribute, range_name
+from hybridprof.runtime.events.columns import (
     EventColumns,
     attribute_columns,
     attribute_layer_columns,
     read_columns,
 )
-from hybridprof.runtime.event_lists import ListOptions, from_frames
-from hybridprof.runtime.kineto import MEASURE_MARK, TraceParts, read_events
-from hybridprof.runtime.measure import IterationMeasure
+from hybridprof.runtime.events.event_lists import ListOptions, from_frames
+from hybridprof.runtime.events.kineto import MEASURE_MARK, TraceParts, read_events
+from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
-from hybridprof.runtime.ranges import new_autograd_profiler, range_factory
 from hybridprof.runtime.signals import sigint_deferred
 from hybridprof.runtime.strategies.base import StrategyConfig
+from hybridprof.runtime.strategies.ranges import new_autograd_profiler, range_factory
 
 
 class SessionStrategy:

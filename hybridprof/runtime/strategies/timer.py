@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from hybridprof.runtime.event_lists import RawEvent, from_timer
-from hybridprof.runtime.measure import IterationMeasure
+from hybridprof.runtime.events.event_lists import RawEvent, from_timer
+from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.strategies.base import MeasuredIteration, StrategyConfig
 
 

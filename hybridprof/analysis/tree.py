@@ -1,0 +1,225 @@
+"""The tree of rows every table shows (each profiled path plus its ancestors, in module order),
+and the iteration totals its percentages are shares of. Pure Python: no pandas, no torch.
+
+A container that never runs itself (ModuleList, ModuleDict) has no record, but its time is exactly
+its children's: its row carries a record made from theirs (`derived`), so every parent shows a
+total. A parent that does run a forward but was not selected (a narrowed selection) stays blank:
+its own ops were not measured. The time in no profiled module is the `outside_label` row.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from hybridprof.datamodel import ModuleRecord, ProfileSession, Stat
+
+OUTSIDE_ROW = "(outside modules)"
+OUTSIDE_SELECTED_ROW = "(outside profiled modules)"
+
+
+@dataclass(frozen=True, slots=True)
+class TreeRow:
+    path: str  # dotted; "" is the root
+    name: str  # the last path component, or the root's class name
+    depth: int  # root is 0
+    record: ModuleRecord | None  # None for an ancestor that was not profiled
+    has_children: bool
+    derived: bool = False  # record summed from the children's (a container that never runs)
+
+
+def outside_label(session: ProfileSession) -> str:
+    """The name of the row of time in no profiled module: with the root profiled, that time is
+    outside the model (the loss, backward glue, the user's code); else also unselected parents'."""
+    return OUTSIDE_ROW if session.record("") is not None else OUTSIDE_SELECTED_ROW
+
+
+def parent_of(path: str) -> str | None:
+    if path == "":
+        return None
+    return path.rsplit(".", 1)[0] if "." in path else ""
+
+
+def ancestors(path: str) -> list[str]:
+    """From the root down to the parent of `path`."""
+    chain: list[str] = []
+    parent = parent_of(path)
+    while parent is not None:
+        chain.append(parent)
+        parent = parent_of(parent)
+    return list(reversed(chain))
+
+
+def depth_of(path: str) -> int:
+    return 0 if path == "" else path.count(".") + 1
+
+
+def tree_rows(session: ProfileSession) -> list[TreeRow]:
+    """Rows in module-tree order, ancestors before descendants.
+
+    Order comes from the plan's targets (named_modules order); a path the plan does not know (a
+    hand-made session) ranks by its first record, and an ancestor by its first descendant.
+    """
+    by_path = {r.path: r for r in session.records}
+    order = {t.path: i for i, t in enumerate(session.plan.targets)}
+    rank: dict[str, tuple[int, int]] = {}
+    for index, path in enumerate(by_path):
+        own = (order.get(path, len(order)), index)
+        for node in [*ancestors(path), path]:
+            known = order.get(node)
+            candidate = (known, 0) if known is not None else own
+            rank[node] = min(rank.get(node, candidate), candidate)
+    ordered = _depth_first(rank)
+    parents = {parent_of(p) for p in ordered}
+    derived = _container_records(session, ordered, by_path)
+    return [
+        TreeRow(
+            path=p,
+            name=session.plan.root_class if p == "" else p.rsplit(".", 1)[-1],
+            depth=depth_of(p),
+            record=by_path.get(p) or derived.get(p),
+            has_children=p in parents,
+            derived=p in derived,
+        )
+        for p in ordered
+    ]
+
+
+def _depth_first(rank: dict[str, tuple[int, int]]) -> list[str]:
+    """The paths parents first, each one's children in (rank, path) order: the order of sorting
+    every path by the (rank, path) chain from the root down to it, in one pass over the tree."""
+    children: dict[str | None, list[str]] = {}
+    for node in rank:
+        children.setdefault(parent_of(node), []).append(node)
+
+    def later_first(nodes: list[str]) -> list[str]:
+        return sorted(nodes, key=lambda n: (*rank[n], n), reverse=True)
+
+    ordered: list[str] = []
+    pending = later_first(children.get(None, []))  # a stack: the next path is on top
+    while pending:
+        node = pending.pop()
+        ordered.append(node)
+        pending.extend(later_first(children.get(node, [])))
+    return ordered
+
+
+def _container_records(
+    session: ProfileSession, ordered: list[str], by_path: dict[str, ModuleRecord]
+) -> dict[str, ModuleRecord]:
+    """Records for the shown containers without a forward, summed from their children's (deepest
+    first, so a container of containers adds up too); one with an unmeasured child gets none."""
+    containers = {t.path: t for t in session.plan.targets if not t.has_forward}
+    children: dict[str, list[str]] = {}
+    for path in ordered:
+        parent = parent_of(path)
+        if parent is not None:
+            children.setdefault(parent, []).append(path)
+    made: dict[str, ModuleRecord] = {}
+    for path in sorted(set(ordered) & containers.keys(), key=depth_of, reverse=True):
+        kids = [by_path.get(k) or made.get(k) for k in children.get(path, [])]
+        known = [k for k in kids if k is not None]
+        if path not in by_path and known and len(known) == len(kids):
+            made[path] = summed_record(path, containers[path].class_name, known)
+    return made
+
+
+def summed_record(path: str, class_name: str, parts: Sequence[ModuleRecord]) -> ModuleRecord:
+    """A container's record: no calls or self time of its own, totals the sum of its parts'
+    (medians summed; min and max summed too, a bound rather than an observed iteration)."""
+    first = parts[0]
+    zero = replace(first.self_cpu_us, median=0.0, min=0.0, max=0.0)
+
+    def add(stats: Sequence[Stat | None]) -> Stat | None:
+        known = [s for s in stats if s is not None]
+        if not known:
+            return None
+        return replace(
+            known[0],
+            median=sum(s.median for s in known),
+            min=sum(s.min for s in known),
+            max=sum(s.max for s in known),
+        )
+
+    backward = add([p.backward_total_cpu_us for p in parts])
+    return replace(
+        first,
+        path=path,
+        class_name=class_name,
+        calls=0,
+        self_cpu_us=zero,
+        total_cpu_us=add([p.total_cpu_us for p in parts]) or zero,
+        self_device_us=zero if first.self_device_us is not None else None,
+        total_device_us=add([p.total_device_us for p in parts]),
+        self_cpu_mem=0,
+        cpu_mem=sum(p.cpu_mem for p in parts),
+        self_device_mem=0,
+        device_mem=sum(p.device_mem for p in parts),
+        backward_self_cpu_us=zero if backward is not None else None,
+        backward_total_cpu_us=backward,
+        backward_self_device_us=zero if first.backward_self_device_us is not None else None,
+        param_count=0,
+        input_shapes=(),
+        output_shapes=(),
+        ops=(),
+        aliases=(),
+        is_leaf=False,
+        per_iteration=None,  # no series of its own: its intervals are its children's
+    )
+
+
+def total_profiled_us(session: ProfileSession) -> float:
+    """Median whole-iteration time; else the sum of the outermost records (no profiled ancestor).
+
+    Summing only outermost records never counts a nested layer twice, whatever their depths.
+    """
+    if session.iteration_cpu_us:
+        return float(statistics.median(session.iteration_cpu_us))  # as Stat.of
+    profiled = {r.path for r in session.records}
+    return sum(
+        r.total_cpu_us.median
+        for r in session.records
+        if not any(a in profiled for a in ancestors(r.path))
+    )
+
+
+def step_share_us(rec: ModuleRecord) -> float:
+    """A layer's part of an iteration: its forward total, plus its backward total in a training step
+    (the iteration's total then holds both passes)."""
+    backward = rec.backward_total_cpu_us.median if rec.backward_total_cpu_us else 0.0
+    return rec.total_cpu_us.median + backward
+
+
+def share_denominator_us(session: ProfileSession) -> float:
+    """What every percentage is a share of.
+
+    With the outside time measured, the rows' own times (forward and backward self medians) plus
+    the outside row's median: the self shares then add up to exactly 100%, and stay consistent on
+    a busy machine, where a pause (another process) lands in a different layer each iteration, so
+    each row's median leaves it out while the median iteration keeps it. Without it (a narrowed
+    table built from layer ranges, a session saved before), the median iteration's profiled time.
+    """
+    if session.outside_cpu_us is None:
+        return total_profiled_us(session)
+    own = sum(step_self_us(r) for r in session.records)
+    return own + session.outside_cpu_us.median
+
+
+def inclusive_us(session: ProfileSession) -> dict[str, float]:
+    """Per row, the time its share of the iteration counts: with the outside time measured, the
+    own times of its subtree (its self and every profiled descendant's, so a parent's share is
+    the sum of its rows' shares); else its total, forward plus backward (`step_share_us`)."""
+    if session.outside_cpu_us is None:
+        return {r.path: step_share_us(r) for r in session.records}
+    sums: dict[str, float] = {}
+    for record in session.records:
+        for path in [*ancestors(record.path), record.path]:
+            sums[path] = sums.get(path, 0.0) + step_self_us(record)
+    return sums
+
+
+def step_self_us(rec: ModuleRecord) -> float:
+    """A layer's own part of an iteration: its forward self time plus its backward self time."""
+    backward = rec.backward_self_cpu_us.median if rec.backward_self_cpu_us else 0.0
+    return rec.self_cpu_us.median + backward

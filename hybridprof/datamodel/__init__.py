@@ -1,0 +1,82 @@
+"""The data that flows between planner, runtime and reporters.
+
+Every class is a frozen, slotted dataclass that round-trips through JSON (`to_json` / `from_json`).
+Units are fixed so no reader has to guess: times in microseconds (float), memory in bytes (int).
+Module paths are PyTorch's dotted form (`features.0`); the root module is `""`.
+"""
+
+from __future__ import annotations
+
+from hybridprof.datamodel.measures import (
+    IterationSeries,
+    ModuleRecord,
+    OpStat,
+    Series,
+    Stat,
+)
+from hybridprof.datamodel.plan import (
+    ChildCall,
+    ChildDef,
+    CompatChoice,
+    Finding,
+    FindingKind,
+    InlineOp,
+    ModuleClassInfo,
+    ModuleTarget,
+    ProfilePlan,
+    SourceSpan,
+)
+from hybridprof.datamodel.ranks import (
+    CollectiveStat,
+    MergedRanks,
+    RankInfo,
+    RankLayer,
+    RankRun,
+    RankSummary,
+    Straggler,
+)
+from hybridprof.datamodel.schema import DEFAULT_STRATEGY, SCHEMA_VERSION
+from hybridprof.datamodel.session import (
+    Environment,
+    ProfileSession,
+    Stability,
+    StopReason,
+    Verdict,
+)
+from hybridprof.datamodel.work import LayerWork, MachinePeak, OpCount, WorkProfile
+
+__all__ = [
+    "DEFAULT_STRATEGY",
+    "SCHEMA_VERSION",
+    "ChildCall",
+    "ChildDef",
+    "CollectiveStat",
+    "CompatChoice",
+    "Environment",
+    "Finding",
+    "FindingKind",
+    "InlineOp",
+    "IterationSeries",
+    "LayerWork",
+    "MachinePeak",
+    "MergedRanks",
+    "ModuleClassInfo",
+    "ModuleRecord",
+    "ModuleTarget",
+    "OpCount",
+    "OpStat",
+    "ProfilePlan",
+    "ProfileSession",
+    "RankInfo",
+    "RankLayer",
+    "RankRun",
+    "RankSummary",
+    "Series",
+    "SourceSpan",
+    "Stability",
+    "Stat",
+    "StopReason",
+    "Straggler",
+    "Verdict",
+    "WorkProfile",
+]

@@ -1,0 +1,95 @@
+"""What a torch.distributed run adds: one rank's facts, communication rows, and a merged
+session's per-rank summaries, layers across ranks and stragglers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hybridprof.datamodel.measures import Stat
+
+
+@dataclass(frozen=True, slots=True)
+class RankInfo:
+    """Where one rank of a torch.distributed run ran (from torchrun's environment)."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    host: str
+    backend: str  # the process group's backend: "gloo", "nccl"
+    device: str  # "cpu" or "cuda:N"
+    ddp: bool = False  # the model ran inside DistributedDataParallel
+
+
+@dataclass(frozen=True, slots=True)
+class RankRun:
+    """What one rank's session adds: where it ran, and its steps' wall and communication times."""
+
+    info: RankInfo
+    step_us: tuple[float, ...] = ()  # wall time of each measured step (forward [+ backward])
+    # per measured step, the time with a DDP bucket all-reduce in flight
+    comm_us: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveStat:
+    """One communication row: a DDP gradient bucket's all-reduce, or a collective the model calls.
+
+    kind: "ddp_bucket" (timed by a DDP comm hook from the bucket being ready to its reduced result
+    arriving, so it includes waiting for slower ranks) or "model" (a `c10d::` op the profiler saw
+    inside a layer, its CPU time). Times are per iteration.
+    """
+
+    name: str
+    kind: str
+    calls: float  # per iteration
+    time_us: Stat
+    iteration_us: tuple[float, ...] = ()  # per measured iteration (the merge splits waiting off)
+    nbytes: int = 0  # per call; 0 when unknown
+    layer: str | None = None  # the layer whose forward called it (model collectives)
+    carries: tuple[str, ...] = ()  # layers whose gradients the bucket carried
+    waiting_us: Stat | None = None  # merged sessions: the part spent waiting for other ranks
+
+
+@dataclass(frozen=True, slots=True)
+class RankLayer:
+    """One layer across the ranks of a merged session."""
+
+    path: str
+    rank_us: tuple[float, ...]  # per rank (index = rank): median time per iteration, fwd + bwd
+    slowest_rank: int
+    spread_us: float  # slowest minus fastest rank
+
+
+@dataclass(frozen=True, slots=True)
+class RankSummary:
+    """One rank of a merged session: its step time and how much of it was communication."""
+
+    info: RankInfo
+    step_us: Stat  # the training step (or forward) per iteration
+    comm_us: Stat  # per iteration, time with a DDP bucket all-reduce in flight
+    waiting_us: float  # median per iteration: of comm_us, the part spent waiting for other ranks
+    comm_share: float  # comm_us.median / step_us.median (0..1)
+    iterations: int = 0
+    interrupted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Straggler:
+    """A rank consistently slower than the others on one layer, beyond its own iteration noise."""
+
+    path: str
+    rank: int
+    rank_us: float  # that rank's median per iteration
+    others_us: float  # the median over the other ranks
+    noise_us: float  # that rank's own spread over iterations (max - min)
+
+
+@dataclass(frozen=True, slots=True)
+class MergedRanks:
+    """What a merged session adds: each rank, each layer across ranks, stragglers."""
+
+    world_size: int
+    ranks: tuple[RankSummary, ...]
+    layers: tuple[RankLayer, ...]
+    stragglers: tuple[Straggler, ...] = ()

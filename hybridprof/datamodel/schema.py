@@ -1,0 +1,18 @@
+"""The versions and kinds of the files the data model is saved as, and the default strategy.
+
+Schema history: 2 added the optional `flops` object of a session (absent without --flops); 3 added
+each record's per-iteration series (`ModuleRecord.per_iteration`), the session's `stability`,
+`requested_warmup`, `stop_reason`, `max_time_s` and "auto" iteration counts; 4 writes sessions
+compact: no whitespace, no field equal to its default (zeros, empty, None), a `Stat` as
+[median, min, max] and a record's ops as columns (`OpStat.json_columns`). The reader takes every
+form, so files of versions 1-3 still load.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 4
+# The strategy a plan and a run use unless told otherwise (the registry in runtime/strategies/
+# lists them all); defined here, the lowest layer, so planner, runtime and CLI share one name.
+DEFAULT_STRATEGY = "session"
+PLAN_KIND = "hybridprof-plan"
+SESSION_KIND = "hybridprof-session"

@@ -1,0 +1,117 @@
+"""One profiling run: the plan, the environment, the records, the stability verdict: the
+`ProfileSession` every renderer reads (saved as JSON, compact)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from hybridprof.datamodel.jsonio import dump, load
+from hybridprof.datamodel.measures import ModuleRecord, Stat
+from hybridprof.datamodel.plan import ProfilePlan
+from hybridprof.datamodel.ranks import CollectiveStat, MergedRanks, RankRun
+from hybridprof.datamodel.schema import SCHEMA_VERSION, SESSION_KIND
+from hybridprof.datamodel.views import Views
+from hybridprof.datamodel.work import WorkProfile
+from hybridprof.errors import SessionFileError
+
+
+@dataclass(frozen=True, slots=True)
+class Environment:
+    hybridprof_version: str
+    torch_version: str
+    python_version: str
+    os: str
+    cpu: str
+    threads: int
+    device: str  # "cpu" or e.g. "cuda:0 (NVIDIA H200)"
+
+
+Verdict = Literal["stable", "noisy"]
+# Why the measured iterations stopped: the count asked for was reached ("count"), `--iters auto`'s
+# interval got narrow enough ("converged"), the time limit ran out ("max_time"), auto's iteration
+# cap was reached ("max_iterations"), or Ctrl-C ("interrupted").
+StopReason = Literal["count", "converged", "max_time", "max_iterations", "interrupted"]
+
+
+@dataclass(frozen=True, slots=True)
+class Stability:
+    """Can the run's numbers be trusted? Judged from the iterations' spread and the machine's load.
+
+    iteration_cv: coefficient of variation of the whole-iteration times; load: the 1-minute load
+    average divided by the cores; threads: torch's intra-op threads during the run; advice: what to
+    change when the verdict is "noisy" (empty when "stable").
+    """
+
+    verdict: Verdict
+    iteration_cv: float
+    load: float
+    threads: int
+    advice: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileSession(Views):
+    """One profiling run: the plan, the environment and the per-path records. Reporters see only
+    this. In a notebook it shows as the report's interactive tree table, and `to_dataframe()` gives
+    the layer table as a pandas DataFrame (both plugged in by reporting: `datamodel.views`)."""
+
+    plan: ProfilePlan
+    environment: Environment
+    records: tuple[ModuleRecord, ...]
+    strategy: str
+    warmup: int = 0
+    iterations: int = 1  # measured iterations actually done
+    requested_iterations: int | Literal["auto"] = 1
+    interrupted: bool = False
+    profile_memory: bool = False
+    use_device: bool = False  # device (CUDA) timing was measured
+    backward: bool = False
+    iteration_cpu_us: tuple[float, ...] = ()  # whole profiled time of each measured iteration
+    # Per iteration, the profiled time in no profiled module (loss, backward glue, the user's code
+    # around the model, or with a narrowed selection the unselected parents' own time): the
+    # "(outside modules)" row. None when the session has no per-iteration totals.
+    outside_cpu_us: Stat | None = None
+    never_called: tuple[str, ...] = ()  # selected paths that were not called at all
+    warnings: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+    model_file: str | None = None
+    model_hash: str | None = None  # sha256 of the model file
+    started_at: str = ""
+    duration_s: float = 0.0
+    trace_file: str | None = None
+    flops: WorkProfile | None = None  # only with --flops; the key is left out of the file otherwise
+    stability: Stability | None = None  # None only in files older than schema 3
+    requested_warmup: int | Literal["auto"] | None = None  # None: as `warmup` (older files)
+    stop_reason: StopReason = "count"
+    max_time_s: float | None = None  # the time limit the iterations ran under, if any
+    rank: RankRun | None = None  # one rank of a torch.distributed run
+    collectives: tuple[CollectiveStat, ...] = ()
+    ranks: MergedRanks | None = None  # a merged session: records are medians across ranks
+    schema_version: int = SCHEMA_VERSION
+
+    def calls_title(self) -> str:
+        """torchprof's column title for one with-block; per iteration once there are several."""
+        return "Number of Calls" if self.iterations <= 1 else "Calls per iteration"
+
+    def record(self, path: str) -> ModuleRecord | None:
+        return next((r for r in self.records if r.path == path), None)
+
+    def to_json(self) -> str:
+        return dump(SESSION_KIND, self, omit_none=("flops", "rank", "ranks"), compact=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ProfileSession:
+        session = load(SESSION_KIND, cls, text, SCHEMA_VERSION)
+        short = [r.path for r in session.records if not _series_fit(r, session.iterations)]
+        if short:
+            raise SessionFileError(
+                f"corrupt {SESSION_KIND} file: the per-iteration series of {short[0]!r} do not "
+                f"hold {session.iterations} values (its iterations); write it again with hybridprof"
+            )
+        return session
+
+
+def _series_fit(record: ModuleRecord, iterations: int) -> bool:
+    series = record.per_iteration
+    return series is None or series.lengths() == {iterations}

@@ -1,0 +1,71 @@
+"""One figure's change between two runs, judged against noise: the interval of the difference
+of medians from both runs' per-iteration values, beyond the run-wide shift when given."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from hybridprof.analysis.stats import CONFIDENCE, median, median_ci
+from hybridprof.diff.result import Change, DiffVerdict
+from hybridprof.diff.shift import RunShift
+
+_PER_RUN_CONFIDENCE = math.sqrt(CONFIDENCE)
+
+
+def diff_series(
+    quantity: str,
+    base: Sequence[float] | None,
+    new: Sequence[float] | None,
+    threshold_pct: float,
+    shift: RunShift | None = None,
+) -> Change:
+    """One figure's change with the interval of its difference of medians and its verdict,
+    judged beyond `shift` when given (the base run scaled by it)."""
+    base_median = median(base) if base else None
+    new_median = median(new) if new else None
+    plain = plain_change(quantity, base_median, new_median)
+    if not base or not new:
+        return plain
+    base_ci = median_ci(base, _PER_RUN_CONFIDENCE)
+    new_ci = median_ci(new, _PER_RUN_CONFIDENCE)
+    if base_ci is None or new_ci is None:
+        return plain
+    # The shift's point estimate scales the base run. Its own interval is not added: over a
+    # handful of layers an order-statistic interval spans the layers themselves, changed ones too.
+    factor = shift.factor if shift is not None else 1.0
+    low = new_ci.low - base_ci.high * factor
+    high = new_ci.high - base_ci.low * factor
+    expected = (base_median or 0.0) * factor
+    # Beyond a shift, a move within the layers' own scatter around it is no change either.
+    needed = max(threshold_pct, shift.band_pct()) if shift is not None else threshold_pct
+    verdict = judge((new_median or 0.0) - expected, low, high, expected, needed)
+    return Change(
+        quantity,
+        base_median,
+        new_median,
+        plain.delta,
+        plain.ratio,
+        low,
+        high,
+        verdict,
+        shift.factor if shift is not None else None,
+    )
+
+
+def judge(
+    delta: float, low: float, high: float, base_median: float, threshold_pct: float
+) -> DiffVerdict:
+    """Slower/faster only when the interval excludes 0 and the change reaches the threshold."""
+    big_enough = abs(delta) >= threshold_pct / 100.0 * abs(base_median)
+    if low > 0 and delta > 0 and big_enough:
+        return "slower"
+    if high < 0 and delta < 0 and big_enough:
+        return "faster"
+    return "within noise"
+
+
+def plain_change(quantity: str, base: float | None, new: float | None) -> Change:
+    delta = (new or 0.0) - (base or 0.0)
+    ratio = (new or 0.0) / base if base else None
+    return Change(quantity, base, new, delta, ratio)

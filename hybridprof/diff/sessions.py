@@ -1,0 +1,264 @@
+"""The comparison of two sessions: match their layers, estimate the run-wide shift, judge every
+figure, mark knock-on changes (see the package's docstring for the method)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Literal
+
+from hybridprof.datamodel import ModuleRecord, ProfileSession, Series
+from hybridprof.diff.fairness import comparability, identity
+from hybridprof.diff.judge import diff_series, plain_change
+from hybridprof.diff.match import Pair, match_records
+from hybridprof.diff.result import (
+    DEFAULT_THRESHOLD_PCT,
+    MEMORY_FIGURES,
+    METHOD,
+    TIME_FIGURES,
+    Change,
+    DiffResult,
+    DiffVerdict,
+    LayerDiff,
+    MatchRule,
+    OpChange,
+)
+from hybridprof.diff.shift import KNOCK_ON_MAX_PCT, RunShift, estimate_shift, same_own_work
+
+
+def diff_sessions(
+    base: ProfileSession,
+    new: ProfileSession,
+    threshold_pct: float = DEFAULT_THRESHOLD_PCT,
+    base_label: str = "base",
+    new_label: str = "new",
+) -> DiffResult:
+    """Match the layers of two sessions and judge every change against noise and the threshold."""
+    pairs = match_records(base.records, new.records)
+    shifts = run_shifts(pairs)
+    layers = [_layer_diff(b, n, rule, threshold_pct, shifts) for b, n, rule in pairs]
+    layers = _mark_knock_on(layers, pairs, base.iterations, new.iterations)
+    layers.sort(key=_layer_order)
+    warnings, notes = comparability(base, new)
+    total_shift = _total_shift(base, new, shifts.get("self_cpu_us"), threshold_pct)
+    total = diff_series(
+        "iteration_cpu_us",
+        _series_or_none(base.iteration_cpu_us),
+        _series_or_none(new.iteration_cpu_us),
+        threshold_pct,
+        total_shift,
+    )
+    warnings += _shift_warnings(shifts.get("self_cpu_us"), total_shift, threshold_pct)
+    return DiffResult(
+        base=identity(base, base_label),
+        new=identity(new, new_label),
+        threshold_pct=threshold_pct,
+        method=METHOD,
+        total=total,
+        layers=tuple(layers),
+        warnings=tuple(warnings),
+        notes=tuple(notes),
+        shifts=tuple(shifts.values()),
+    )
+
+
+def run_shifts(pairs: Sequence[Pair]) -> dict[str, RunShift]:
+    """The run-wide shift of each time figure, from the layers matched in both runs."""
+    shifts = {}
+    for quantity, attr, _, _ in TIME_FIGURES:
+        medians = [
+            (b_stat.median, n_stat.median)
+            for b, n, _ in pairs
+            if b is not None and n is not None
+            if (b_stat := getattr(b, attr)) is not None and (n_stat := getattr(n, attr)) is not None
+        ]
+        found = estimate_shift(quantity, medians)
+        if found is not None:
+            shifts[quantity] = found
+    return shifts
+
+
+def _total_shift(
+    base: ProfileSession, new: ProfileSession, shift: RunShift | None, threshold_pct: float
+) -> RunShift | None:
+    """The shift the whole iteration is judged beyond: only when a run was noisy and every layer
+    moved by the threshold or more, so the machine and the code cannot be told apart."""
+    noisy = any(s.stability is not None and s.stability.verdict == "noisy" for s in (base, new))
+    if shift is None or not noisy or abs(shift.pct()) < threshold_pct:
+        return None
+    return shift
+
+
+def _shift_warnings(
+    shift: RunShift | None, total_shift: RunShift | None, threshold_pct: float
+) -> list[str]:
+    if shift is None or abs(shift.pct()) < threshold_pct:
+        return []
+    way = "slower" if shift.factor > 1 else "faster"
+    said = (
+        f"every layer moved together: the median layer's self CPU time is {abs(shift.pct()):.0f}% "
+        f"{way} in new ({shift.layers} layers): a busier or slower machine, or a change that "
+        "touches every layer (dtype, threads, torch); layer verdicts are judged beyond that shift"
+    )
+    if total_shift is not None:
+        said += (
+            ", and so is the whole iteration's, as a run was noisy (run both again on a quiet "
+            "machine with --threads 1 to tell the machine from the code)"
+        )
+    return [said]
+
+
+def _mark_knock_on(
+    layers: list[LayerDiff], pairs: Sequence[Pair], base_iterations: int, new_iterations: int
+) -> list[LayerDiff]:
+    """Mark the slower/faster layers whose own work is unchanged as knock-on, when another
+    layer's own work changed (added, removed, or different ops, shapes or calls)."""
+    same = [
+        b is not None and n is not None and same_own_work(b, n, base_iterations, new_iterations)
+        for b, n, _ in pairs
+    ]
+    changed_elsewhere = any(
+        not unchanged and layer.verdict in ("slower", "faster", "added", "removed")
+        for layer, unchanged in zip(layers, same, strict=True)
+    )
+    if not changed_elsewhere:
+        return layers
+    return [
+        replace(layer, knock_on=True) if unchanged and _modest_change(layer) else layer
+        for layer, unchanged in zip(layers, same, strict=True)
+    ]
+
+
+def _modest_change(layer: LayerDiff) -> bool:
+    if layer.verdict not in ("slower", "faster"):
+        return False
+    changes = [c for c in layer.times if c.verdict in ("slower", "faster")]
+    sizes = [c.beyond_shift_pct() or c.delta_pct() for c in changes]
+    return all(size is not None and abs(size) < KNOCK_ON_MAX_PCT for size in sizes)
+
+
+def _series_or_none(values: Sequence[float]) -> tuple[float, ...] | None:
+    return tuple(values) if values else None
+
+
+def _layer_order(layer: LayerDiff) -> tuple[int, float, str]:
+    """Regressions first (biggest delta first), then improvements, knock-on changes, added and
+    removed layers, the rest."""
+    rank = {"slower": 0, "faster": 1, "added": 3, "removed": 3, "unknown": 4, "within noise": 5}
+    delta = layer.self_delta()
+    key = -delta if layer.verdict != "faster" else delta
+    return (
+        2 if layer.knock_on else rank[layer.verdict],
+        key if layer.verdict != "within noise" else -abs(delta),
+        layer.path,
+    )
+
+
+def _layer_diff(
+    base: ModuleRecord | None,
+    new: ModuleRecord | None,
+    rule: MatchRule,
+    threshold_pct: float,
+    shifts: dict[str, RunShift],
+) -> LayerDiff:
+    record = new or base
+    assert record is not None
+    times = tuple(
+        change
+        for quantity, attr, getter, _ in TIME_FIGURES
+        if (
+            change := _time_change(
+                quantity, attr, getter, base, new, threshold_pct, shifts.get(quantity)
+            )
+        )
+        is not None
+    )
+    memory = tuple(
+        _memory_change(name, base, new)
+        for name in MEMORY_FIGURES
+        if (base and getattr(base, name)) or (new and getattr(new, name))
+    )
+    verdict = _layer_verdict(times, self_quantities={q for q, _, _, own in TIME_FIGURES if own})
+    if rule in ("added", "removed"):
+        verdict = rule  # type: ignore[assignment]
+    ops = _op_changes(base, new) if verdict != "within noise" else ()
+    return LayerDiff(
+        base_path=base.path if base else None,
+        new_path=new.path if new else None,
+        class_name=record.class_name,
+        match=rule,
+        verdict=verdict,
+        times=times,
+        memory=memory,
+        ops=ops,
+    )
+
+
+def _layer_verdict(times: Sequence[Change], self_quantities: set[str]) -> DiffVerdict:
+    """A layer is slower when any self time is, faster when one is and none is slower."""
+    verdicts = {c.verdict for c in times if c.quantity in self_quantities}
+    for verdict in ("slower", "faster", "within noise"):
+        if verdict in verdicts:
+            return verdict
+    return "unknown"
+
+
+def _time_change(
+    quantity: str,
+    attr: str,
+    getter: str,
+    base: ModuleRecord | None,
+    new: ModuleRecord | None,
+    threshold_pct: float,
+    shift: RunShift | None,
+) -> Change | None:
+    stats = [getattr(r, attr) if r is not None else None for r in (base, new)]
+    if all(s is None for s in stats):
+        return None
+    series = [_series(r, getter) for r in (base, new)]
+    if series[0] is not None and series[1] is not None:
+        return diff_series(quantity, series[0], series[1], threshold_pct, shift)
+    medians = [s.median if s is not None else None for s in stats]
+    return plain_change(quantity, medians[0], medians[1])
+
+
+def _series(record: ModuleRecord | None, getter: str) -> tuple[float, ...] | None:
+    if record is None or record.per_iteration is None:
+        return None
+    found = getattr(record.per_iteration, getter)
+    value = found() if callable(found) else found
+    return value.values if isinstance(value, Series) else None
+
+
+def _memory_change(name: str, base: ModuleRecord | None, new: ModuleRecord | None) -> Change:
+    values = [float(getattr(r, name)) if r is not None else None for r in (base, new)]
+    return plain_change(name, values[0], values[1])
+
+
+def _op_changes(base: ModuleRecord | None, new: ModuleRecord | None) -> tuple[OpChange, ...]:
+    """The ops of a layer side by side, the biggest change first."""
+    before = {(o.name, o.backward): o for o in (base.ops if base else ())}
+    after = {(o.name, o.backward): o for o in (new.ops if new else ())}
+    changes = []
+    for key in list(before) + [k for k in after if k not in before]:
+        b, n = before.get(key), after.get(key)
+        status: Literal["changed", "same", "appeared", "vanished"]
+        if b is None:
+            status = "appeared"
+        elif n is None:
+            status = "vanished"
+        else:
+            status = "same" if b.calls == n.calls and b.self_cpu_us == n.self_cpu_us else "changed"
+        changes.append(
+            OpChange(
+                name=key[0],
+                backward=key[1],
+                base_calls=b.calls if b else 0,
+                new_calls=n.calls if n else 0,
+                base_us=b.self_cpu_us if b else 0.0,
+                new_us=n.self_cpu_us if n else 0.0,
+                status=status,
+            )
+        )
+    changes.sort(key=lambda c: -abs(c.new_us - c.base_us))
+    return tuple(changes)

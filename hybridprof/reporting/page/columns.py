@@ -1,0 +1,135 @@
+"""The layer table's columns and cells, shared by the PDF (rendered by the template) and the HTML
+report (sent to the page as compact JSON arrays, and drawn there by report.js).
+
+The HTML report does not render its rows server-side: a 10,000-layer model has 11,000 rows, whose
+markup alone was 15 MB and took Chromium seconds to lay out. The page gets every row as data and
+draws only the rows on screen (see report.js); the PDF, which has no script, renders its (limited)
+rows from the same cells.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from hybridprof.reporting.page.context import ReportContext, RowView
+
+Sort = Literal["tree", "text", "num", ""]  # "": the column does not sort
+
+# Bits of a row's flags in the page's data (report.js reads the same values).
+HAS_CHILDREN, COLLAPSED, UNPROFILED, DERIVED, OUTSIDE = 1, 2, 4, 8, 16
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str  # the RowView field shown (`params` is formatted with thousands separators)
+    label: str
+    css: str  # the cells' class
+    sort: Sort = ""
+    value: str = ""  # the RowView field a "num" column sorts by
+    title: str = ""
+
+
+def _num(key: str, label: str, value: str = "", title: str = "") -> Column:
+    return Column(key, label, "num", "num" if value else "", value, title)
+
+
+def layer_columns(ctx: ReportContext) -> tuple[Column, ...]:
+    """The columns the session has data for, in the table's order."""
+    calls = "Calls" if ctx.calls_title == "Number of Calls" else "Calls/iter"
+    both = " + backward" if ctx.has_backward else ""
+    cols = [
+        Column("name", "Layer", "name", "tree"),
+        Column("class_name", "Class", "cls", "text"),
+        _num("calls_text", calls, "calls", ctx.calls_title),
+        _num("self_cpu", "Self CPU", "self_us"),
+        _num("total_cpu", "Total CPU", "total_us"),
+    ]
+    if ctx.has_device:
+        cols += [
+            _num("self_device", "Self device", "self_device_us"),
+            _num("total_device", "Total device", "total_device_us"),
+        ]
+    if ctx.has_backward:
+        cols += [
+            _num("backward", "Backward self", "backward_us"),
+            _num("backward_total", "Backward total", "backward_total_us"),
+        ]
+    cols += [
+        Column(
+            "self_pct_text", "Self %", "num pct", "num", "self_pct",
+            f"Own time (forward{both}) as a share of the median iteration; these add up to 100%",
+        ),
+        _num("pct_text", "Total %", "pct",
+             f"Subtree time (forward{both}) as a share of the median iteration"),
+    ]  # fmt: skip
+    if ctx.has_memory:
+        cols.append(_num("memory", "Self CPU mem", "memory_bytes"))
+    if ctx.roofline:
+        cols += [
+            _num("flops", "FLOPs"),
+            _num("gflops", "GFLOP/s"),
+            Column("verdict", "Verdict", ""),
+        ]
+    cols += [
+        Column("spread", "Spread (self, min–max)", "num spread"),
+        _num("params", "Params", "params"),
+        Column("output_shape", "Output", "shape"),
+    ]
+    return tuple(cols)
+
+
+def cell_text(row: RowView, column: Column) -> str:
+    if column.key == "params":
+        return f"{row.params:,}" if row.params else ""
+    text: str = getattr(row, column.key)
+    return text
+
+
+def row_flags(row: RowView) -> int:
+    return (
+        (HAS_CHILDREN if row.has_children else 0)
+        | (COLLAPSED if row.collapsed else 0)
+        | (0 if row.profiled else UNPROFILED)
+        | (DERIVED if row.derived else 0)
+        | (OUTSIDE if row.outside else 0)
+    )
+
+
+def table_data(ctx: ReportContext) -> dict[str, Any]:
+    """The table for the page: its columns, and one array per row in tree order:
+    `[path, parent index (-1 at a root), depth, flags, heat, op count, [cell texts], [sort values]]`
+    (sort values: one per column that sorts by number, in column order)."""
+    columns = layer_columns(ctx)
+    numeric = [c for c in columns if c.sort == "num"]
+    index = {row.path: i for i, row in enumerate(ctx.rows)}
+    rows = [
+        [
+            row.path,
+            -1 if row.parent is None else index.get(row.parent, -1),
+            row.depth,
+            row_flags(row),
+            row.heat,
+            row.op_count,
+            [cell_text(row, c) for c in columns],
+            [_compact(getattr(row, c.value)) for c in numeric],
+        ]
+        for row in ctx.rows
+    ]
+    return {
+        "columns": [
+            {"label": c.label, "css": c.css, "sort": c.sort, "title": c.title} for c in columns
+        ],
+        "rows": rows,
+    }
+
+
+def _compact(value: float) -> float | int:
+    """To the thousandth (of a us, a %, a call: finer changes no order a person reads), whole
+    numbers as ints: `340` is shorter than `340.0` in the page's JSON. (Thousandths as an integer
+    over 1000: its shortest repr is those digits, and it is much faster than round().)"""
+    if not math.isfinite(value):
+        return 0
+    thousandths = math.floor(value * 1000 + 0.5)
+    return thousandths // 1000 if thousandths % 1000 == 0 else thousandths / 1000

@@ -1,0 +1,374 @@
+"""Profiling one rank of a data-parallel run launched by torchrun, on torch.distributed itself.
+
+Each rank joins the process group torchrun describes (or keeps the one the user's entry made),
+runs on its device (`cuda:LOCAL_RANK` or cpu), optionally inside DistributedDataParallel, and is
+profiled like a single process; this module adds what only a rank has:
+
+- `CommClock`: a DDP communication hook that wraps torch's own `allreduce_hook` and times each
+  gradient bucket from "ready" to "reduced" (bytes, and the layers whose gradients it carried,
+  from `GradBucket.parameters()`), plus the wall time of every step;
+- `model_collectives`: the `c10d::` collectives the model's own forward calls, read from the ops
+  the profiler attributed to each layer;
+- `gather_to_rank0`: every rank's session (as JSON) sent to rank 0 through a gloo group of our own
+  with a timeout, so no shared file system is needed and nothing waits forever;
+- `FailureBoard`: a rank that fails posts its one-line error in torchrun's store; a watcher thread
+  on every other rank sees it, prints it and ends that process (a rank blocked inside a collective
+  waiting for the failed one would otherwise hang until the collective's timeout).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from hybridprof.datamodel import CollectiveStat, ProfileSession, RankInfo, RankRun, Stat
+from hybridprof.errors import DistributedError, UsageError
+from hybridprof.files.loader import ModelInputs
+from hybridprof.runtime.distributed.ddp_hook import timed_allreduce
+from hybridprof.runtime.workload import forward_once, training_step
+
+FAILED_KEY = "hybridprof/failed"
+ACKS_KEY = "hybridprof/failed-acks"
+POLL_S = 0.2
+ACK_WAIT_S = 10.0  # how long a failed rank waits for the others to see its error before exiting
+STORE_ERRORS = 25  # consecutive store errors (5 s) before a watcher decides the store is gone
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """What torchrun tells a worker through its environment."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+
+
+def rank_device(launch: Launch, requested: str | None) -> torch.device:
+    """cuda:LOCAL_RANK when CUDA is there (or asked for), else cpu; made the current CUDA device."""
+    wants_cuda = requested is not None and requested.startswith("cuda")
+    if requested == "cpu" or not (wants_cuda or torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise UsageError("--device cuda was given but torch sees no CUDA device; use --device cpu")
+    if launch.local_rank >= torch.cuda.device_count():
+        raise UsageError(
+            f"local rank {launch.local_rank} has no GPU (this host has "
+            f"{torch.cuda.device_count()}); start fewer processes per node"
+        )
+    device = torch.device("cuda", launch.local_rank)
+    torch.cuda.set_device(device)
+    return device
+
+
+@dataclass
+class Group:
+    """The process group this rank is in, and our own gloo group for the final gather."""
+
+    launch: Launch
+    backend: str
+    made_here: bool  # we initialised it (and so destroy it at the end)
+    gather_group: Any
+
+    def close(self) -> None:
+        dist.destroy_process_group(self.gather_group)
+        if self.made_here:
+            dist.destroy_process_group()
+
+
+def join_group(launch: Launch, device: torch.device, gather_timeout_s: float) -> Group:
+    """Join torchrun's process group (nccl on CUDA, gloo on cpu) unless the entry already did."""
+    if not dist.is_available():
+        raise UsageError("this torch build has no torch.distributed; install one that has it")
+    made_here = not dist.is_initialized()
+    if made_here:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    if dist.get_world_size() != launch.world_size or dist.get_rank() != launch.rank:
+        raise UsageError(
+            f"the process group the entry made (rank {dist.get_rank()} of "
+            f"{dist.get_world_size()}) is not torchrun's (rank {launch.rank} of "
+            f"{launch.world_size}); let hybridprof join it, or init it from the environment"
+        )
+    gather = dist.new_group(backend="gloo", timeout=timedelta(seconds=gather_timeout_s))
+    return Group(launch, str(dist.get_backend()), made_here, gather)
+
+
+def rank_info(group: Group, device: torch.device, ddp: bool) -> RankInfo:
+    return RankInfo(
+        rank=group.launch.rank,
+        world_size=group.launch.world_size,
+        local_rank=group.launch.local_rank,
+        host=socket.gethostname(),
+        backend=group.backend,
+        device=str(device),
+        ddp=ddp,
+    )
+
+
+@dataclass
+class CommClock:
+    """Times every step, and every DDP gradient bucket's all-reduce within it.
+
+    It is the state of the comm hook `ddp_hook.timed_allreduce` (torch's default `allreduce_hook`,
+    timed); a bucket's completion is noted on the backend's thread, hence the lock.
+    """
+
+    layer_of: dict[int, str]  # id(parameter) -> the layer path that owns it
+    step: int = -1
+    step_times: dict[int, tuple[int, int]] = field(default_factory=dict)
+    buckets: dict[int, list[tuple[int, int, int, int]]] = field(default_factory=dict)
+    carries: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def started(self, bucket: Any) -> Callable[[], None]:  # a dist.GradBucket
+        """Note a bucket ready to reduce (`ddp_hook.timed_allreduce` calls this); return what to
+        call once its reduced gradients are back."""
+        start, step, index = time.perf_counter_ns(), self.step, bucket.index()
+        buffer = bucket.buffer()
+        nbytes = buffer.numel() * buffer.element_size()
+        self.carries[index] = self._layers(bucket.parameters())
+
+        def finished() -> None:
+            with self.lock:
+                entry = (index, nbytes, start, time.perf_counter_ns())
+                self.buckets.setdefault(step, []).append(entry)
+
+        return finished
+
+    def _layers(self, parameters: list[torch.Tensor]) -> tuple[str, ...]:
+        paths = (self.layer_of.get(id(p)) for p in parameters)
+        return tuple(dict.fromkeys(p for p in paths if p is not None))
+
+    def step_fn(
+        self, through: nn.Module, backward: bool
+    ) -> Callable[[nn.Module, ModelInputs], Any]:
+        """The runner's step: forward (and backward) through `through` (the DDP wrapper), timed."""
+        base = training_step if backward else forward_once
+
+        def step(model: nn.Module, inputs: ModelInputs) -> Any:
+            self.step += 1
+            begin = time.perf_counter_ns()
+            result = base(through, inputs)
+            self.step_times[self.step] = (begin, time.perf_counter_ns())
+            return result
+
+        return step
+
+    def rank_run(self, info: RankInfo, warmup: int, iterations: int) -> RankRun:
+        measured = range(warmup, warmup + iterations)
+        steps = [self.step_times[s] for s in measured if s in self.step_times]
+        return RankRun(
+            info=info,
+            step_us=tuple((end - begin) / 1000 for begin, end in steps),
+            comm_us=tuple(_union_us(self.buckets.get(s, [])) for s in measured),
+        )
+
+    def bucket_rows(self, warmup: int, iterations: int) -> tuple[CollectiveStat, ...]:
+        measured = range(warmup, warmup + iterations)
+        indices = sorted({b[0] for s in measured for b in self.buckets.get(s, [])})
+        return tuple(self._bucket_row(i, measured) for i in indices)
+
+    def _bucket_row(self, index: int, measured: range) -> CollectiveStat:
+        per_step = [[b for b in self.buckets.get(s, []) if b[0] == index] for s in measured]
+        times = tuple(sum(end - begin for _, _, begin, end in got) / 1000 for got in per_step)
+        calls = sum(len(got) for got in per_step) / max(len(per_step), 1)
+        nbytes = next((b[1] for got in per_step for b in got), 0)
+        return CollectiveStat(
+            name=f"all_reduce bucket {index}",
+            kind="ddp_bucket",
+            calls=calls,
+            time_us=Stat.of(times),
+            iteration_us=times,
+            nbytes=nbytes,
+            carries=self.carries.get(index, ()),
+        )
+
+
+def _union_us(buckets: list[tuple[int, int, int, int]]) -> float:
+    """Time with at least one bucket in flight (buckets overlap each other and the backward)."""
+    total, reach = 0, None
+    for _, _, begin, end in sorted(buckets, key=lambda b: b[2]):
+        if reach is None or begin > reach:
+            total += end - begin
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total / 1000
+
+
+def owners(model: nn.Module) -> dict[int, str]:
+    """id(parameter) -> path of the module that holds it directly (the layer it belongs to)."""
+    found: dict[int, str] = {}
+    for path, module in model.named_modules():
+        for parameter in module.parameters(recurse=False):
+            found.setdefault(id(parameter), path)
+    return found
+
+
+def is_ddp(model: nn.Module) -> bool:
+    from torch.nn.parallel import DistributedDataParallel
+
+    return isinstance(model, DistributedDataParallel)
+
+
+def wrap_ddp(model: nn.Module, device: torch.device, clock: CommClock) -> nn.Module:
+    """DistributedDataParallel around `model` on this rank's device, with the timing hook."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    ids = [device.index] if device.type == "cuda" else None
+    wrapped = DistributedDataParallel(model, device_ids=ids)
+    wrapped.register_comm_hook(clock, timed_allreduce)
+    return wrapped
+
+
+def time_buckets(wrapped: Any, clock: CommClock) -> bool:
+    """Time the buckets of the entry's own DistributedDataParallel, unless it has a comm hook
+    already (DDP takes only one): then its buckets get no rows, the layers are still profiled."""
+    try:
+        wrapped.register_comm_hook(clock, timed_allreduce)
+    except RuntimeError:
+        return False
+    return True
+
+
+def model_collectives(session: ProfileSession) -> tuple[CollectiveStat, ...]:
+    """The `c10d::` collectives each layer's forward called, from its op breakdown."""
+    rows = []
+    for record in session.records:
+        for op in record.ops:
+            if op.name.startswith("c10d::") and not op.backward:
+                per_iteration = op.total_cpu_us
+                rows.append(
+                    CollectiveStat(
+                        name=op.name,
+                        kind="model",
+                        calls=float(op.calls),
+                        time_us=Stat(per_iteration, per_iteration, per_iteration),
+                        layer=record.path,
+                    )
+                )
+    return tuple(rows)
+
+
+def gather_to_rank0(group: Group, payload: str, timeout_s: float) -> list[str] | None:
+    """Every rank's payload on rank 0 (in rank order), None on the others."""
+    world = group.launch.world_size
+    received: list[Any] | None = [None] * world if group.launch.rank == 0 else None
+    try:
+        dist.gather_object(payload, received, dst=0, group=group.gather_group)
+    except RuntimeError as exc:
+        raise DistributedError(
+            f"rank {group.launch.rank} could not exchange sessions with the other ranks within "
+            f"{timeout_s:g} s ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
+            "each rank's own session-rank*.json is saved: merge them with hybridprof merge"
+        ) from exc
+    return [str(p) for p in received] if received is not None else None
+
+
+class FailureBoard:
+    """A failed rank's error, posted in torchrun's store and watched for by every other rank."""
+
+    def __init__(self, launch: Launch, store: Any) -> None:
+        self.launch = launch
+        self.store = store
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name="hybridprof-failures", daemon=True)
+
+    @classmethod
+    def connect(cls, launch: Launch) -> FailureBoard | None:
+        """A client of torchrun's store (MASTER_ADDR:MASTER_PORT); None where there is none."""
+        host, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+        if not host or not port or not port.isdigit():
+            return None
+        try:
+            store = dist.TCPStore(  # type: ignore[attr-defined]
+                host, int(port), is_master=False, timeout=timedelta(seconds=30)
+            )
+        except (RuntimeError, ValueError):
+            return None
+        run = os.environ.get("TORCHELASTIC_RUN_ID", "run")
+        prefixed = dist.PrefixStore(f"hybridprof/{run}", store)  # type: ignore[attr-defined]
+        return cls(launch, prefixed)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+
+    def post(self, message: str) -> None:
+        """Say this rank failed, and give the others a moment to see it before we exit."""
+        self.store.set(FAILED_KEY, f"{self.launch.rank}\t{message}")
+        deadline = time.monotonic() + ACK_WAIT_S
+        others = self.launch.world_size - 1
+        while time.monotonic() < deadline and self.store.add(ACKS_KEY, 0) < others:
+            time.sleep(POLL_S / 2)
+
+    def posted(self) -> tuple[int, str] | None:
+        if not self.store.check([FAILED_KEY]):
+            return None
+        rank, _, message = self.store.get(FAILED_KEY).decode().partition("\t")
+        return int(rank), message
+
+    def other_failure(self) -> tuple[int, str] | None:
+        """Another rank's posted failure, if any (this rank's own does not count)."""
+        try:
+            failure = self.posted()
+        except RuntimeError:
+            return None
+        return failure if failure is not None and failure[0] != self.launch.rank else None
+
+    def _watch(self) -> None:
+        errors = 0
+        while not self.stop.wait(POLL_S):
+            try:
+                failure = self.posted()
+            except RuntimeError:
+                errors += 1  # a busy store can time out once; a gone one keeps failing
+                if errors >= STORE_ERRORS:
+                    return
+                continue
+            errors = 0
+            if failure is not None and failure[0] != self.launch.rank:
+                self._stop_this_rank(*failure)
+
+    def _stop_this_rank(self, rank: int, message: str) -> None:
+        print(
+            f"hybridprof: error: rank {rank} failed: {message} (rank {self.launch.rank} stopped)",
+            file=sys.stderr,
+            flush=True,
+        )
+        try:
+            self.store.add(ACKS_KEY, 1)
+        finally:
+            # This rank may be blocked inside a collective that waits for the failed rank; only
+            # ending the process frees it (a Python exception cannot reach the blocked thread).
+            os._exit(3)
+
+
+__all__ = [
+    "CommClock",
+    "FailureBoard",
+    "Group",
+    "Launch",
+    "gather_to_rank0",
+    "is_ddp",
+    "join_group",
+    "model_collectives",
+    "owners",
+    "rank_device",
+    "rank_info",
+    "time_buckets",
+    "wrap_ddp",
+]
