@@ -11,43 +11,47 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from pathlib import Path
 
-from hybridprof.analysis.tree import ancestors, tree_rows
-from hybridprof.datamodel import ModuleRecord, ProfileSession
+from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
+from hybridprof.analysis.tree import ancestors
+from hybridprof.datamodel import ProfileSession
 from hybridprof.reporting.format import visible
 from hybridprof.reporting.trust import stability_line
 
 TABLE_ROWS = 40
 
 
-def weight(record: ModuleRecord) -> float:
-    backward = record.backward_self_cpu_us.median if record.backward_self_cpu_us else 0.0
-    return record.self_cpu_us.median + backward
-
-
-def heaviest_fitting(session: ProfileSession, rows: int = TABLE_ROWS) -> tuple[ModuleRecord, ...]:
-    """The heaviest records whose tree (with their ancestors) stays within `rows` rows."""
-    chosen: list[ModuleRecord] = []
-    for record in sorted(session.records, key=weight, reverse=True):
-        if len(tree_rows(replace(session, records=(*chosen, record)))) > rows:
+def heaviest_fitting(table: LayerTable, rows: int = TABLE_ROWS) -> tuple[LayerRow, ...]:
+    """The heaviest layers (own time, forward plus backward) whose tree, with their ancestors,
+    stays within `rows` rows."""
+    chosen: list[LayerRow] = []
+    kept: set[str] = set()
+    for row in _heaviest_first(table):
+        chain = {row.path, *ancestors(row.path)} - kept
+        if len(kept) + len(chain) > rows:
             break
-        chosen.append(record)
+        kept |= chain
+        chosen.append(row)
     return tuple(chosen)
+
+
+def _heaviest_first(table: LayerTable) -> list[LayerRow]:
+    return sorted(table.layers(), key=lambda r: -r.own_us)
 
 
 def terminal_table(session: ProfileSession, rows: int = TABLE_ROWS) -> list[str]:
     """The table's lines, plus a note when layers were left out to fit."""
     from hybridprof.reporting.text_table import render_text
 
-    if session.outside_cpu_us is not None:
+    table = layer_table(session)
+    if table.outside() is not None:
         rows -= 1  # the (outside modules) line
-    if len(tree_rows(session)) <= rows:
+    if len(table.tree()) <= rows:
         return [render_text(session)]
-    shown = heaviest_fitting(session, rows)
+    shown = heaviest_fitting(table, rows)
     note = (
-        f"(the {len(shown)} heaviest of {len(session.records)} profiled layers by self CPU time, "
+        f"(the {len(shown)} heaviest of {len(table.layers())} profiled layers by self CPU time, "
         "with their parents; the report lists every layer)"
     )
     # The whole session, its rows cut: a container's total still sums all its children.
@@ -61,8 +65,8 @@ def summary_line(session: ProfileSession) -> str:
     from hybridprof.reporting.format import format_time_us
     from hybridprof.reporting.trust import iterations_text, time_with_interval
 
-    top = sorted(session.records, key=weight, reverse=True)[:3]
-    tops = ", ".join(f"{r.path or '(root)'} {format_time_us(weight(r))}" for r in top)
+    top = _heaviest_first(layer_table(session))[:3]
+    tops = ", ".join(f"{r.path or '(root)'} {format_time_us(r.own_us)}" for r in top)
     tops = tops or "none (no selected layer ran; see the warning)"
     kind = "training step" if session.backward else "forward"
     kind += "" if session.iterations == 1 else "s"
@@ -149,11 +153,11 @@ def roofline_lines(session: ProfileSession) -> list[str]:
         + (f", {format_count(work.backward_flops, 'FLOP')} backward" if session.backward else "")
         + f"; {peak_text(work.peak)}"
     ]
-    judged = [r for r in sorted(session.records, key=weight, reverse=True) if r.path in rooflines]
-    for record in judged[:VERDICT_LAYERS]:
-        line = rooflines[record.path]
+    judged = [r for r in _heaviest_first(layer_table(session)) if r.path in rooflines]
+    for row in judged[:VERDICT_LAYERS]:
+        line = rooflines[row.path]
         lines.append(
-            f"  {record.path or '(root)'}: {line.verdict or 'not timed'} "
+            f"  {row.path or '(root)'}: {line.verdict or 'not timed'} "
             f"({format_count(line.flops, 'FLOP')}, {line.intensity or 0:.3g} FLOP/byte)"
         )
     skipped = sorted({o.name for w in work.layers for o in w.not_counted})

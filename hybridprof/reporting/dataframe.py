@@ -2,10 +2,10 @@
 bytes.
 
 `session_frame` is what `ProfileSession.to_dataframe()` (and `Profile.to_dataframe()`) return and
-what the CSV/JSON exports write. It lives in the data layer, beside the data model that offers it;
-pandas is loaded only when this module is imported (on the first frame asked for). Numbers
-stay raw (no formatting); a quantity that was not measured (device time without a device, backward
-time without backward) is NaN rather than 0, so a reader can tell "not measured" from "zero".
+what the CSV/JSON exports write: the layer table (`analysis.layer_table`) as a DataFrame. pandas is
+loaded only when this module is imported (on the first DataFrame asked for). Numbers stay raw (no
+formatting); a quantity that was not measured (device time without a device, backward time
+without backward) is NaN rather than 0, so a reader can tell "not measured" from "zero".
 
 Shares come from one denominator, the median iteration's profiled time: `pct_self` (own time,
 forward plus backward) adds up to ~100% over the rows, the `(outside modules)` row included;
@@ -15,25 +15,11 @@ forward plus backward) adds up to ~100% over the rows, the `(outside modules)` r
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hybridprof.analysis.roofline import by_path
-from hybridprof.analysis.stats import median_ci
-from hybridprof.analysis.tree import (
-    depth_of,
-    inclusive_us,
-    outside_label,
-    share_denominator_us,
-    step_self_us,
-    step_share_us,
-    tree_rows,
-)
-
-if TYPE_CHECKING:  # the data model imports this module (to_dataframe); types only, no cycle
-    from hybridprof.analysis.roofline import LayerRoofline
-    from hybridprof.datamodel import LayerWork, ModuleRecord, ProfileSession, Stat
+from hybridprof.analysis.layer_table import LayerRow, LayerTable, Timing, layer_table
+from hybridprof.datamodel import ProfileSession
 
 FLOAT_COLUMNS = (
     "self_cpu_us",
@@ -101,69 +87,75 @@ OP_COLUMNS = (
 )
 
 
-def _median(stat: Stat | None) -> float:
-    return math.nan if stat is None else stat.median
+def _number(value: float | None, measured: bool = True) -> float:
+    """A figure as the frame holds it: NaN when the quantity was not measured at all."""
+    return value if value is not None else (0.0 if measured else math.nan)
 
 
-def _self_interval(rec: ModuleRecord) -> tuple[float, float]:
-    interval = median_ci(rec.per_iteration.self_cpu_us.values) if rec.per_iteration else None
+def _pct(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+def _interval(row: LayerRow) -> tuple[float, float]:
+    interval = row.self_cpu.interval if row.self_cpu else None
     return (interval.low, interval.high) if interval else (math.nan, math.nan)
 
 
-def _record_row(
-    rec: ModuleRecord, total_us: float, iterations: int, inclusive: dict[str, float]
-) -> dict[str, object]:
-    ci_low, ci_high = _self_interval(rec)
+def _tree_row(row: LayerRow, table: LayerTable) -> dict[str, object]:
+    """A profiled layer's row, or a container's (no self figures or calls: 0 where the quantity
+    was measured, as its time is its children's)."""
+    rec = row.record
+    assert rec is not None and row.total_cpu is not None
+    own = row.self_cpu or Timing(0.0, 0.0, 0.0)
+    ci_low, ci_high = _interval(row)
     return {
         "self_cpu_us_ci_low": ci_low,
         "self_cpu_us_ci_high": ci_high,
-        "path": rec.path,
-        "name": rec.path.rsplit(".", 1)[-1],
-        "class_name": rec.class_name,
-        "depth": depth_of(rec.path),
+        "path": row.path,
+        "name": row.path.rsplit(".", 1)[-1],
+        "class_name": row.class_name,
+        "depth": row.depth,
         "is_leaf": rec.is_leaf,
         "calls": rec.calls,
-        "calls_per_iter": rec.calls_per_iteration(iterations),
-        "self_cpu_us": rec.self_cpu_us.median,
-        "self_cpu_us_min": rec.self_cpu_us.min,
-        "self_cpu_us_max": rec.self_cpu_us.max,
-        "total_cpu_us": rec.total_cpu_us.median,
-        "total_cpu_us_min": rec.total_cpu_us.min,
-        "total_cpu_us_max": rec.total_cpu_us.max,
-        "self_device_us": _median(rec.self_device_us),
-        "total_device_us": _median(rec.total_device_us),
-        "backward_self_cpu_us": _median(rec.backward_self_cpu_us),
-        "backward_total_cpu_us": _median(rec.backward_total_cpu_us),
-        "self_cpu_mem": rec.self_cpu_mem,
-        "cpu_mem": rec.cpu_mem,
-        "self_device_mem": rec.self_device_mem,
-        "device_mem": rec.device_mem,
-        "param_count": rec.param_count,
-        "input_shapes": ", ".join(rec.input_shapes),
-        "output_shapes": ", ".join(rec.output_shapes),
-        "aliases": ", ".join(rec.aliases),
-        "op_count": len(rec.ops),
-        "pct_total": _pct(inclusive.get(rec.path, step_share_us(rec)), total_us),
-        "pct_self": _pct(step_self_us(rec), total_us),
+        "calls_per_iter": row.calls_per_iteration or 0.0,
+        "self_cpu_us": own.median,
+        "self_cpu_us_min": own.min,
+        "self_cpu_us_max": own.max,
+        "total_cpu_us": row.total_cpu.median,
+        "total_cpu_us_min": row.total_cpu.min,
+        "total_cpu_us_max": row.total_cpu.max,
+        "self_device_us": _number(row.self_device_us, table.has_device and row.kind != "layer"),
+        "total_device_us": _number(row.total_device_us, False),
+        "backward_self_cpu_us": _number(
+            row.backward_self_cpu_us, table.has_backward and row.kind != "layer"
+        ),
+        "backward_total_cpu_us": _number(row.backward_total_cpu_us, False),
+        "self_cpu_mem": row.self_cpu_mem or 0,
+        "cpu_mem": row.cpu_mem or 0,
+        "self_device_mem": row.self_device_mem or 0,
+        "device_mem": row.device_mem or 0,
+        "param_count": row.param_count,
+        "input_shapes": ", ".join(row.input_shapes),
+        "output_shapes": ", ".join(row.output_shapes),
+        "aliases": ", ".join(row.aliases),
+        "op_count": row.op_count,
+        "pct_total": _pct(row.pct_total),
+        "pct_self": _pct(row.pct_self),
     }
 
 
-def _pct(part_us: float, total_us: float) -> float:
-    return 100.0 * part_us / total_us if total_us > 0 else math.nan
-
-
-def _outside_row(session: ProfileSession, total_us: float) -> dict[str, object]:
+def _outside_row(row: LayerRow) -> dict[str, object]:
     """The row of profiled time in no profiled module (forward and backward are one amount)."""
-    assert session.outside_cpu_us is not None
-    stat, label = session.outside_cpu_us, outside_label(session)
-    row: dict[str, object] = {c: math.nan for c in FLOAT_COLUMNS}
-    row.update({c: 0 for c in INT_COLUMNS})
-    row.update({c: "" for c in STR_COLUMNS})
-    row.update(path=label, name=label, is_leaf=False, calls_per_iter=0.0)
-    row.update(self_cpu_us=stat.median, self_cpu_us_min=stat.min, self_cpu_us_max=stat.max)
-    row.update(total_cpu_us=stat.median, total_cpu_us_min=stat.min, total_cpu_us_max=stat.max)
-    row.update(pct_total=_pct(stat.median, total_us), pct_self=_pct(stat.median, total_us))
-    return row
+    assert row.self_cpu is not None
+    stat = row.self_cpu
+    frame_row: dict[str, object] = {c: math.nan for c in FLOAT_COLUMNS}
+    frame_row.update({c: 0 for c in INT_COLUMNS})
+    frame_row.update({c: "" for c in STR_COLUMNS})
+    frame_row.update(path=row.path, name=row.name, is_leaf=False, calls_per_iter=0.0)
+    frame_row.update(self_cpu_us=stat.median, self_cpu_us_min=stat.min, self_cpu_us_max=stat.max)
+    frame_row.update(total_cpu_us=stat.median, total_cpu_us_min=stat.min, total_cpu_us_max=stat.max)
+    frame_row.update(pct_total=_pct(row.pct_total), pct_self=_pct(row.pct_self))
+    return frame_row
 
 
 def _typed(frame: pd.DataFrame, floats: tuple[str, ...], ints: tuple[str, ...]) -> pd.DataFrame:
@@ -180,14 +172,11 @@ def session_frame(session: ProfileSession) -> pd.DataFrame:
     module; columns as `COLUMNS` (times us, memory bytes), then `WORK_COLUMNS` when the session
     counted FLOPs (`run --flops`). A container that never runs itself (ModuleList) has a row with
     its children's totals and no calls or self time."""
-    total = share_denominator_us(session)
-    inclusive = inclusive_us(session)
-    order = [row.record for row in tree_rows(session) if row.record is not None]
-    rows = [_record_row(r, total, session.iterations, inclusive) for r in order]
-    if session.outside_cpu_us is not None:
-        rows.append(_outside_row(session, total))
+    table = layer_table(session)
+    shown = [row for row in table.rows if row.kind != "unprofiled"]
+    rows = [_outside_row(r) if r.kind == "outside" else _tree_row(r, table) for r in shown]
     frame = _typed(pd.DataFrame(rows, columns=list(COLUMNS)), FLOAT_COLUMNS, INT_COLUMNS)
-    return frame if session.flops is None else _with_work(frame, session)
+    return frame if session.flops is None else _with_work(frame, shown)
 
 
 WORK_INT_COLUMNS = (
@@ -202,10 +191,8 @@ WORK_FLOAT_COLUMNS = ("intensity", "achieved_gflops", "achieved_gbps", "pct_peak
 WORK_COLUMNS = (*WORK_INT_COLUMNS, *WORK_FLOAT_COLUMNS, "verdict", "not_counted")
 
 
-def _work_row(
-    path: str, works: dict[str, LayerWork], lines: dict[str, LayerRoofline]
-) -> dict[str, object]:
-    work, line = works.get(path), lines.get(path)
+def _work_row(row: LayerRow) -> dict[str, object]:
+    work, line = row.work, row.roofline
     if work is None or line is None:
         return {c: (0 if c in WORK_INT_COLUMNS else math.nan) for c in WORK_COLUMNS} | {
             "verdict": "",
@@ -218,24 +205,17 @@ def _work_row(
         "total_bytes": work.total_bytes,
         "backward_flops": work.backward_flops,
         "backward_bytes": work.backward_bytes,
-        "intensity": _or_nan(line.intensity),
-        "achieved_gflops": _or_nan(line.gflops),
-        "achieved_gbps": _or_nan(line.gbps),
-        "pct_peak": _or_nan(line.pct_peak),
+        "intensity": _pct(line.intensity),
+        "achieved_gflops": _pct(line.gflops),
+        "achieved_gbps": _pct(line.gbps),
+        "pct_peak": _pct(line.pct_peak),
         "verdict": line.verdict,
         "not_counted": line.not_counted,
     }
 
 
-def _or_nan(value: float | None) -> float:
-    return math.nan if value is None else value
-
-
-def _with_work(frame: pd.DataFrame, session: ProfileSession) -> pd.DataFrame:
-    works = {w.path: w for w in session.flops.layers} if session.flops else {}
-    lines = by_path(session)
-    rows = [_work_row(p, works, lines) for p in frame["path"]]
-    work = pd.DataFrame(rows, columns=list(WORK_COLUMNS))
+def _with_work(frame: pd.DataFrame, rows: list[LayerRow]) -> pd.DataFrame:
+    work = pd.DataFrame([_work_row(r) for r in rows], columns=list(WORK_COLUMNS))
     types = {c: "int64" for c in WORK_INT_COLUMNS} | {c: "float64" for c in WORK_FLOAT_COLUMNS}
     work = work.astype(types | {"verdict": "str", "not_counted": "str"})
     return pd.concat([frame, work.set_index(frame.index)], axis=1)

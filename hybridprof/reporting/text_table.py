@@ -11,7 +11,8 @@ whichever pass it ran).
 
 A last row, `(outside modules)`, holds the profiled time in no profiled module (the loss, backward
 glue, code around the model), so the Self CPU column adds up to the whole iteration; a container
-that never runs itself (ModuleList) shows its children's total and no calls.
+that never runs itself (ModuleList) shows its children's total and no calls. Every figure comes
+from the layer table (`analysis.layer_table`); a figure a row does not have is an empty cell.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from hybridprof.analysis.roofline import LayerRoofline, by_path
-from hybridprof.analysis.tree import TreeRow, outside_label, tree_rows
-from hybridprof.datamodel import ModuleRecord, OpStat, ProfileSession
+from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
+from hybridprof.analysis.roofline import LayerRoofline
+from hybridprof.datamodel import OpStat, ProfileSession
 from hybridprof.reporting.format import (
     format_bytes,
     format_calls,
@@ -30,123 +31,90 @@ from hybridprof.reporting.format import (
     format_time_us,
     visible,
 )
-from hybridprof.reporting.trust import (
-    time_with_interval,
-)
+from hybridprof.reporting.trust import timing_text
 
 
 @dataclass(frozen=True, slots=True)
 class Column:
     title: str
-    of_record: Callable[[ModuleRecord], str]
+    of_row: Callable[[LayerRow], str]
     of_op: Callable[[OpStat], str]
-    inclusive: bool = False  # a subtree total: what a container that never runs still has
 
 
-def columns(session: ProfileSession) -> list[Column]:
-    """The columns this session has data for, in torchprof's order."""
+def _time(us: float | None) -> str:
+    return "" if us is None else format_time_us(us)
+
+
+def _bytes(n: int | None) -> str:
+    return "" if n is None else format_bytes(n)
+
+
+def _no_op(_: OpStat) -> str:
+    return ""
+
+
+def columns(table: LayerTable) -> list[Column]:
+    """The columns this table has data for, in torchprof's order."""
     cols = [
-        Column("Self CPU total", _self_cpu, lambda o: format_time_us(o.self_cpu_us)),
-        Column("CPU total", _total_cpu, lambda o: format_time_us(o.total_cpu_us), inclusive=True),
+        Column("Self CPU total", lambda r: timing_text(r.self_cpu), lambda o: _time(o.self_cpu_us)),
+        Column("CPU total", lambda r: timing_text(r.total_cpu), lambda o: _time(o.total_cpu_us)),
     ]
-    if session.backward:
+    if table.has_backward:
         cols += [
-            Column(
-                "Self CPU (backward)",
-                lambda r: _time(r.backward_self_cpu_us),
-                lambda o: "",
-            ),
-            Column(
-                "CPU total (backward)",
-                lambda r: _time(r.backward_total_cpu_us),
-                lambda o: "",
-                inclusive=True,
-            ),
+            Column("Self CPU (backward)", lambda r: _time(r.backward_self_cpu_us), _no_op),
+            Column("CPU total (backward)", lambda r: _time(r.backward_total_cpu_us), _no_op),
         ]
-    if session.use_device:
+    if table.has_device:
         cols += [
             Column(
                 "Self CUDA total",
                 lambda r: _time(r.self_device_us),
-                lambda o: format_time_us(o.self_device_us),
+                lambda o: _time(o.self_device_us),
             ),
             Column(
-                "CUDA total",
-                lambda r: _time(r.total_device_us),
-                lambda o: format_time_us(o.total_device_us),
-                inclusive=True,
+                "CUDA total", lambda r: _time(r.total_device_us), lambda o: _time(o.total_device_us)
             ),
         ]
-    if session.profile_memory:
+    if table.has_memory:
         cols += [
             Column(
-                "Self CPU Mem",
-                lambda r: format_bytes(r.self_cpu_mem),
-                lambda o: format_bytes(o.self_cpu_mem),
+                "Self CPU Mem", lambda r: _bytes(r.self_cpu_mem), lambda o: _bytes(o.self_cpu_mem)
             ),
-            Column(
-                "CPU Mem",
-                lambda r: format_bytes(r.cpu_mem),
-                lambda o: format_bytes(o.cpu_mem),
-                inclusive=True,
-            ),
+            Column("CPU Mem", lambda r: _bytes(r.cpu_mem), lambda o: _bytes(o.cpu_mem)),
         ]
-        if session.use_device:
+        if table.has_device:
             cols += [
                 Column(
                     "Self CUDA Mem",
-                    lambda r: format_bytes(r.self_device_mem),
-                    lambda o: format_bytes(o.self_device_mem),
+                    lambda r: _bytes(r.self_device_mem),
+                    lambda o: _bytes(o.self_device_mem),
                 ),
-                Column(
-                    "CUDA Mem",
-                    lambda r: format_bytes(r.device_mem),
-                    lambda o: format_bytes(o.device_mem),
-                    inclusive=True,
-                ),
+                Column("CUDA Mem", lambda r: _bytes(r.device_mem), lambda o: _bytes(o.device_mem)),
             ]
-    cols += roofline_columns(session)
-    iterations = session.iterations
-    cols.append(
-        Column(
-            session.calls_title(),
-            lambda r: format_calls(r.calls_per_iteration(iterations)),
-            lambda o: str(o.calls),
-        )
-    )
+    cols += roofline_columns(table)
+    cols.append(Column(table.calls_title, _calls, lambda o: str(o.calls)))
     return cols
 
 
-def roofline_columns(session: ProfileSession) -> list[Column]:
-    """With --flops: the layer's FLOPs, intensity, achieved GFLOP/s and verdict for one step."""
-    if session.flops is None:
-        return []
-    lines = by_path(session)
+def _calls(row: LayerRow) -> str:
+    return "" if row.calls_per_iteration is None else format_calls(row.calls_per_iteration)
 
-    def cell(show: Callable[[LayerRoofline], str]) -> Callable[[ModuleRecord], str]:
-        return lambda r: show(lines[r.path]) if r.path in lines else ""
+
+def roofline_columns(table: LayerTable) -> list[Column]:
+    """With --flops: the layer's FLOPs, intensity, achieved GFLOP/s and verdict for one step."""
+    if not table.has_flops:
+        return []
+
+    def cell(show: Callable[[LayerRoofline], str]) -> Callable[[LayerRow], str]:
+        # only a profiled layer's own work is judged (a container's is its children's)
+        return lambda r: show(r.roofline) if r.roofline and r.kind == "layer" else ""
 
     return [
-        Column("FLOPs", cell(lambda x: format_count(x.flops, "")), lambda o: ""),
-        Column("FLOP/B", cell(lambda x: format_rate(x.intensity, "")), lambda o: ""),
-        Column("GFLOP/s", cell(lambda x: format_rate(x.gflops, "")), lambda o: ""),
-        Column("Verdict", cell(lambda x: x.verdict), lambda o: ""),
+        Column("FLOPs", cell(lambda x: format_count(x.flops, "")), _no_op),
+        Column("FLOP/B", cell(lambda x: format_rate(x.intensity, "")), _no_op),
+        Column("GFLOP/s", cell(lambda x: format_rate(x.gflops, "")), _no_op),
+        Column("Verdict", cell(lambda x: x.verdict), _no_op),
     ]
-
-
-def _self_cpu(record: ModuleRecord) -> str:
-    series = record.per_iteration.self_cpu_us if record.per_iteration else None
-    return time_with_interval(record.self_cpu_us.median, series)
-
-
-def _total_cpu(record: ModuleRecord) -> str:
-    series = record.per_iteration.total_cpu() if record.per_iteration else None
-    return time_with_interval(record.total_cpu_us.median, series)
-
-
-def _time(stat: object) -> str:
-    median = getattr(stat, "median", None)
-    return format_time_us(median) if isinstance(median, float | int) else ""
 
 
 def render_text(
@@ -158,74 +126,47 @@ def render_text(
 ) -> str:
     """The tree table as one string (no trailing newline); `outside_row=False` leaves out the
     `(outside modules)` row (torchprof's table had none), `only` keeps just those paths' rows."""
-    cols = columns(session)
+    table = layer_table(session)
+    cols = columns(table)
     rows = [
         r
-        for r in tree_rows(session)
+        for r in table.tree()
         if (max_depth is None or r.depth <= max_depth) and (only is None or r.path in only)
     ]
     body: list[list[str]] = []
-    for row, prefix in zip(rows, _tree_prefixes(rows), strict=True):
-        body.append([prefix + row.name, *_record_cells(row, cols)])
-        if show_events and row.record is not None and not row.derived:
-            body.extend(_op_rows(row.record, prefix, cols))
-    if outside_row and session.outside_cpu_us is not None:
-        body.append(_outside_cells(session, cols))
+    for row, prefix in zip(rows, tree_prefixes(rows), strict=True):
+        body.append([prefix + row.name, *(c.of_row(row) for c in cols)])
+        if show_events and row.record is not None and row.kind == "layer":
+            body.extend(_op_rows(row.record.ops, prefix, cols))
+    outside = table.outside()
+    if outside_row and outside is not None:
+        body.append([outside.name, *(c.of_row(outside) for c in cols)])
     return format_table(["Module", *(c.title for c in cols)], body)
 
 
-def _outside_cells(session: ProfileSession, cols: list[Column]) -> list[str]:
-    """Outside time sits in the CPU columns (forward and backward together: it is one amount)."""
-    assert session.outside_cpu_us is not None
-    time = format_time_us(session.outside_cpu_us.median)
-    cells = [time, time] + [""] * (len(cols) - 2)
-    return [outside_label(session), *cells]
-
-
-def _record_cells(row: TreeRow, cols: list[Column]) -> list[str]:
-    if row.record is None:
-        return [""] * len(cols)
-    # A container that never runs shows its children's totals only: no self time, no calls.
-    return [c.of_record(row.record) if c.inclusive or not row.derived else "" for c in cols]
-
-
-def _op_rows(record: ModuleRecord, prefix: str, cols: list[Column]) -> list[list[str]]:
+def _op_rows(ops: tuple[OpStat, ...], prefix: str, cols: list[Column]) -> list[list[str]]:
     # Ops hang under their layer: continue the layer's tree line, then indent the op name.
     lead = prefix.replace("├──", "│  ").replace("└──", "   ") + "    "
-    return [[lead + op.name, *(c.of_op(op) for c in cols)] for op in record.ops]
+    return [[lead + op.name, *(c.of_op(op) for c in cols)] for op in ops]
 
 
-def _tree_prefixes(rows: list[TreeRow]) -> list[str]:
-    """Box-drawing prefixes (`│   ├── `) for rows in tree order; the root has none."""
-    last = _last_child_flags(rows)
+def tree_prefixes(rows: list[LayerRow]) -> list[str]:
+    """Box-drawing prefixes (`│   ├── `) for rows in tree order (each row's parent shown before
+    it); the root has none. Each row's prefix extends its parent's, so the work is linear in the
+    rows and their depth."""
+    last_child = {row.parent: row.path for row in rows if row.depth > 0}
+    continued: dict[str, str] = {}  # what a row's children put before their own connector
     prefixes = []
     for row in rows:
-        if row.depth == 0:
+        if row.depth == 0 or row.parent is None:
             prefixes.append("")
+            continued[row.path] = ""
             continue
-        chain = _chain(row.path)  # ancestors below the root, then the row itself
-        lines = ["    " if last[p] else "│   " for p in chain[:-1]]
-        prefixes.append("".join(lines) + ("└── " if last[row.path] else "├── "))
+        is_last = last_child.get(row.parent) == row.path
+        lead = continued.get(row.parent, "")
+        prefixes.append(lead + ("└── " if is_last else "├── "))
+        continued[row.path] = lead + ("    " if is_last else "│   ")
     return prefixes
-
-
-def _chain(path: str) -> list[str]:
-    parts = path.split(".")
-    return [".".join(parts[: i + 1]) for i in range(len(parts))]
-
-
-def _last_child_flags(rows: list[TreeRow]) -> dict[str, bool]:
-    """For each shown path: is it the last shown child of its parent?"""
-    last_of_parent: dict[str, str] = {}
-    for row in rows:
-        if row.depth > 0:
-            parent = row.path.rsplit(".", 1)[0] if "." in row.path else ""
-            last_of_parent[parent] = row.path
-    return {row.path: last_of_parent.get(_parent(row.path)) == row.path for row in rows}
-
-
-def _parent(path: str) -> str:
-    return path.rsplit(".", 1)[0] if "." in path else ""
 
 
 def format_table(header: list[str], body: list[list[str]]) -> str:
@@ -240,9 +181,4 @@ def _line(cells: list[str], widths: list[int]) -> str:
     return " | ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
 
 
-__all__ = [
-    "Column",
-    "columns",
-    "render_text",
-    "roofline_columns",
-]
+__all__ = ["Column", "columns", "format_table", "render_text", "roofline_columns", "tree_prefixes"]

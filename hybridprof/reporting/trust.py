@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from hybridprof.analysis.layer_table import Timing
 from hybridprof.analysis.stats import CI_METHOD, CONFIDENCE, median_ci
 from hybridprof.datamodel import ProfileSession, Series, Stability
 from hybridprof.reporting.format import format_time_us
@@ -43,6 +44,14 @@ def time_with_interval(median_us: float, series: Series | None) -> str:
     """`84.200us ±3%`, or just `84.200us` without an interval."""
     suffix = pct_text(interval_pct(series))
     return format_time_us(median_us) + (f" {suffix}" if suffix else "")
+
+
+def timing_text(timing: Timing | None) -> str:
+    """A layer table's time as `84.200us ±3%` (or `84.200us`); empty where the row has none."""
+    if timing is None:
+        return ""
+    suffix = pct_text(timing.interval_pct())
+    return format_time_us(timing.median) + (f" {suffix}" if suffix else "")
 
 
 def has_intervals(session: ProfileSession) -> bool:
@@ -104,4 +113,5 @@ __all__ = [
     "stability_line",
     "stability_text",
     "time_with_interval",
+    "timing_text",
 ]

@@ -1,64 +1,105 @@
-"""The layer table's columns and the compact rows the HTML page draws (report.js reads them)."""
+"""The layer table (`analysis.layer_table`): every figure of every row worked out once, and every
+format (text, HTML/PDF context, DataFrame, terminal) showing those same figures."""
 
 from __future__ import annotations
 
-import math
+from dataclasses import replace
 
 import pytest
 
-from hybridprof.reporting.page.columns import (
-    COLLAPSED,
-    HAS_CHILDREN,
-    UNPROFILED,
-    _compact,
-    layer_columns,
-    table_data,
-)
+from hybridprof.analysis.layer_table import CI_VALUES, layer_table
+from hybridprof.cli.terminal import heaviest_fitting
+from hybridprof.datamodel import IterationSeries, Series, Stat
+from hybridprof.reporting.dataframe import session_frame
 from hybridprof.reporting.page.context import build_context
-from tests.sessions import backward_session, device_session, nested_session, small_session
+from hybridprof.reporting.text_table import render_text
+from hybridprof.reporting.trust import timing_text
+from tests.sessions import backward_session, memory_session
+from tests.unit.test_complete_rows import complete_session
 
 
-def labels(session_factory: object) -> list[str]:
-    return [c.label for c in layer_columns(build_context(session_factory()))]  # type: ignore[operator]
+def test_rows_follow_the_tree_with_kinds_and_the_outside_row_last() -> None:
+    table = layer_table(complete_session())
+    kinds = {r.path: r.kind for r in table.rows}
+    assert kinds["blocks"] == "container" and kinds["blocks.0.conv"] == "layer"
+    assert table.rows[-1].kind == "outside" and table.outside() is table.rows[-1]
+    assert [r.path for r in table.tree()][:3] == ["", "blocks", "blocks.0"]
+    assert len(table.layers()) == len(complete_session().records)
 
 
-def test_columns_follow_what_the_session_measured() -> None:
-    plain = labels(small_session)
-    assert plain[:5] == ["Layer", "Class", "Calls/iter", "Self CPU", "Total CPU"]
-    assert "Self device" not in plain and "Backward self" not in plain
-    assert {"Self device", "Total device"} <= set(labels(device_session))
-    assert {"Backward self", "Backward total"} <= set(labels(backward_session))
+def test_a_container_has_totals_but_no_figures_of_its_own() -> None:
+    blocks = next(r for r in layer_table(complete_session()).rows if r.path == "blocks")
+    assert blocks.self_cpu is None and blocks.calls_per_iteration is None
+    assert blocks.total_cpu is not None and blocks.total_cpu.median == 920.0
+    assert blocks.own_us == 0.0 and blocks.pct_self == 0.0
+    assert blocks.pct_total == pytest.approx(92.0)
 
 
-def test_every_time_column_sorts_by_its_raw_number() -> None:
-    ctx = build_context(device_session())
-    data = table_data(ctx)
-    numeric = [c["label"] for c in data["columns"] if c["sort"] == "num"]
-    assert "Self device" in numeric and "Total device" in numeric
-    fc1 = next(r for r in data["rows"] if r[0] == "fc1")
-    values = dict(zip(numeric, fc1[7], strict=True))
-    rec = next(r for r in ctx.rows if r.path == "fc1")
-    assert values["Self device"] == pytest.approx(rec.self_device_us, abs=1e-3)
-    assert values["Self CPU"] == pytest.approx(rec.self_us, abs=1e-3)
+def test_own_shares_add_up_to_the_whole_iteration() -> None:
+    table = layer_table(complete_session())
+    assert sum(r.pct_self or 0.0 for r in table.rows) == pytest.approx(100.0)
+    assert table.shares_of_us == pytest.approx(1000.0)
 
 
-def test_rows_carry_their_parent_index_and_flags() -> None:
-    data = table_data(build_context(nested_session()))
-    paths = [r[0] for r in data["rows"]]
-    for path, parent, depth, *_ in data["rows"]:
-        assert depth == (0 if path == "" else path.count(".") + 1)
-        assert (parent < 0) == (path == "")
-        if parent >= 0:
-            assert path.startswith(paths[parent]) and depth == data["rows"][parent][2] + 1
-    by_path = {r[0]: r[3] for r in data["rows"]}
-    assert by_path["blocks"] & HAS_CHILDREN and by_path["blocks"] & UNPROFILED
-    assert not by_path["blocks.0.conv"] & (HAS_CHILDREN | COLLAPSED | UNPROFILED)
+def _with_series(session, values_per_path):  # type: ignore[no-untyped-def]
+    records = tuple(
+        replace(r, per_iteration=IterationSeries(Series.of(values_per_path(r))))
+        for r in session.records
+    )
+    return replace(session, records=records, iterations=CI_VALUES + 2)
 
 
-@pytest.mark.parametrize(
-    ("value", "compact"),
-    [(340.0, 340), (0.0139344, 0.014), (12.3456, 12.346), (-1.5, -1.5), (math.nan, 0)],
-)
-def test_sort_values_are_kept_to_the_thousandth(value: float, compact: float) -> None:
-    assert _compact(value) == compact
-    assert repr(_compact(value)) == repr(compact)
+def test_intervals_are_computed_once_and_shown_alike_by_every_format() -> None:
+    spread = [0.9, 0.95, 1.0, 1.0, 1.0, 1.05, 1.1, 1.2]
+    session = _with_series(complete_session(), lambda r: [r.self_cpu_us.median * s for s in spread])
+    table = layer_table(session)
+    conv = next(r for r in table.rows if r.path == "blocks.0.conv")
+    assert conv.self_cpu is not None and conv.self_cpu.interval is not None
+    assert conv.self_cpu.interval_pct() == pytest.approx(20.0)  # 8 values: [min, max]
+    text = render_text(session)
+    assert timing_text(conv.self_cpu) in text and "±20%" in timing_text(conv.self_cpu)
+    view = next(r for r in build_context(session).rows if r.path == "blocks.0.conv")
+    assert view.self_cpu == timing_text(conv.self_cpu)
+    frame = session_frame(session).set_index("path")
+    assert frame.loc["blocks.0.conv", "self_cpu_us_ci_low"] == conv.self_cpu.interval.low
+    assert frame.loc["blocks.0.conv", "pct_self"] == conv.pct_self
+
+
+def test_too_few_iterations_give_no_interval() -> None:
+    session = _with_series(complete_session(), lambda r: [r.self_cpu_us.median] * 3)
+    session = replace(session, iterations=3)
+    assert all(r.self_cpu is None or r.self_cpu.interval is None for r in layer_table(session).rows)
+
+
+def test_backward_and_memory_figures_reach_every_format() -> None:
+    for session in (backward_session(), memory_session()):
+        table = layer_table(session)
+        frame = session_frame(session).set_index("path")
+        views = {v.path: v for v in build_context(session).rows}
+        for row in table.layers():
+            assert row.record is not None
+            if table.has_backward:
+                assert frame.loc[row.path, "backward_self_cpu_us"] == row.backward_self_cpu_us
+                assert views[row.path].backward_us == row.backward_self_cpu_us
+            if table.has_memory:
+                assert frame.loc[row.path, "self_cpu_mem"] == row.self_cpu_mem
+                assert views[row.path].memory_bytes == row.self_cpu_mem
+
+
+def test_the_terminal_keeps_the_heaviest_layers_with_their_ancestors() -> None:
+    table = layer_table(complete_session())
+    shown = heaviest_fitting(table, rows=4)
+    assert [r.path for r in shown] == ["blocks.0.conv"]  # with "", blocks, blocks.0: 4 rows
+    assert heaviest_fitting(table, rows=100) == tuple(
+        sorted(table.layers(), key=lambda r: -r.own_us)
+    )
+
+
+def test_an_unprofiled_parent_has_nothing_measured() -> None:
+    session = complete_session()
+    narrowed = replace(session, records=tuple(r for r in session.records if r.is_leaf))
+    table = layer_table(narrowed)
+    root = table.rows[0]
+    assert root.kind == "unprofiled" and root.total_cpu is None and root.pct_total is None
+    assert table.rows[-1].name == "(outside profiled modules)"
+    assert Stat(40.0, 35.0, 50.0) == narrowed.outside_cpu_us

@@ -1,4 +1,5 @@
-"""The plain data the HTML and PDF templates display, built from a session (templates only display).
+"""The plain data the HTML and PDF templates display, built from a session (templates only
+display).
 
 Everything a template shows is decided here and can be tested without rendering: which rows, their
 formatted numbers, heat, op breakdowns, findings, and the limits the PDF applies (stated in
@@ -11,29 +12,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from hybridprof.analysis.roofline import by_path
-from hybridprof.analysis.stats import min_values_for_ci
-from hybridprof.analysis.tree import (
-    TreeRow,
-    inclusive_us,
-    outside_label,
-    parent_of,
-    share_denominator_us,
-    step_self_us,
-    step_share_us,
-    total_profiled_us,
-    tree_rows,
-)
+from hybridprof.analysis.layer_table import LayerRow, LayerTable, Timing, layer_table
 from hybridprof.datamodel import (
     FindingKind,
     ModuleRecord,
-    ModuleTarget,
     OpStat,
     ProfileSession,
-    Stat,
 )
 from hybridprof.reporting.findings import group_findings
-from hybridprof.reporting.format import format_bytes, format_calls, format_percent, format_time_us
+from hybridprof.reporting.format import format_bytes, format_calls, format_time_us
 from hybridprof.reporting.page.charts import Chart, session_charts
 from hybridprof.reporting.page.ranks import RanksView, ranks_view
 from hybridprof.reporting.page.roofline_view import RooflineView, cells, roofline_view
@@ -42,7 +29,7 @@ from hybridprof.reporting.trust import (
     has_intervals,
     iterations_text,
     stability_text,
-    time_with_interval,
+    timing_text,
 )
 
 Mode = Literal["html", "pdf"]
@@ -51,7 +38,6 @@ PDF_OP_LAYERS = 10
 PDF_MAX_OPS = 10
 HEAVY_SHARE = 50.0  # % of the iteration: a row this heavy is opened so its parts show
 OPEN_ROWS = 30  # the HTML tree also opens a level while the rows shown stay this few
-CI_VALUES = min_values_for_ci()  # the fewest iterations that give a median an interval
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,112 +157,91 @@ class ReportContext:
     ranks: RanksView | None = None  # merged sessions of a torchrun run
 
 
-def _stat_text(stat: Stat | None) -> str:
-    return "-" if stat is None else format_time_us(stat.median)
+def _dash(us: float | None) -> str:
+    """A time a row has, or "-" where its quantity was not measured for it."""
+    return "-" if us is None else format_time_us(us)
 
 
-def _has_interval(rec: ModuleRecord) -> bool:
-    """Whether the record has enough iterations for a median's interval (most runs have 3-5: no
-    interval, and no need to build its series)."""
-    return rec.per_iteration is not None and len(rec.per_iteration.self_cpu_us.values) >= CI_VALUES
-
-
-def _self_text(rec: ModuleRecord) -> str:
-    if not _has_interval(rec):
-        return format_time_us(rec.self_cpu_us.median)
-    series = rec.per_iteration.self_cpu_us if rec.per_iteration else None
-    return time_with_interval(rec.self_cpu_us.median, series)
-
-
-def _total_text(rec: ModuleRecord) -> str:
-    if not _has_interval(rec):
-        return format_time_us(rec.total_cpu_us.median)
-    series = rec.per_iteration.total_cpu() if rec.per_iteration else None
-    return time_with_interval(rec.total_cpu_us.median, series)
+def _percent(pct: float | None) -> str:
+    return "-" if pct is None else f"{pct:.1f}%"
 
 
 def _heat(self_us: float, peak: float) -> int:
     return 0 if peak <= 0 else min(5, int(6 * self_us / peak))
 
 
-def _row_view(
-    row: TreeRow,
-    target: ModuleTarget | None,
-    total: float,
-    peak: float,
-    iterations: int,
-    inclusive: dict[str, float],
-) -> RowView:
-    rec = row.record
-    self_us = rec.self_cpu_us.median if rec else 0.0
-    total_us = rec.total_cpu_us.median if rec else 0.0
-    share_us = inclusive.get(row.path, step_share_us(rec)) if rec else 0.0
-    own_us = step_self_us(rec) if rec else 0.0
-    spread = (
-        f"{format_time_us(rec.self_cpu_us.min)}–{format_time_us(rec.self_cpu_us.max)}"
-        if rec and not row.derived
-        else ""
+def _row_view(row: LayerRow, peak: float) -> RowView:
+    """A layer table row as the page shows it (formatting only: every figure is the table's)."""
+    own = row.kind == "layer"  # has calls and self figures of its own
+    measured = row.record is not None  # a layer, or a container with its children's totals
+    self_us = row.self_cpu.median if row.self_cpu else 0.0
+    work = row.roofline
+    flops, gflops, verdict = (
+        cells(work) if work is not None and (measured or work.flops or work.bytes) else ("", "", "")
     )
-    own = None if row.derived else rec  # has calls and self time of its own
-    params = rec.param_count if rec and rec.param_count else (target.param_count if target else 0)
     return RowView(
         path=row.path,
         name=row.name,
         depth=row.depth,
-        parent=parent_of(row.path),
-        class_name=rec.class_name if rec else (target.class_name if target else ""),
-        profiled=rec is not None,
+        parent=row.parent,
+        class_name=row.class_name,
+        profiled=measured,
         has_children=row.has_children,
-        calls=rec.calls_per_iteration(iterations) if rec else 0.0,
-        calls_text=format_calls(own.calls_per_iteration(iterations)) if own else "",
+        calls=row.calls_per_iteration or 0.0,
+        calls_text=_calls_text(row) if own else "",
         self_us=self_us,
-        total_us=total_us,
-        pct=100.0 * share_us / total if total > 0 else 0.0,
+        total_us=row.total_cpu.median if row.total_cpu else 0.0,
+        pct=row.pct_total or 0.0,
         heat=_heat(self_us, peak),
-        self_cpu=_self_text(own) if own else "",
-        total_cpu=_total_text(rec) if rec else "",
-        self_device=_stat_text(own.self_device_us) if own else "",
-        total_device=_stat_text(rec.total_device_us) if rec else "",
-        backward=_stat_text(own.backward_self_cpu_us) if own else "",
-        backward_total=_stat_text(rec.backward_total_cpu_us) if rec else "",
-        pct_text=format_percent(share_us, total) if rec else "",
-        self_pct=100.0 * own_us / total if total > 0 else 0.0,
-        self_pct_text=format_percent(own_us, total) if own else "",
-        memory=format_bytes(own.self_cpu_mem) if own else "",
-        memory_bytes=rec.self_cpu_mem if rec else 0,
-        spread=spread,
-        params=params,
-        output_shape=", ".join(rec.output_shapes) if rec else "",
-        source=target.source.short() if target and target.source else "",
-        op_count=len(own.ops) if own else 0,
-        derived=row.derived,
-        self_device_us=_median(own.self_device_us) if own else 0.0,
-        total_device_us=_median(rec.total_device_us) if rec else 0.0,
-        backward_us=_median(own.backward_self_cpu_us) if own else 0.0,
-        backward_total_us=_median(rec.backward_total_cpu_us) if rec else 0.0,
+        self_cpu=timing_text(row.self_cpu),
+        total_cpu=timing_text(row.total_cpu),
+        self_device=_dash(row.self_device_us) if own else "",
+        total_device=_dash(row.total_device_us) if measured else "",
+        backward=_dash(row.backward_self_cpu_us) if own else "",
+        backward_total=_dash(row.backward_total_cpu_us) if measured else "",
+        pct_text=_percent(row.pct_total) if measured else "",
+        self_pct=row.pct_self or 0.0,
+        self_pct_text=_percent(row.pct_self) if own else "",
+        memory=format_bytes(row.self_cpu_mem or 0) if own else "",
+        memory_bytes=row.self_cpu_mem or 0,
+        spread=_spread(row.self_cpu) if own and row.self_cpu else "",
+        params=row.param_count,
+        output_shape=", ".join(row.output_shapes),
+        source=row.source.short() if row.source else "",
+        op_count=row.op_count,
+        flops=flops,
+        gflops=gflops,
+        verdict=verdict,
+        derived=row.kind == "container",
+        self_device_us=row.self_device_us or 0.0,
+        total_device_us=row.total_device_us or 0.0,
+        backward_us=row.backward_self_cpu_us or 0.0,
+        backward_total_us=row.backward_total_cpu_us or 0.0,
     )
 
 
-def _median(stat: Stat | None) -> float:
-    return 0.0 if stat is None else stat.median
+def _calls_text(row: LayerRow) -> str:
+    calls = row.calls_per_iteration
+    return "" if calls is None else format_calls(calls)
 
 
-def _outside_view(session: ProfileSession, total: float, peak: float) -> RowView | None:
+def _spread(timing: Timing) -> str:
+    return f"{format_time_us(timing.min)}–{format_time_us(timing.max)}"
+
+
+def _outside_view(row: LayerRow, peak: float) -> RowView:
     """The `(outside modules)` row: one amount, forward and backward together."""
-    stat = session.outside_cpu_us
-    if stat is None:
-        return None
-    label, text = outside_label(session), format_time_us(stat.median)
-    pct = 100.0 * stat.median / total if total > 0 else 0.0
+    assert row.self_cpu is not None
+    stat = row.self_cpu
+    text = format_time_us(stat.median)
     return RowView(
-        path=label, name=label, depth=0, parent=None, class_name="", profiled=True,
+        path=row.path, name=row.name, depth=0, parent=None, class_name="", profiled=True,
         has_children=False, calls=0.0, calls_text="", self_us=stat.median, total_us=stat.median,
-        pct=pct, heat=_heat(stat.median, peak), self_cpu=text, total_cpu=text, self_device="",
-        total_device="", backward="", backward_total="",
-        pct_text=format_percent(stat.median, total),
-        self_pct=pct, self_pct_text=format_percent(stat.median, total), memory="", memory_bytes=0,
-        spread=f"{format_time_us(stat.min)}–{format_time_us(stat.max)}", params=0,
-        output_shape="", source="", op_count=0, outside=True,
+        pct=row.pct_total or 0.0, heat=_heat(stat.median, peak), self_cpu=text, total_cpu=text,
+        self_device="", total_device="", backward="", backward_total="",
+        pct_text=_percent(row.pct_total), self_pct=row.pct_self or 0.0,
+        self_pct_text=_percent(row.pct_self), memory="", memory_bytes=0, spread=_spread(stat),
+        params=0, output_shape="", source="", op_count=0, outside=True,
     )  # fmt: skip
 
 
@@ -330,7 +295,7 @@ def _sorted_ops(rec: ModuleRecord) -> list[OpStat]:
     return sorted(rec.ops, key=lambda o: -o.self_cpu_us)
 
 
-def _header(session: ProfileSession, shares_of: float) -> tuple[HeaderItem, ...]:
+def _header(session: ProfileSession, table: LayerTable) -> tuple[HeaderItem, ...]:
     env, plan = session.environment, session.plan
     runs = iterations_text(session)
     items = [
@@ -347,7 +312,7 @@ def _header(session: ProfileSession, shares_of: float) -> tuple[HeaderItem, ...]
         ("Strategy", session.strategy),
         ("Iterations", runs),
         ("Date", session.started_at or plan.created_at or "-"),
-        ("Total profiled time", _total_time_text(total_profiled_us(session), shares_of)),
+        ("Total profiled time", _total_time_text(table.iteration_us, table.shares_of_us)),
     ]
     return tuple(HeaderItem(k, v) for k, v in items)
 
@@ -498,24 +463,16 @@ def build_context(
 ) -> ReportContext:
     """Everything the report shows. In "pdf" mode the table and op breakdowns are limited (see
     notes)."""
-    total = share_denominator_us(session)
-    inclusive = inclusive_us(session)
-    peak = max((r.self_cpu_us.median for r in session.records), default=0.0)
-    targets = {t.path: t for t in session.plan.targets}  # plan.target() is a linear scan
-    all_rows = heaviest_first(
-        [
-            _row_view(r, targets.get(r.path), total, peak, session.iterations, inclusive)
-            for r in tree_rows(session)
-        ]
-    )
+    table = layer_table(session)
+    peak = max((r.self_cpu.median for r in table.layers() if r.self_cpu), default=0.0)
+    all_rows = heaviest_first([_row_view(r, peak) for r in table.tree()])
     depth = open_depth(all_rows)
     all_rows = [
         replace(r, collapsed=True) if r.has_children and r.depth >= depth else r for r in all_rows
     ]
-    all_rows = _with_work_cells(all_rows, session)
-    outside = _outside_view(session, total, peak)
+    outside = table.outside()
     if outside is not None:
-        all_rows.append(outside)
+        all_rows.append(_outside_view(outside, peak))
     rows, notes = (
         _pdf_limits(all_rows, pdf_max_rows, pdf_op_layers) if mode == "pdf" else (all_rows, [])
     )
@@ -530,7 +487,7 @@ def build_context(
         created=session.started_at or plan.created_at,
         generator=f"hybridprof {session.environment.hybridprof_version}",
         calls_title=session.calls_title(),
-        header=_header(session, total),
+        header=_header(session, table),
         charts=session_charts(session),
         rows=tuple(rows),
         total_rows=len(all_rows),
@@ -550,19 +507,3 @@ def build_context(
         roofline=roofline_view(session),
         ranks=ranks_view(session),
     )
-
-
-def _with_work_cells(rows: list[RowView], session: ProfileSession) -> list[RowView]:
-    """Rows with their FLOPs, GFLOP/s and verdict filled in (a --flops session; else as they
-    are)."""
-    if session.flops is None:
-        return rows
-    lines = by_path(session)
-    shown = [r for r in rows if r.path in lines]
-    filled = {
-        r.path: replace(r, flops=flops, gflops=gflops, verdict=verdict)
-        for r in shown
-        if r.profiled or lines[r.path].flops or lines[r.path].bytes
-        for flops, gflops, verdict in (cells(lines[r.path]),)
-    }
-    return [filled.get(r.path, r) for r in rows]

@@ -1,0 +1,267 @@
+"""The layer table's numbers, worked out once: one row per path of the tree, then the outside row.
+
+Every table the product shows (the terminal's, the text report's, the HTML and PDF reports', the
+notebook's, the CSV/JSON exports and `to_dataframe()`) reads these rows and only formats them:
+each row's times with their spread and 95% confidence interval, backward and device times, memory,
+its own and its subtree's share of the iteration, parameters, shapes, where it is defined and its
+roofline figures. A figure a row does not have is None (a container that never runs has no self
+time and no calls; an unprofiled parent has nothing measured), so each format decides how to show
+"not there". Torch-free and format-free.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from hybridprof.analysis.roofline import LayerRoofline, by_path
+from hybridprof.analysis.stats import Interval, median_ci, min_values_for_ci
+from hybridprof.analysis.tree import (
+    TreeRow,
+    inclusive_us,
+    outside_label,
+    parent_of,
+    share_denominator_us,
+    step_self_us,
+    step_share_us,
+    total_profiled_us,
+    tree_rows,
+)
+from hybridprof.datamodel import (
+    LayerWork,
+    ModuleRecord,
+    ModuleTarget,
+    ProfileSession,
+    Series,
+    SourceSpan,
+    Stat,
+)
+
+RowKind = Literal["layer", "container", "unprofiled", "outside"]
+CI_VALUES = min_values_for_ci()  # the fewest iterations that give a median an interval
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """A per-iteration time: its median, min and max over the measured iterations, and the
+    median's 95% confidence interval when enough iterations were kept (6 or more)."""
+
+    median: float
+    min: float
+    max: float
+    interval: Interval | None = None
+
+    def interval_pct(self) -> float | None:
+        """The interval's wider side in % of the median (None without one, or at a 0 median)."""
+        if self.interval is None:
+            return None
+        pct = self.interval.half_width_pct()
+        return pct if math.isfinite(pct) else None
+
+
+@dataclass(frozen=True, slots=True)
+class LayerRow:
+    """One row of the layer table (times in us per iteration, memory in bytes).
+
+    kind: "layer" (a profiled module), "container" (a ModuleList/ModuleDict that never runs: its
+    totals are its children's, it has no self figures and no calls), "unprofiled" (a parent not
+    selected: nothing measured), "outside" (the time in no profiled module).
+    """
+
+    path: str
+    name: str
+    depth: int
+    parent: str | None
+    kind: RowKind
+    has_children: bool
+    class_name: str
+    record: ModuleRecord | None  # the measured record (summed from the children's for a container)
+    calls_per_iteration: float | None
+    self_cpu: Timing | None
+    total_cpu: Timing | None
+    backward_self_cpu_us: float | None
+    backward_total_cpu_us: float | None
+    self_device_us: float | None
+    total_device_us: float | None
+    self_cpu_mem: int | None
+    cpu_mem: int | None
+    self_device_mem: int | None
+    device_mem: int | None
+    own_us: float  # forward plus backward self time: the rows' own times add up to the iteration
+    share_us: float  # the time its share of the iteration counts (its subtree's own times)
+    pct_self: float | None  # own_us in % of the table's `shares_of_us`; None when that is 0
+    pct_total: float | None  # share_us in % of it
+    param_count: int
+    input_shapes: tuple[str, ...]
+    output_shapes: tuple[str, ...]
+    aliases: tuple[str, ...]
+    source: SourceSpan | None  # where its parent's __init__ creates it
+    op_count: int
+    roofline: LayerRoofline | None = None  # a --flops session's figures for the path
+    work: LayerWork | None = None  # and its FLOPs and bytes, forward and backward
+
+    @property
+    def measured(self) -> bool:
+        """Has figures of its own (calls, self time, ops): a profiled layer or the outside row."""
+        return self.kind in ("layer", "outside")
+
+
+@dataclass(frozen=True, slots=True)
+class LayerTable:
+    """The rows in tree order (ancestors first, siblings in module order), the outside row last,
+    and what the shares are of."""
+
+    rows: tuple[LayerRow, ...]
+    shares_of_us: float  # the denominator of every % (see `tree.share_denominator_us`)
+    iteration_us: float  # the median iteration's profiled time
+    iterations: int
+    calls_title: str
+    has_backward: bool
+    has_device: bool
+    has_memory: bool
+    has_flops: bool
+
+    def tree(self) -> tuple[LayerRow, ...]:
+        """The rows of the module tree, without the outside row."""
+        return tuple(r for r in self.rows if r.kind != "outside")
+
+    def outside(self) -> LayerRow | None:
+        return next((r for r in self.rows if r.kind == "outside"), None)
+
+    def layers(self) -> tuple[LayerRow, ...]:
+        """The profiled layers (the session's records), in tree order."""
+        return tuple(r for r in self.rows if r.kind == "layer")
+
+
+def layer_table(session: ProfileSession) -> LayerTable:
+    """Every figure of every row of `session`'s layer table, once."""
+    shares_of = share_denominator_us(session)
+    inclusive = inclusive_us(session)
+    targets = {t.path: t for t in session.plan.targets}
+    rows = [_row(tree_row, session, shares_of, inclusive) for tree_row in tree_rows(session)]
+    if session.flops is not None:
+        rows = _with_work(rows, session)
+    rows = [_with_target(row, targets.get(row.path)) for row in rows]
+    outside = _outside_row(session, shares_of)
+    return LayerTable(
+        rows=tuple(rows + ([outside] if outside is not None else [])),
+        shares_of_us=shares_of,
+        iteration_us=total_profiled_us(session),
+        iterations=session.iterations,
+        calls_title=session.calls_title(),
+        has_backward=session.backward,
+        has_device=session.use_device,
+        has_memory=session.profile_memory,
+        has_flops=session.flops is not None,
+    )
+
+
+def timing(stat: Stat, series: Series | None) -> Timing:
+    """A `Stat` with its median's interval from the per-iteration series (when long enough)."""
+    interval = median_ci(series.values) if series and len(series.values) >= CI_VALUES else None
+    return Timing(stat.median, stat.min, stat.max, interval)
+
+
+def _kind(row: TreeRow) -> RowKind:
+    if row.record is None:
+        return "unprofiled"
+    return "container" if row.derived else "layer"
+
+
+def _pct(part_us: float, whole_us: float) -> float | None:
+    return 100.0 * part_us / whole_us if whole_us > 0 else None
+
+
+def _median(stat: Stat | None) -> float | None:
+    return None if stat is None else stat.median
+
+
+def _row(
+    tree_row: TreeRow,
+    session: ProfileSession,
+    shares_of: float,
+    inclusive: dict[str, float],
+) -> LayerRow:
+    rec, kind = tree_row.record, _kind(tree_row)
+    own = rec if kind == "layer" else None  # figures of its own: calls, self time, ops
+    series = rec.per_iteration if rec else None
+    own_us = step_self_us(rec) if rec else 0.0
+    share_us = inclusive.get(tree_row.path, step_share_us(rec)) if rec else 0.0
+    return LayerRow(
+        path=tree_row.path,
+        name=tree_row.name,
+        depth=tree_row.depth,
+        parent=parent_of(tree_row.path),
+        kind=kind,
+        has_children=tree_row.has_children,
+        class_name=rec.class_name if rec else "",
+        record=rec,
+        calls_per_iteration=own.calls_per_iteration(session.iterations) if own else None,
+        self_cpu=timing(own.self_cpu_us, series.self_cpu_us if series else None) if own else None,
+        total_cpu=timing(rec.total_cpu_us, series.total_cpu() if series else None) if rec else None,
+        backward_self_cpu_us=_median(own.backward_self_cpu_us) if own else None,
+        backward_total_cpu_us=_median(rec.backward_total_cpu_us) if rec else None,
+        self_device_us=_median(own.self_device_us) if own else None,
+        total_device_us=_median(rec.total_device_us) if rec else None,
+        self_cpu_mem=own.self_cpu_mem if own else None,
+        cpu_mem=rec.cpu_mem if rec else None,
+        self_device_mem=own.self_device_mem if own else None,
+        device_mem=rec.device_mem if rec else None,
+        own_us=own_us,
+        share_us=share_us,
+        pct_self=_pct(own_us, shares_of) if rec else None,
+        pct_total=_pct(share_us, shares_of) if rec else None,
+        param_count=rec.param_count if rec else 0,
+        input_shapes=rec.input_shapes if rec else (),
+        output_shapes=rec.output_shapes if rec else (),
+        aliases=rec.aliases if rec else (),
+        source=None,
+        op_count=len(own.ops) if own else 0,
+    )
+
+
+def _with_target(row: LayerRow, target: ModuleTarget | None) -> LayerRow:
+    """The plan's facts about the row's module: its class and parameters where nothing was
+    measured, and where its parent creates it."""
+    if target is None:
+        return row
+    return replace(
+        row,
+        class_name=row.class_name or target.class_name,
+        param_count=row.param_count or target.param_count,
+        source=target.source,
+    )
+
+
+def _with_work(rows: list[LayerRow], session: ProfileSession) -> list[LayerRow]:
+    """Rows with their --flops figures: the work counted for the path and its roofline."""
+    assert session.flops is not None
+    works = {w.path: w for w in session.flops.layers}
+    lines = by_path(session)
+    return [
+        replace(row, work=works.get(row.path), roofline=lines.get(row.path))
+        if row.path in works
+        else row
+        for row in rows
+    ]
+
+
+def _outside_row(session: ProfileSession, shares_of: float) -> LayerRow | None:
+    """The time in no profiled module: one amount, forward and backward together."""
+    stat = session.outside_cpu_us
+    if stat is None:
+        return None
+    label, time = outside_label(session), Timing(stat.median, stat.min, stat.max)
+    pct = _pct(stat.median, shares_of)
+    return LayerRow(
+        path=label, name=label, depth=0, parent=None, kind="outside", has_children=False,
+        class_name="", record=None, calls_per_iteration=None, self_cpu=time, total_cpu=time,
+        backward_self_cpu_us=None, backward_total_cpu_us=None, self_device_us=None,
+        total_device_us=None, self_cpu_mem=None, cpu_mem=None, self_device_mem=None,
+        device_mem=None, own_us=stat.median, share_us=stat.median, pct_self=pct, pct_total=pct,
+        param_count=0, input_shapes=(), output_shapes=(), aliases=(), source=None, op_count=0,
+    )  # fmt: skip
+
+
+__all__ = ["CI_VALUES", "LayerRow", "LayerTable", "RowKind", "Timing", "layer_table", "timing"]
