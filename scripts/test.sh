@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 export PYTHONDONTWRITEBYTECODE=1
-echo "== ruff check";  .venv/bin/ruff check hybridprof tests scripts reports
-echo "== ruff format"; .venv/bin/ruff format --check hybridprof tests scripts reports
+echo "== ruff check";  .venv/bin/ruff check hybridprof tests scripts benchmarks reports
+echo "== ruff format"; .venv/bin/ruff format --check hybridprof tests scripts benchmarks reports
 echo "== mypy";        .venv/bin/mypy
 echo "== pytest";      .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -15,7 +15,7 @@ table of `str(prof)` / `display()` without memory or CUDA columns needs each lay
 self/total CPU time, which the layer ranges alone give; the ops are attributed the first time
 something shows them: `display(show_events=True)`, `session()`, `to_dataframe()` or `raw()`.
 On the 400-leaf MLP that halves what `with Profile(...)` plus the first `str(prof)` costs on top
-of the forwards (scripts/bench_overhead.py), and the numbers are the same either way.
+of the forwards (benchmarks/bench_overhead.py), and the numbers are the same either way.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The mechanism that keeps long runs bounded: each iteration's events are released when it ends.
 
-RSS itself is measured by scripts/bench_overhead.py (200 vs 20 iterations); here we check what
+RSS itself is measured by benchmarks/bench_overhead.py (200 vs 20 iterations); here we check what
 makes it flat: after `end_iteration()` no profiler session (which owns the raw events) is alive,
 however many iterations ran, and a trace is spooled to disk rather than kept.
 """

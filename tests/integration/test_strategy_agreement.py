@@ -1,6 +1,6 @@
 """The three strategies agree on structure: same paths, same call counts, the same ops seen.
 
-Numbers are not compared here (timings are noisy); scripts/bench_overhead.py prints the numeric
+Numbers are not compared here (timings are noisy); benchmarks/bench_overhead.py prints the numeric
 agreement of `session` and `per-call` on the AlexNet-like example.
 """
 

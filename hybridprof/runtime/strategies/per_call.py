@@ -10,7 +10,7 @@ What changed from torchprof: totals are the sum of top-level ops (torchprof summ
 event's inclusive time, counting a conv three times), and events are folded after the iteration so
 the profiler's post-processing never runs inside a measured call. This method costs a profiler
 start/stop per call and inflates small layers (the README's overhead table, from
-scripts/bench_overhead.py); "session" is the default for that reason.
+benchmarks/bench_overhead.py); "session" is the default for that reason.
 """
 
 from __future__ import annotations

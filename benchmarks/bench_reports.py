@@ -1,8 +1,8 @@
 """Render time and size of the HTML and PDF reports for a 100-leaf and a 2,000-leaf model.
 
-    .venv/bin/python scripts/bench_reports.py [--leaves 100 2000] [--repeats 3] [--iters 3] \
+    .venv/bin/python benchmarks/bench_reports.py [--leaves 100 2000] [--repeats 3] [--iters 3] \
         [--browser]
-    .venv/bin/python scripts/bench_reports.py --open OLD.html NEW.html [--repeats 3]
+    .venv/bin/python benchmarks/bench_reports.py --open OLD.html NEW.html [--repeats 3]
 
 With `--browser`, each HTML report is also opened in headless Chromium (Debian's, through
 Playwright) and the time to open it and to answer each interaction (expand a subtree, open an op

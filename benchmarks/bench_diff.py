@@ -1,6 +1,6 @@
 """What `hybridprof diff base.json new.json --report x.html` costs on two 2,000-layer sessions.
 
-    .venv/bin/python scripts/bench_diff.py [--layers 2000] [--iters 30] [--rounds 5]
+    .venv/bin/python benchmarks/bench_diff.py [--layers 2000] [--iters 30] [--rounds 5]
 
 The two sessions are made here (no torch work): `--layers` leaf records (Linear/ReLU, 2 ops each,
 `--iters` per-iteration values with noise, one layer in 50 made 30% slower, and 10 layers renamed

@@ -1,7 +1,7 @@
 """Overhead of the ways to profile a model layer by layer, measured side by side in one run.
 
-    .venv/bin/python scripts/bench_overhead.py            # full run (a few minutes)
-    .venv/bin/python scripts/bench_overhead.py --quick    # short run: fewer rounds, same table
+    .venv/bin/python benchmarks/bench_overhead.py            # full run (a few minutes)
+    .venv/bin/python benchmarks/bench_overhead.py --quick    # short run: fewer rounds, same table
 
 Models: the bundled AlexNet-like (1x3x224x224) and a 400-leaf MLP (200 x Linear(256,256)+ReLU,
 input 32x256). For each, at 1 thread and at torch's default thread count, every configuration's

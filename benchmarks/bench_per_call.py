@@ -1,6 +1,6 @@
 """What one layer call costs under the `per-call` strategy, and the floor torch sets for it.
 
-    .venv/bin/python scripts/bench_per_call.py [--leaves 100] [--rounds 7] [--calls 100]
+    .venv/bin/python benchmarks/bench_per_call.py [--leaves 100] [--rounds 7] [--calls 100]
 
 `per-call` is torchprof's method: an autograd profiler session around every outermost selected
 call. This prints, per layer call (microseconds, median over interleaved rounds, wall and this

@@ -1,7 +1,7 @@
 """Cost of `run --flops`: the counting pass against a bare step and FlopCounterMode, and the peak.
 
-    .venv/bin/python scripts/bench_flops.py            # 15 rounds after 3 warm-up
-    .venv/bin/python scripts/bench_flops.py --quick    # 5 rounds
+    .venv/bin/python benchmarks/bench_flops.py            # 15 rounds after 3 warm-up
+    .venv/bin/python benchmarks/bench_flops.py --quick    # 5 rounds
 
 Models: the bundled AlexNet-like (1x3x224x224) and a 400-leaf MLP (200 x Linear(256,256)+ReLU,
 input 32x256), 1 thread. Per round, interleaved: a bare step, the same step under

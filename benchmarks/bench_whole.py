@@ -1,8 +1,8 @@
 """What a user waits for, whole: `with Profile` on the 400-leaf MLP, and `hybridprof run` at 10,000
 leaves, each against a baseline measured in the same rounds.
 
-    .venv/bin/python scripts/bench_whole.py              # full run (a few minutes)
-    .venv/bin/python scripts/bench_whole.py --quick      # fewer rounds, same lines
+    .venv/bin/python benchmarks/bench_whole.py              # full run (a few minutes)
+    .venv/bin/python benchmarks/bench_whole.py --quick      # fewer rounds, same lines
 
 1 torch thread throughout. Printed:
 
@@ -15,7 +15,7 @@ leaves, each against a baseline measured in the same rounds.
   start, end, thread of each), against the same bare forwards.
 - per forward: the `session` strategy (and torch.profiler alone) on the MLP (its 400 leaves and the
   root) and on a tree of 10,000 `Linear(16,16)`/`ReLU` leaves (blocks of 10; 11,001 modules, all
-  profiled, input 8x16), each forward timed right after a bare one (scripts/bench_overhead.py's
+  profiled, input 8x16), each forward timed right after a bare one (benchmarks/bench_overhead.py's
   method).
 - `hybridprof run MODEL.py --iters 5 --threads 1 --out-dir DIR` on a model file of that
   10,000-leaf tree, in a fresh process, with the outputs a run writes by default (session.json,

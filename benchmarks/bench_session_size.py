@@ -1,9 +1,9 @@
 """Saved-session size, write and load time, and `hybridprof report` to JSON and text, at scale.
 
-    .venv/bin/python scripts/bench_session_size.py [--leaves 10000] [--iters 5] [--rounds 5] \
+    .venv/bin/python benchmarks/bench_session_size.py [--leaves 10000] [--iters 5] [--rounds 5] \
         [--baseline DIR]
 
-A model of `--leaves` small leaves (blocks of Linear+ReLU, as scripts/bench_reports.py) is profiled
+A model of `--leaves` small leaves (blocks of Linear+ReLU, as benchmarks/bench_reports.py) is profiled
 for real by `hybridprof.profile` (1 thread, 1 warm-up) for each iteration count. The session is
 then handed (pickled) to a fresh process per round, which times: writing the session file
 (`to_json` and the write), loading it (`hybridprof.load_session`), and `hybridprof report
@@ -41,7 +41,7 @@ STEPS = ("write", "load", "report_json", "report_txt")
 def make_model(leaves: int) -> Any:
     """bench_reports.py's tree of `leaves` leaves (blocks of 10: 5 x Linear(16,16)+ReLU), imported
     only here: the child rounds that time loading must not import torch."""
-    from bench_reports import make_model as tree  # scripts/ is on sys.path (run as a script)
+    from bench_reports import make_model as tree  # benchmarks/ is on sys.path (run as a script)
 
     return tree(leaves)
 

@@ -5,7 +5,7 @@ each in a fresh process so caches do not flatter either side. The analysis is wh
 for a file: parse once, then resolve names and positions for every class in it (worst case; a live
 plan only reads the classes of non-leaf modules).
 
-usage: .venv/bin/python scripts/bench_analyze.py [--file PATH] [--rounds N]
+usage: .venv/bin/python benchmarks/bench_analyze.py [--file PATH] [--rounds N]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What `Profile.raw()` costs the first time: torchprof's event lists on the 400-leaf MLP.
 
-    .venv/bin/python scripts/bench_raw.py [--rounds 5] [--forwards 20]
+    .venv/bin/python benchmarks/bench_raw.py [--rounds 5] [--forwards 20]
 
 Each round profiles `--forwards` forwards of the MLP (200 x Linear(256,256)+ReLU, input 32x256,
 1 thread) in one `with Profile(...)` block, then times the first `raw()` of each strategy, split
