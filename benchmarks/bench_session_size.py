@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_session_size.py [--leaves 10000] [--iters 5] [--rounds 5] \
         [--baseline DIR]
 
-A model of `--leaves` small leaves (blocks of Linear+ReLU, as benchmarks/bench_reports.py) is profiled
+A model of `--leaves` small leaves (blocks of Linear+ReLU, as bench_reports.py) is profiled
 for real by `hybridprof.profile` (1 thread, 1 warm-up) for each iteration count. The session is
 then handed (pickled) to a fresh process per round, which times: writing the session file
 (`to_json` and the write), loading it (`hybridprof.load_session`), and `hybridprof report
