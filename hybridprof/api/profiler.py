@@ -271,15 +271,22 @@ class Profile:
         return session_frame(self.session())
 
 
-def module_traces(module: nn.Module, name: str = "", path: tuple[str, ...] = ()) -> Iterator[Trace]:
+def module_traces(
+    module: nn.Module,
+    name: str = "",
+    path: tuple[str, ...] = (),
+    above: frozenset[int] = frozenset(),
+) -> Iterator[Trace]:
     """torchprof's `walk_modules` (each parent's distinct children, depth first; a module shared
     by two parents appears under both), except that a TorchScript module is a leaf: its
-    children never run a Python forward, and it is profiled whole."""
+    children never run a Python forward, and it is profiled whole. A module that is its own
+    ancestor (a cycle: `self.child.root = self`) appears there without its children again."""
     path = (*path, name or type(module).__name__)
-    children = [] if is_scripted(module) else list(module.named_children())
+    walked = is_scripted(module) or id(module) in above
+    children = [] if walked else list(module.named_children())
     yield Trace(path, not children, module)
     for child_name, child in children:
-        yield from module_traces(child, child_name, path)
+        yield from module_traces(child, child_name, path, above | {id(module)})
 
 
 def _tuple_path(root: str, path: str) -> tuple[str, ...]:

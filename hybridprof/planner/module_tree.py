@@ -49,21 +49,92 @@ def walk(model: nn.Module) -> list[TreeNode]:
     return [TreeNode(first[k], modules[k], tuple(others[k])) for k in first]
 
 
-def named_modules(model: nn.Module, prefix: str = "") -> Iterator[tuple[str, nn.Module]]:
-    """`named_modules(remove_duplicate=False)`, except that a TorchScript module is a leaf.
+def named_modules(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
+    """`named_modules(remove_duplicate=False)`, except that a TorchScript module is a leaf and a
+    cycle is cut.
 
     A scripted (or traced) module runs its children inside TorchScript, where no Python `forward`
     is ever called, so they cannot be measured one by one: the module is profiled as one layer.
-    A `torch.compile`d module is refused (see `refuse_compiled`).
+    A `torch.compile`d module is refused (see `refuse_compiled`). A child that is one of its own
+    ancestors (`self.child.root = self`) is yielded at that path, an alias of the ancestor, and not
+    walked into again: torch's own walk stops there too (its memo), where a plain recursion would
+    never end. Iterative, so a chain thousands of modules deep needs no deep Python stack. Child
+    names that no path can spell are refused (see `check_child_name`).
     """
-    if prefix == "":
-        refuse_compiled(model)
-    yield prefix, model
-    if is_scripted(model):
+    refuse_compiled(model)
+    pending: list[tuple[str, nn.Module, int]] = [("", model, 0)]
+    above: list[int] = []  # ids of the modules on the path to the one being walked, by depth
+    on_path: set[int] = set()  # the same ids, to look up (never one twice: see below)
+    yielded = 0
+    while pending:
+        path, module, depth = pending.pop()
+        while len(above) > depth:
+            on_path.discard(above.pop())
+        yielded += 1
+        if yielded > MAX_PATHS:
+            raise UsageError(
+                f"the model's module tree has over {MAX_PATHS:,} paths (modules shared under "
+                "many parents, each of their children counted under every path); profile a "
+                "part of it"
+            )
+        yield path, module
+        if is_scripted(module) or id(module) in on_path:
+            continue
+        above.append(id(module))
+        on_path.add(id(module))
+        children = [(n, c) for n, c in module._modules.items() if c is not None]
+        for name, child in reversed(children):
+            check_child_name(path, name)
+            pending.append((f"{path}.{name}" if path else name, child, depth + 1))
+
+
+# More paths than any real model has (a 10,000-layer model has ~11,000): beyond it, a tree whose
+# shared modules multiply the paths at every level would take the walk forever.
+MAX_PATHS = 1_000_000
+
+
+def check_child_name(parent: str, name: str) -> None:
+    """UsageError for a child name a dotted path cannot name: empty, with a dot (torch's
+    `add_module` refuses both; `_modules[...] = ...` does not), or not encodable text (a lone
+    surrogate: neither torch's profiler ranges nor any output file can hold it)."""
+    where = f"'{parent}'" if parent else "the model"
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(
+            f"a child of {where} is named '{_escaped(name)}', which is not valid text (it holds "
+            "a lone surrogate); rename the module"
+        ) from None
+    if name and "." not in name:
         return
-    for name, child in model._modules.items():
-        if child is not None:
-            yield from named_modules(child, f"{prefix}.{name}" if prefix else name)
+    shown = repr(name[:60])
+    raise UsageError(
+        f"a child of {where} is registered under the name {shown}, which no dotted path can "
+        "tell apart from "
+        + ("its parent" if not name else "a path of nested modules")
+        + " (torch's add_module refuses such names; the model put it into _modules directly); "
+        "rename the module"
+    )
+
+
+def _escaped(text: str) -> str:
+    """At most 60 characters of `text`, a lone surrogate shown as its escape (`\\ud800`)."""
+    return text[:60].encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def checked_class_names(path: str, module: nn.Module) -> tuple[str, str]:
+    """The module's class name and qualified name, refused (UsageError) if not valid text: a
+    class made with `type("X\\ud800", ...)` would break every output the session goes to."""
+    names = class_name_of(module), qualname_of(module)
+    for name in names:
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageError(
+                f"the class of '{path or '(root)'}' is named '{_escaped(name)}', which is not "
+                "valid text (it holds a lone surrogate); rename the class"
+            ) from None
+    return names
 
 
 def is_scripted(module: nn.Module) -> bool:
@@ -103,8 +174,8 @@ def module_targets(model: nn.Module) -> tuple[ModuleTarget, ...]:
     return tuple(
         ModuleTarget(
             path=node.path,
-            class_name=class_name_of(node.module),
-            qualname=qualname_of(node.module),
+            class_name=names[0],
+            qualname=names[1],
             depth=depth_of(node.path),
             is_leaf=is_scripted(node.module) or next(iter(node.module.children()), None) is None,
             selected=False,
@@ -114,6 +185,7 @@ def module_targets(model: nn.Module) -> tuple[ModuleTarget, ...]:
             has_forward=has_forward(node.module),
         )
         for node in walk(model)
+        for names in [checked_class_names(node.path, node.module)]
     )
 
 
