@@ -182,7 +182,8 @@ def guarded(action: Callable[[], int], debug: bool) -> int:
         if debug:
             raise
         print(
-            f"hybridprof: internal error: {type(exc).__name__}: {one_line(str(exc))} "
+            f"hybridprof: internal error: {type(exc).__name__}: "
+            f"{one_line(str(exc), MAX_INTERNAL_CHARS)} "
             "(rerun with --debug for the traceback)",
             file=sys.stderr,
         )
@@ -227,8 +228,19 @@ def model_prints_to_stderr() -> Iterator[None]:
         yield
 
 
-def one_line(message: str) -> str:
-    """The message on one line, with control characters (from module names) shown escaped."""
+# An error line longer than this is no longer a line a person reads (torch's messages can carry
+# kilobytes of C++ stack frames): the middle gives way, the start (what) and end (the fix) stay.
+MAX_ERROR_CHARS = 600
+MAX_INTERNAL_CHARS = 200  # an internal error's own text: the --debug traceback has it all
+
+
+def one_line(message: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """The message on one line, with control characters (from module names) shown escaped, at
+    most `limit` characters."""
     from hybridprof.reporting.format import visible
 
-    return " ".join(visible(message, newlines=True).split())
+    text = " ".join(visible(message, newlines=True).split())
+    if len(text) <= limit:
+        return text
+    tail = limit // 4
+    return f"{text[: limit - tail - 5]} ... {text[-tail:]}"

@@ -51,6 +51,7 @@ from hybridprof.errors import OutputError, UsageError
 from hybridprof.files.loader import parse_shape, read_model_source
 from hybridprof.files.outputs import rescue_copy, write_atomic
 from hybridprof.reporting import known_extensions, write_report
+from hybridprof.runtime.limits import iterations_problem, threads_problem
 from hybridprof.runtime.signals import TerminateHandler, sigterm_as_interrupt
 from hybridprof.runtime.stopping import AUTO_TARGET_PCT, DEFAULT_MAX_TIME_S, Count, parse_count
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES, backward_strategies
@@ -245,6 +246,11 @@ def _check_values(args: argparse.Namespace) -> None:
         raise UsageError(f"--iters must be 1 or more, got {args.iters}; or give auto")
     if isinstance(args.warmup, int) and args.warmup < 0:
         raise UsageError(f"--warmup must be 0 or more, got {args.warmup}; or give auto")
+    for option, count in (("--iters", args.iters), ("--warmup", args.warmup)):
+        if isinstance(count, int) and (problem := iterations_problem(count, option)):
+            raise UsageError(problem)
+    if args.threads is not None and (problem := threads_problem(args.threads, "--threads")):
+        raise UsageError(problem)
     if args.max_time is not None and not args.max_time > 0:
         raise UsageError(f"--max-time must be more than 0 seconds, got {args.max_time:g}")
     if args.depth is not None and args.depth < 0:

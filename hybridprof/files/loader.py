@@ -178,23 +178,38 @@ def as_model_inputs(value: Any, what: str) -> ModelInputs:
 
 def parse_shape(spec: str) -> tuple[tuple[int, ...], str]:
     """'1,3,224,224' or '1x128:long' -> ((1, 3, 224, 224), 'float32')."""
+    shown = _shown_spec(spec)
     text, _, dtype = spec.strip().partition(":")
     dtype_name = _DTYPES.get(dtype.strip().lower() or "float")
     if dtype_name is None:
         raise UsageError(
-            f"bad --input-shape '{spec}': unknown dtype '{dtype}'; use one of {', '.join(_DTYPES)}"
+            f"bad --input-shape '{shown}': unknown dtype '{_shown_spec(dtype)}'; use one of "
+            f"{', '.join(_DTYPES)}"
         )
     parts = [p for p in text.replace("x", ",").split(",") if p.strip()]
     try:
         dims = tuple(int(p) for p in parts)
-    except ValueError:
+    except ValueError:  # not a number, or more digits than Python converts (4,300)
         dims = ()
     if not dims or any(d <= 0 for d in dims):
         raise UsageError(
-            f"bad --input-shape '{spec}': give positive integers separated by commas, "
+            f"bad --input-shape '{shown}': give positive integers separated by commas, "
             "e.g. --input-shape 1,3,224,224"
         )
+    if max(dims) > MAX_INT64 or math.prod(dims) > MAX_INT64:
+        raise UsageError(
+            f"bad --input-shape '{shown}': a dimension or the number of elements is beyond "
+            "torch's limit (2**63 - 1); give a smaller shape"
+        )
     return dims, dtype_name
+
+
+MAX_INT64 = 2**63 - 1  # torch's sizes are int64: anything above fails inside torch's C++
+
+
+def _shown_spec(spec: str) -> str:
+    """A shape as the user typed it, cut to a length an error line can carry."""
+    return spec if len(spec) <= 60 else spec[:57] + "..."
 
 
 def random_tensor(spec: str) -> Any:
@@ -212,8 +227,8 @@ def random_tensor(spec: str) -> Any:
     except (RuntimeError, MemoryError, OverflowError) as exc:
         size = math.prod(dims) * torch.empty((), dtype=dtype).element_size()
         raise UsageError(
-            f"--input-shape '{spec}' needs {size / 2**30:,.1f} GiB, which cannot be allocated "
-            f"here ({type(exc).__name__}); give a smaller shape"
+            f"--input-shape '{_shown_spec(spec)}' needs {size / 2**30:,.1f} GiB, which cannot be "
+            f"allocated here ({type(exc).__name__}); give a smaller shape"
         ) from exc
 
 

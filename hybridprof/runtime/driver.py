@@ -40,6 +40,7 @@ from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import module_at
 from hybridprof.runtime.flops.counter import with_work
 from hybridprof.runtime.guards import first_line, refuse_nesting
+from hybridprof.runtime.limits import threads_problem
 from hybridprof.runtime.machine import LoadWatch
 from hybridprof.runtime.measures.aggregate import (
     RunFacts,
@@ -103,8 +104,8 @@ class RunOptions:
 
     def check(self) -> IterationRule:
         """Refuse bad values; the rule that decides how many iterations run."""
-        if self.threads is not None and self.threads < 1:
-            raise UsageError(f"--threads must be 1 or more, got {self.threads}")
+        if self.threads is not None and (problem := threads_problem(self.threads, "--threads")):
+            raise UsageError(problem)
         for name, value in (("peak_gflops", self.peak_gflops), ("peak_gbps", self.peak_gbps)):
             if value is not None and not 0 < value < float("inf"):
                 raise UsageError(f"{name} must be a positive number, got {value}")

@@ -33,4 +33,9 @@ def first_line(exc: BaseException) -> str:
     text = lines[0].strip() if lines else ""
     if not isinstance(exc, RuntimeError) or not text:
         text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return text
+    # torch's first line can carry its C++ frames (thousands of characters): the error that
+    # quotes it must stay a line a person reads.
+    return text if len(text) <= MAX_QUOTED_CHARS else text[: MAX_QUOTED_CHARS - 3] + "..."
+
+
+MAX_QUOTED_CHARS = 300

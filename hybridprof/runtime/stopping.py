@@ -17,6 +17,7 @@ from typing import Literal
 from hybridprof.analysis.stats import ci_within, still_falling
 from hybridprof.datamodel import StopReason
 from hybridprof.errors import UsageError
+from hybridprof.runtime.limits import iterations_problem
 
 Count = int | Literal["auto"]
 AUTO: Literal["auto"] = "auto"
@@ -99,6 +100,9 @@ def _check_count(what: str, value: Count, minimum: int) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise UsageError(f"{what} must be {minimum} or more, or 'auto'; got {value!r}")
+    problem = iterations_problem(value, what)
+    if problem:
+        raise UsageError(problem)
 
 
 def parse_count(text: str) -> Count:
