@@ -270,11 +270,12 @@ def _add_outside(frame: Frame, walk: _Walk) -> None:
 def _fold_range(frame: Frame, duration: int, total_mem: int, total_dmem: int, walk: _Walk) -> None:
     measure: PathMeasure = frame[MEASURE]
     measure.calls += 1
-    measure.total_cpu_us += duration / 1000
+    if frame[CHAIN].count(measure.path) == 1:  # a recursive call is in its caller's total
+        measure.total_cpu_us += duration / 1000
+        measure.cpu_mem += total_mem
+        measure.device_mem += total_dmem
     measure.self_cpu_us += (duration - frame[NESTED_NS]) / 1000
-    measure.cpu_mem += total_mem
     measure.self_cpu_mem += total_mem - frame[NESTED_MEM]
-    measure.device_mem += total_dmem
     measure.self_device_mem += total_dmem - frame[NESTED_DMEM]
     if walk.keep_raw:
         walk.raw[measure.path].append(frame)
@@ -368,7 +369,8 @@ def _fold_recompute(frame: Frame, walk: _Walk) -> None:
     event, measure = frame[EVENT], frame[MEASURE]
     duration = event.end_ns - event.start_ns
     measure.backward_self_cpu_us += (duration - frame[NESTED_NS]) / 1000
-    measure.backward_total_cpu_us += duration / 1000
+    if frame[CHAIN].count(measure.path) == 1:  # as in `_fold_range`
+        measure.backward_total_cpu_us += duration / 1000
     if len(frame[CHAIN]) == 1:  # outermost recomputed range: its forward's enclosing layers too
         for path in dict.fromkeys(walk.forward_chains.get(measure.path, ())):
             if path != measure.path:

@@ -283,12 +283,38 @@ def _fold_ranges(measure: IterationMeasure, tree: _Tree, paths: list[str]) -> No
     path_id = tree.path_id[ranges]
     count = len(paths)
     calls = np.bincount(path_id, minlength=count).tolist()
-    total = _microseconds(_sums(path_id, duration[ranges], count))
+    outer = ~_inside_same_path(tree, ranges)  # a recursive call's time is in its caller's total
+    total = _microseconds(_sums(path_id[outer], duration[ranges][outer], count))
     own = _microseconds(_sums(path_id, (duration - nested)[ranges], count))
     found = measure.paths
     for path, n, s, t in zip(paths, calls, own, total, strict=True):
         if n:
             found[path] = PathMeasure(path, n, s, t)
+
+
+def _inside_same_path(tree: _Tree, ranges: Array) -> Array:
+    """Per range (sorted positions), whether an enclosing range has the same path: a forward that
+    calls itself, whose nested calls count as calls but must not add their time to the path's
+    total a second time (50 deep, the total read 25x the real one).
+
+    Walks up the enclosing ranges of every range whose path has more than one call, one level a
+    step for all of them at once; most paths have one call, and then nothing is walked."""
+    inside = np.zeros(len(ranges), dtype=bool)
+    path_id = tree.path_id[ranges]
+    repeated = np.bincount(path_id)[path_id] > 1
+    if not repeated.any():
+        return inside
+    parent = tree.parent
+    enclosing = np.where(parent >= 0, tree.owner[np.maximum(parent, 0)], -1)
+    todo = np.flatnonzero(repeated)  # indexes into `ranges`
+    above = enclosing[ranges[todo]]
+    while len(todo):
+        alive = above >= 0
+        todo, above = todo[alive], above[alive]
+        same = tree.path_id[above] == path_id[todo]
+        inside[todo[same]] = True
+        todo, above = todo[~same], enclosing[above[~same]]
+    return inside
 
 
 def _microseconds(ns: Array) -> list[float]:

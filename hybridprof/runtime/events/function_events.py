@@ -66,20 +66,26 @@ class CallFolder:
         self.measure = measure
         self.fields = fields
         self.device = device
+        self._open: dict[str, int] = {}  # per path, its calls being folded (> 1: it recursed)
 
     def fold_call(self, path: str, top_events: Iterable[Any]) -> _Totals:
         """Add one call of `path` whose top-level events are `top_events`; returns its totals."""
         own, children = _Totals(), _Totals()
         ops = self.measure.path(path).ops
-        for event in top_events:
-            if _is_range(event):
-                child = self.fold_call(_range_path(event), event.cpu_children)
-                own.add(child)
-                children.add(child)
-            else:
-                own.add(self._inclusive(event))
-                self._walk_ops(event, ops, children)
-        self._record(self.measure.path(path), own, children)
+        depth = self._open.get(path, 0)
+        self._open[path] = depth + 1
+        try:
+            for event in top_events:
+                if _is_range(event):
+                    child = self.fold_call(_range_path(event), event.cpu_children)
+                    own.add(child)
+                    children.add(child)
+                else:
+                    own.add(self._inclusive(event))
+                    self._walk_ops(event, ops, children)
+        finally:
+            self._open[path] = depth
+        self._record(self.measure.path(path), own, children, outermost=depth == 0)
         return own
 
     def _walk_ops(self, event: Any, ops: dict[str, OpMeasure], children: _Totals) -> None:
@@ -116,15 +122,16 @@ class CallFolder:
             op.device_mem += int(getattr(event, self.fields.device_mem))
 
     @staticmethod
-    def _record(target: PathMeasure, own: _Totals, children: _Totals) -> None:
+    def _record(target: PathMeasure, own: _Totals, children: _Totals, outermost: bool) -> None:
         target.calls += 1
-        target.total_cpu_us += own.cpu
+        if outermost:  # a recursive call's totals are already in its caller's
+            target.total_cpu_us += own.cpu
+            target.total_device_us += own.device
+            target.cpu_mem += own.cpu_mem
+            target.device_mem += own.device_mem
         target.self_cpu_us += own.cpu - children.cpu
-        target.total_device_us += own.device
         target.self_device_us += own.device - children.device
-        target.cpu_mem += own.cpu_mem
         target.self_cpu_mem += own.cpu_mem - children.cpu_mem
-        target.device_mem += own.device_mem
         target.self_device_mem += own.device_mem - children.device_mem
 
 

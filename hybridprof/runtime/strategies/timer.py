@@ -29,6 +29,7 @@ class TimerStrategy:
         self._sync = config.use_device and config.compat.cuda_available
         self._measure = IterationMeasure()
         self._nested_ns: list[int] = []  # per open call: total ns of selected calls nested in it
+        self._open: dict[str, int] = {}  # per path, its calls open now (> 1: it recursed)
         self._iteration_start = 0
         self._raw: dict[str, list[list[RawEvent]]] = {}
 
@@ -38,6 +39,7 @@ class TimerStrategy:
     def begin_iteration(self, warmup: bool = False) -> None:
         self._measure = IterationMeasure()
         self._nested_ns.clear()
+        self._open.clear()
         self._iteration_start = time.perf_counter_ns()
 
     def start_measuring(self) -> None:
@@ -52,8 +54,10 @@ class TimerStrategy:
     ) -> Any:
         if self._sync:
             torch.cuda.synchronize()
-        nested = self._nested_ns
+        nested, opened = self._nested_ns, self._open
         nested.append(0)
+        depth = opened.get(path, 0)
+        opened[path] = depth + 1
         start = time.perf_counter_ns()
         try:
             return forward(*args, **kwargs)
@@ -61,15 +65,17 @@ class TimerStrategy:
             if self._sync:
                 torch.cuda.synchronize()
             end = time.perf_counter_ns()
-            self._record(path, start, end, nested.pop())
+            opened[path] = depth
+            self._record(path, start, end, nested.pop(), outermost=depth == 0)
 
-    def _record(self, path: str, start: int, end: int, nested_ns: int) -> None:
+    def _record(self, path: str, start: int, end: int, nested_ns: int, outermost: bool) -> None:
         duration = end - start
         if self._nested_ns:
             self._nested_ns[-1] += duration
         measure = self._measure.path(path)
         measure.calls += 1
-        measure.total_cpu_us += duration / 1000
+        if outermost:  # a recursive call's time is already in its caller's total
+            measure.total_cpu_us += duration / 1000
         measure.self_cpu_us += (duration - nested_ns) / 1000
         if self.config.keep_raw_events:
             event = RawEvent(path, start / 1000, end / 1000, (duration - nested_ns) / 1000)
