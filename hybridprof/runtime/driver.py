@@ -199,10 +199,12 @@ class Driver:
                         step()
                     finally:
                         self.shapes.passthrough = False
+                    self.patcher.rewrap_replaced(measured=False)
                 strategy.start_measuring()
                 start = time.perf_counter()
                 step()
                 self.step_us = (time.perf_counter() - start) * 1e6
+                self.patcher.rewrap_replaced(measured=not warmup)
         except HybridprofError:
             self._abandon_iteration()
             raise
@@ -237,7 +239,7 @@ class Driver:
         said = self.thread_warning()
         facts = replace(
             facts,
-            warnings=facts.warnings + ((said,) if said else ()),
+            warnings=facts.warnings + ((said,) if said else ()) + self.patcher.patch_warnings(),
             profile_memory=self.config.profile_memory,
             use_device=self.config.use_device,
             backward=self.config.backward,

@@ -21,10 +21,11 @@ open calls; interleaving threads would corrupt it and give negative self times).
 
 from __future__ import annotations
 
+import inspect
 import threading
 from _thread import get_ident
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
@@ -118,6 +119,20 @@ def _identity(value: Any) -> Any:
     return value
 
 
+def _shadowing_forward(module: nn.Module, wrapper: PatchedForward) -> str | None:
+    """What on the module's class wins over its instance `forward` (a `property`, or another
+    data descriptor), so that calling the module never reaches `wrapper`; None when the patch
+    takes effect."""
+    try:
+        if module.forward is wrapper:
+            return None
+    except Exception:  # a property whose getter raises: the module cannot run either way
+        pass
+    found = inspect.getattr_static(type(module), "forward", None)
+    kind = "a property" if isinstance(found, property) else f"a {type(found).__name__} descriptor"
+    return f"{kind} of {type(module).__name__}"
+
+
 # Instance attributes a patch adds besides `forward`; copies must not carry any of them.
 COPY_GUARDS = ("__getstate__", "_replicate_for_data_parallel")
 
@@ -191,6 +206,8 @@ class ForwardPatcher:
         self._foreign_lock = threading.Lock()
         self._patches: list[_Patch] = []
         self._modes: list[tuple[nn.Module, bool]] = []
+        self.unpatchable: dict[str, str] = {}  # path -> why its patch cannot take effect
+        self.replaced: dict[str, int] = {}  # path -> measured steps it replaced its forward in
 
     def note_foreign_call(self) -> None:
         with self._foreign_lock:
@@ -207,6 +224,7 @@ class ForwardPatcher:
         self.failed_path = None
         self.owner = get_ident()
         self.foreign_calls = 0
+        self.unpatchable, self.replaced = {}, {}
         self._modes = [(m, m.training) for m in self.model.modules()]
         seen: set[int] = set()
         try:
@@ -236,6 +254,46 @@ class ForwardPatcher:
         self._patches.append(_Patch(path, module, wrapper, own, tuple(guards.items())))
         with _LIVE_LOCK:
             _LIVE[(id(self), id(module))] = f"{path or '(root)'} ({type(module).__name__})"
+        shadow = _shadowing_forward(module, wrapper)
+        if shadow is not None:
+            self.unpatchable[path] = shadow
+
+    def rewrap_replaced(self, measured: bool) -> None:
+        """Patch again every module whose forward the model replaced (`self.forward = ...` in a
+        forward): the instance attribute that was the patch is now the model's, so its calls
+        would go unmeasured. Called after each step (cheap: one lookup per patched module).
+        `measured`: the step was a measured one, which then missed the calls made after the
+        replacement (said in `patch_warnings`)."""
+        for index, patch in enumerate(self._patches):
+            current = patch.module.__dict__.get("forward")
+            if current is patch.wrapper:
+                continue
+            if measured:
+                self.replaced[patch.path] = self.replaced.get(patch.path, 0) + 1
+            # The model's own forward now: restore() puts it back, as the model left it.
+            own = current.own_forward if isinstance(current, PatchedForward) else current
+            wrapper = PatchedForward(self, patch.path, patch.module, own)
+            patch.module.__dict__["forward"] = wrapper
+            for _, guard in patch.guards:
+                guard.own_forward = own
+            self._patches[index] = replace(patch, wrapper=wrapper, own_forward=own)
+
+    def patch_warnings(self) -> tuple[str, ...]:
+        """What the session should say about forwards hybridprof could not measure throughout."""
+        said = [
+            f"{path or '(root)'}: its forward is {why}, which hybridprof cannot patch (an "
+            "instance attribute cannot override it), so it is not measured: its time counts in "
+            + ("its parent's self time" if path else "the time outside the profiled modules")
+            for path, why in self.unpatchable.items()
+        ]
+        said += [
+            f"{path or '(root)'} replaced its own forward (self.forward = ...) during "
+            f"{count} measured iteration{'s' if count > 1 else ''}: its calls after that in "
+            f"{'those iterations' if count > 1 else 'that iteration'} are not measured "
+            "(hybridprof wraps the new forward from the next step on)"
+            for path, count in self.replaced.items()
+        ]
+        return tuple(said)
 
     def restore(self) -> None:
         """Undo every patch in reverse order, then reset changed train/eval flags."""
@@ -252,6 +310,10 @@ class ForwardPatcher:
             if patch.module.__dict__.get(name) is guard:
                 del patch.module.__dict__[name]
         current = patch.module.__dict__.get("forward")
+        if current is not patch.wrapper:
+            # Replaced by the model since the last check (the library's with-block has no steps
+            # to check after): its calls after that went unmeasured.
+            self.replaced[patch.path] = self.replaced.get(patch.path, 0) + 1
         if current is patch.wrapper:
             if patch.own_forward is None:
                 del patch.module.__dict__["forward"]
