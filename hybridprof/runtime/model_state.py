@@ -16,6 +16,8 @@ would change the weights and the optimizer's state). If anything still fails hal
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -43,7 +45,7 @@ class ModelState:
             return
         self.modes = [(m, m.training) for m in self.model.modules()]
         self.flags = [(p, p.requires_grad, p.grad) for p in self.model.parameters()]
-        self.model.train()
+        enter_train_mode(self.model)
         for parameter, requires_grad, _ in self.flags:
             parameter.grad = None
             if not requires_grad and (parameter.is_floating_point() or parameter.is_complex()):
@@ -52,7 +54,9 @@ class ModelState:
     def restore(self) -> None:
         """Put back what `enter()` saved; each part on its own, so one failure stops no other."""
         for module, training in self.modes:
-            module.training = training
+            if module.training != training:  # a module whose flag cannot change kept it
+                with contextlib.suppress(Exception):
+                    module.training = training
         for parameter, requires_grad, grad in self.flags:
             if parameter.requires_grad != requires_grad:
                 parameter.requires_grad_(requires_grad)
@@ -62,6 +66,40 @@ class ModelState:
                 if not _same(buffer, saved):
                     buffer.copy_(saved)
         self.modes, self.flags, self.buffers = [], [], []
+
+
+def enter_train_mode(model: nn.Module) -> None:
+    """`model.train()`, or a UsageError saying why a training step cannot run: when the model
+    refuses train mode (a frozen dataclass module cannot set its `training` flag), plain torch
+    fails the same way, so it is the model's limit, not a failure of the run."""
+    try:
+        model.train()
+    except Exception as exc:
+        why = (
+            " (a frozen dataclass module cannot change its training flag)"
+            if isinstance(exc, dataclasses.FrozenInstanceError)
+            else ""
+        )
+        raise UsageError(
+            f"--backward needs train mode, but model.train() fails{_stuck_at(model, exc)}: "
+            f"{type(exc).__name__}: {exc}; plain torch's model.train() fails the same way{why}: "
+            "profile without --backward"
+        ) from exc
+
+
+def _stuck_at(model: nn.Module, exc: BaseException) -> str:
+    """Where a failed `train()` stopped, as " on 'path' (Class)": the module of the innermost
+    `train` call in the traceback (torch's `train` recurses into the children); "" when that
+    cannot be told."""
+    failed = None
+    for frame, _ in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_name == "train" and isinstance(frame.f_locals.get("self"), nn.Module):
+            failed = frame.f_locals["self"]
+    try:
+        path = next((p for p, m in model.named_modules() if m is failed), None)
+    except Exception:  # a tree torch's own walk cannot take: the message goes without the place
+        path = None
+    return "" if path is None else f" on '{path or '(root)'}' ({type(failed).__name__})"
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
