@@ -147,13 +147,12 @@ class ShapeRecorder:
             return forward(*args, **kwargs)
         if not self.recording or path in self.inputs:
             return self.strategy.call(path, forward, args, kwargs)
-        self.inputs[path] = (
-            *map(describe, args),
-            *(f"{k}={describe(v)}" for k, v in kwargs.items()),
+        self.inputs[path] = noted(
+            lambda: (*map(describe, args), *(f"{k}={describe(v)}" for k, v in kwargs.items()))
         )
         result = self.strategy.call(path, forward, args, kwargs)
-        self.outputs[path] = tuple(
-            map(describe, result if isinstance(result, tuple) else (result,))
+        self.outputs[path] = noted(
+            lambda: tuple(map(describe, result if isinstance(result, tuple) else (result,)))
         )
         return result
 
@@ -167,10 +166,21 @@ class ShapeRecorder:
         )
 
 
+def noted(shapes: Callable[[], tuple[str, ...]]) -> tuple[str, ...]:
+    """Shapes described, or ("?",) when describing fails: noting shapes is bookkeeping, and must
+    never fail a forward that runs (a tensor subclass whose sizes cannot be read, say)."""
+    try:
+        return shapes()
+    except Exception:
+        return ("?",)
+
+
 def describe(value: Any) -> str:
-    """A tensor as '1x3x224x224' (a scalar tensor as 'scalar'), containers in brackets, else the
-    type."""
+    """A tensor as '1x3x224x224' (a scalar tensor as 'scalar'; a nested tensor, whose parts differ
+    in size, as 'nested(2 x 3-d)'), containers in brackets, else the type."""
     if isinstance(value, torch.Tensor):
+        if value.is_nested:  # its `.shape` raises: torch's fast paths make these between layers
+            return f"nested({value.size(0)} x {value.dim() - 1}-d)"
         return "x".join(str(d) for d in value.shape) or "scalar"
     if isinstance(value, tuple | list):
         inner = ", ".join(describe(v) for v in value[:8])
