@@ -24,6 +24,7 @@ import gc
 import warnings
 from collections import defaultdict, namedtuple
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -32,7 +33,7 @@ from torch import nn
 from hybridprof.datamodel import ProfilePlan, ProfileSession
 from hybridprof.planner.module_tree import Selector, is_scripted, tree_plan
 from hybridprof.runtime.driver import Driver
-from hybridprof.runtime.measures.aggregate import RunFacts, environment
+from hybridprof.runtime.measures.aggregate import RunFacts, environment, never_ran_warning
 from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY
@@ -84,6 +85,7 @@ class Profile:
         self._raw: dict[str, list[Any]] | None = None
         self._session: ProfileSession | None = None
         self._layer_session: ProfileSession | None = None
+        self._warned_never_ran = False
 
     @property
     def failed_path(self) -> str | None:
@@ -184,7 +186,19 @@ class Profile:
             environment=environment("cuda" if self.use_cuda else None),
             duration_s=round(driver.seconds, 3),
         )
-        return driver.build_session([measure], facts)
+        return self._said_never_ran(driver.build_session([measure], facts))
+
+    def _said_never_ran(self, session: ProfileSession) -> ProfileSession:
+        """The session with the warning for selected layers that never ran (a fused fast path
+        calls no leaf), which is also said once as a RuntimeWarning: the CLI prints it, and an
+        empty table alone does not say why."""
+        said = never_ran_warning(session, library=True)
+        if said is None:
+            return session
+        if not self._warned_never_ran:
+            self._warned_never_ran = True
+            warnings.warn(said, RuntimeWarning, stacklevel=4)
+        return replace(session, warnings=(*session.warnings, said))
 
     def _table_session(self, show_events: bool) -> ProfileSession:
         """What `display` renders: the full session once built or needed, else one built from the

@@ -332,8 +332,9 @@ def describe_device(device: torch.device | str | None) -> str:
     return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
 
 
-def never_ran_warning(session: ProfileSession) -> str | None:
-    """Why selected layers got 0 calls when their parents did the work, and what to select.
+def never_ran_warning(session: ProfileSession, library: bool = False) -> str | None:
+    """Why selected layers got 0 calls when their parents did the work, and what to select (as
+    command-line options, or `library`: as `Profile`'s arguments).
 
     nn.TransformerEncoder in eval mode runs one fused op per layer and never calls the layer's
     Linear/LayerNorm children; nn.MultiheadAttention uses its out_proj's weights without calling
@@ -343,19 +344,24 @@ def never_ran_warning(session: ProfileSession) -> str | None:
         return None
     if not session.records:
         parents = _outermost({path.rpartition(".")[0] for path in session.never_called})
-        instead = "--depth 0" if parents == [""] else "--paths " + ",".join(parents[:4])
         more = " ..." if len(parents) > 4 else ""
+        if library:
+            named = "" if parents == [""] else f", or paths={parents[:4]!r}{more}"
+            instead = f"leaves_only=False{named}"
+        else:
+            shown = "--depth 0" if parents == [""] else "--paths " + ",".join(parents[:4])
+            instead = f"{shown}{more} (or --with-parents)"
         count = len(session.never_called)
         return (
             f"none of the {count} selected layer{'s' if count > 1 else ''} was called through "
             "its module (the model skipped them or ran their work another way, e.g. a fused fast "
             "path such as nn.TransformerEncoder's in eval mode, or F.linear on a layer's weight); "
-            f"profile the modules that run them instead: {instead}{more} (or --with-parents)"
+            f"profile the modules that run them instead: {instead}"
         )
-    return _skipped_by_parents(session)
+    return _skipped_by_parents(session, library)
 
 
-def _skipped_by_parents(session: ProfileSession) -> str | None:
+def _skipped_by_parents(session: ProfileSession, library: bool = False) -> str | None:
     """Some layers never ran because an unselected parent with inline ops does their work."""
     doers = {f.path for f in session.plan.findings if f.kind == FindingKind.INLINE_OPS}
     selected = set(session.plan.selected_paths())
@@ -375,7 +381,7 @@ def _skipped_by_parents(session: ProfileSession) -> str | None:
             else "the module around it does the work itself"
         )
         + " (e.g. nn.MultiheadAttention uses out_proj's weights), so no row shows that time; "
-        "add such parents with --with-parents"
+        + ("pass leaves_only=False" if library else "add such parents with --with-parents")
     )
 
 
