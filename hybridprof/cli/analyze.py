@@ -28,7 +28,7 @@ from hybridprof.cli.common import (
     guarded,
     model_prints_to_stderr,
     parse_or_exit_code,
-    split_selectors,
+    typed_selectors,
 )
 from hybridprof.cli.destinations import (
     DEFAULT_OUT_DIR,
@@ -121,20 +121,18 @@ def _analyze(args: argparse.Namespace) -> int:
 
 
 def _make_plan(args: argparse.Namespace, model: Path) -> ProfilePlan:
-    paths, globs = split_selectors(args.paths)
+    paths = typed_selectors(args.paths)
     entry = args.entry or DEFAULT_ENTRY
     if args.static_only:
         from hybridprof.planner.static_plan import static_plan
 
-        return static_plan(
-            model, entry, paths, globs, args.depth, args.with_parents, args.leaves_only
-        )
+        return static_plan(model, entry, paths, (), args.depth, args.with_parents, args.leaves_only)
     from hybridprof.files.loader import load_model
     from hybridprof.planner.plan import plan_model
 
     loaded = load_model(model, entry, args.inputs, args.input_shape)
     return plan_model(
-        loaded.module, paths, globs, args.depth, args.with_parents,
+        loaded.module, paths, (), args.depth, args.with_parents,
         model_file=str(model), entry=entry, leaves_only=args.leaves_only,
     )  # fmt: skip
 

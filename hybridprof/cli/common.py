@@ -16,7 +16,7 @@ import textwrap
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
 from hybridprof.errors import HybridprofError, Terminated, UsageError
 from hybridprof.files.loader import DEFAULT_ENTRY
@@ -149,16 +149,13 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
 
 
-def selectors(values: Iterable[str]) -> list[str]:
-    """`--paths a,b --paths c` -> [a, b, c]."""
-    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+def typed_selectors(values: Sequence[str]) -> list[Any]:
+    """`--paths` values as typed (`--paths a,b --paths 'blocks.*'`): the planner resolves each
+    against the model's paths (`module_tree.typed_parts`: an exact name first, then the comma
+    parts, as paths or globs). Imports torch: only where a plan is made."""
+    from hybridprof.planner.module_tree import Typed
 
-
-def split_selectors(values: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(plain dotted paths, which must exist; globs, anything with glob characters)."""
-    chosen = selectors(values)
-    globs = [s for s in chosen if any(ch in s for ch in "*?[")]
-    return [s for s in chosen if s not in globs], globs
+    return [Typed(value) for value in values]
 
 
 def guarded(action: Callable[[], int], debug: bool) -> int:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hybridprof.cli.common import check_pdf_support, split_selectors
+from hybridprof.cli.common import check_pdf_support, typed_selectors
 from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import DEFAULT_ENTRY
@@ -98,11 +98,10 @@ def static_plan(args: argparse.Namespace, module: Any, model_file: Path, entry: 
     """The static planner's plan for the selection given, so the report shows its findings too."""
     from hybridprof.planner.plan import plan_model
 
-    paths, globs = split_selectors(args.paths)
     return plan_model(
         module,
-        paths or None,
-        globs,
+        typed_selectors(args.paths) or None,
+        (),
         args.depth,
         with_parents=args.with_parents,
         leaves_only=args.leaves_only,

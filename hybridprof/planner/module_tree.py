@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
@@ -24,6 +24,13 @@ from hybridprof.datamodel import DEFAULT_STRATEGY, ModuleTarget, ProfilePlan
 from hybridprof.errors import SelectionError, UsageError
 
 Selector = str | Sequence[str]
+
+
+class Typed(str):
+    """A `--paths` value as the user typed it, resolved against the model's paths (see
+    `typed_parts`): a module named "a,b", "x[0]" or " lead" is selected by its name as typed."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +276,9 @@ def _selection_reasons(
     root: str,
 ) -> dict[str, str]:
     canonical = {alias: t.path for t in targets for alias in (t.path, *t.aliases)}
+    typed = [part for s in paths if isinstance(s, Typed) for part in typed_parts(s, canonical)]
+    paths = [s for s in paths if not isinstance(s, Typed)] + [p for p, glob in typed if not glob]
+    globs = [*globs, *(p for p, glob in typed if glob)]
     reasons: dict[str, str] = {}
     for selector in paths:
         path = _dotted(selector, root)
@@ -284,6 +294,23 @@ def _selection_reasons(
     if depth is not None:
         reasons.update(_depth_reasons(targets, depth, reasons))
     return reasons
+
+
+def typed_parts(value: str, known: Collection[str]) -> list[tuple[str, bool]]:
+    """What a typed `--paths` value selects, as (path or pattern, is a glob): the value itself
+    when it is a path (an exact name wins over splitting, globbing and stripping); else each
+    comma-separated part: itself, or stripped, when a path; else a glob if it has `*?[`; else a
+    path that is not there (its error names the closest ones)."""
+    if value in known:
+        return [(value, False)]
+    parts: list[tuple[str, bool]] = []
+    for part in value.split(","):
+        if part in known:
+            parts.append((part, False))
+        elif part.strip():
+            text = part.strip()
+            parts.append((text, text not in known and any(ch in text for ch in "*?[")))
+    return parts
 
 
 def _depth_reasons(
@@ -339,9 +366,16 @@ def partition_selectors(
 
 def _no_match_message(what: str, known: Sequence[str], query: str | None = None) -> str:
     query = what.strip("'\"") if query is None else query
-    close = difflib.get_close_matches(query, [k for k in known if k], n=4, cutoff=0.5)
-    hint = f"; did you mean: {', '.join(close)}?" if close else ""
+    others = [k for k in known if k and k != query]  # never suggest what was typed
+    close = difflib.get_close_matches(query, others, n=4, cutoff=0.5)
+    hint = f"; did you mean: {', '.join(map(_typable, close))}?" if close else ""
     return f"no module matches {what}{hint} (list the paths with `hybridprof analyze`)"
+
+
+def _typable(path: str) -> str:
+    """A path as it can be typed after --paths: quoted when it holds a comma or edge spaces
+    (typed exactly, such a name is still taken as it is: see `typed_parts`)."""
+    return repr(path) if "," in path or path != path.strip() else path
 
 
 def tree_plan(
@@ -376,6 +410,7 @@ def tree_plan(
 
 __all__ = [
     "TreeNode",
+    "Typed",
     "depth_of",
     "has_forward",
     "module_at",
@@ -384,5 +419,6 @@ __all__ = [
     "qualname_of",
     "select_targets",
     "tree_plan",
+    "typed_parts",
     "walk",
 ]

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from hybridprof.cli import analyze, diff, merge, report, run
-from hybridprof.cli.common import refill, selectors, split_selectors
+from hybridprof.cli.common import refill, typed_selectors
+from hybridprof.planner.module_tree import typed_parts
 
 PARSERS = {
     "analyze": analyze.build_parser,
@@ -94,14 +95,11 @@ def test_refill_keeps_examples_and_headers() -> None:
 
 
 def test_paths_repeat_or_split_on_commas() -> None:
-    assert selectors(["features.0,classifier.*", " norm ", "a,,b"]) == [
-        "features.0",
-        "classifier.*",
-        "norm",
-        "a",
-        "b",
+    known = {"features.0", "norm", "a", "b", "fc1"}
+    parts = [
+        p for v in ["features.0,classifier.*", " norm ", "a,,b"] for p in typed_parts(v, known)
     ]
-    assert split_selectors(["fc1,blocks.*", "blocks.[0-1]"]) == (
-        ["fc1"],
-        ["blocks.*", "blocks.[0-1]"],
-    )
+    assert parts == [("features.0", False), ("classifier.*", True), ("norm", False),
+                     ("a", False), ("b", False)]  # fmt: skip
+    assert typed_parts("fc1,blocks.[0-1]", known) == [("fc1", False), ("blocks.[0-1]", True)]
+    assert [str(s) for s in typed_selectors(["fc1,blocks.*", " x"])] == ["fc1,blocks.*", " x"]

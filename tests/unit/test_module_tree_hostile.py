@@ -8,8 +8,14 @@ import torch
 from torch import nn
 
 from hybridprof.api.profiler import module_traces
-from hybridprof.errors import UsageError
-from hybridprof.planner.module_tree import module_at, named_modules, select_targets, walk
+from hybridprof.errors import SelectionError, UsageError
+from hybridprof.planner.module_tree import (
+    Typed,
+    module_at,
+    named_modules,
+    select_targets,
+    walk,
+)
 
 
 class Leafy(nn.Module):
@@ -105,3 +111,37 @@ def test_a_surrogate_in_a_class_module_name_is_refused() -> None:
     model = nn.Sequential(odd(2, 2))
     with pytest.raises(UsageError, match=r"class of '0' is named 'made\\udfff\.Odd'"):
         select_targets(model)
+
+
+ODD_NAMES = ["a,b", "x[0]", " lead", "trail ", "mid space"]
+
+
+class OddNames(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        for name in ODD_NAMES:
+            self.add_module(name, nn.Linear(2, 2))
+        self.a = nn.Linear(2, 2)
+        self.b = nn.Linear(2, 2)
+
+
+@pytest.mark.parametrize("name", ODD_NAMES)
+def test_a_name_typed_exactly_selects_that_module(name: str) -> None:
+    chosen = [t.path for t in select_targets(OddNames(), paths=[Typed(name)]) if t.selected]
+    assert chosen == [name]
+
+
+def test_typed_values_still_split_on_commas_and_glob() -> None:
+    chosen = [t.path for t in select_targets(OddNames(), paths=[Typed("a, b")]) if t.selected]
+    assert chosen == ["a", "b"]
+    chosen = [t.path for t in select_targets(OddNames(), paths=[Typed("x*")]) if t.selected]
+    assert chosen == ["x[0]"]
+
+
+def test_a_suggestion_is_never_what_was_typed_and_can_be_typed() -> None:
+    with pytest.raises(SelectionError) as caught:
+        select_targets(OddNames(), paths=[Typed("trail")])
+    assert "did you mean: 'trail '" in str(caught.value)  # quoted: its edge space shows
+    with pytest.raises(SelectionError) as caught:
+        select_targets(OddNames(), paths=["lead"])
+    assert "did you mean: ' lead'" in str(caught.value)
