@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
@@ -22,15 +22,15 @@ from torch import nn
 
 from hybridprof.datamodel import DEFAULT_STRATEGY, ModuleTarget, ProfilePlan
 from hybridprof.errors import SelectionError, UsageError
+from hybridprof.planner.module_names import (
+    Typed,
+    check_child_name,
+    checked_class_names,
+    typable,
+    typed_parts,
+)
 
 Selector = str | Sequence[str]
-
-
-class Typed(str):
-    """A `--paths` value as the user typed it, resolved against the model's paths (see
-    `typed_parts`): a module named "a,b", "x[0]" or " lead" is selected by its name as typed."""
-
-    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,50 +100,6 @@ def named_modules(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
 MAX_PATHS = 1_000_000
 
 
-def check_child_name(parent: str, name: str) -> None:
-    """UsageError for a child name a dotted path cannot name: empty, with a dot (torch's
-    `add_module` refuses both; `_modules[...] = ...` does not), or not encodable text (a lone
-    surrogate: neither torch's profiler ranges nor any output file can hold it)."""
-    where = f"'{parent}'" if parent else "the model"
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        raise UsageError(
-            f"a child of {where} is named '{_escaped(name)}', which is not valid text (it holds "
-            "a lone surrogate); rename the module"
-        ) from None
-    if name and "." not in name:
-        return
-    shown = repr(name[:60])
-    raise UsageError(
-        f"a child of {where} is registered under the name {shown}, which no dotted path can "
-        "tell apart from "
-        + ("its parent" if not name else "a path of nested modules")
-        + " (torch's add_module refuses such names; the model put it into _modules directly); "
-        "rename the module"
-    )
-
-
-def _escaped(text: str) -> str:
-    """At most 60 characters of `text`, a lone surrogate shown as its escape (`\\ud800`)."""
-    return text[:60].encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def checked_class_names(path: str, module: nn.Module) -> tuple[str, str]:
-    """The module's class name and qualified name, refused (UsageError) if not valid text: a
-    class made with `type("X\\ud800", ...)` would break every output the session goes to."""
-    names = class_name_of(module), qualname_of(module)
-    for name in names:
-        try:
-            name.encode("utf-8")
-        except UnicodeEncodeError:
-            raise UsageError(
-                f"the class of '{path or '(root)'}' is named '{_escaped(name)}', which is not "
-                "valid text (it holds a lone surrogate); rename the class"
-            ) from None
-    return names
-
-
 def is_scripted(module: nn.Module) -> bool:
     return isinstance(module, torch.jit.ScriptModule)
 
@@ -165,6 +121,10 @@ def class_name_of(module: nn.Module) -> str:
     if is_scripted(module):
         return f"{getattr(module, 'original_name', type(module).__name__)} (TorchScript)"
     return type(module).__name__
+
+
+def _class_names(module: nn.Module) -> tuple[str, str]:
+    return class_name_of(module), qualname_of(module)
 
 
 def qualname_of(module: nn.Module) -> str:
@@ -192,7 +152,7 @@ def module_targets(model: nn.Module) -> tuple[ModuleTarget, ...]:
             has_forward=has_forward(node.module),
         )
         for node in walk(model)
-        for names in [checked_class_names(node.path, node.module)]
+        for names in [checked_class_names(node.path, _class_names(node.module))]
     )
 
 
@@ -296,23 +256,6 @@ def _selection_reasons(
     return reasons
 
 
-def typed_parts(value: str, known: Collection[str]) -> list[tuple[str, bool]]:
-    """What a typed `--paths` value selects, as (path or pattern, is a glob): the value itself
-    when it is a path (an exact name wins over splitting, globbing and stripping); else each
-    comma-separated part: itself, or stripped, when a path; else a glob if it has `*?[`; else a
-    path that is not there (its error names the closest ones)."""
-    if value in known:
-        return [(value, False)]
-    parts: list[tuple[str, bool]] = []
-    for part in value.split(","):
-        if part in known:
-            parts.append((part, False))
-        elif part.strip():
-            text = part.strip()
-            parts.append((text, text not in known and any(ch in text for ch in "*?[")))
-    return parts
-
-
 def _depth_reasons(
     targets: tuple[ModuleTarget, ...], depth: int, taken: dict[str, str]
 ) -> dict[str, str]:
@@ -368,14 +311,8 @@ def _no_match_message(what: str, known: Sequence[str], query: str | None = None)
     query = what.strip("'\"") if query is None else query
     others = [k for k in known if k and k != query]  # never suggest what was typed
     close = difflib.get_close_matches(query, others, n=4, cutoff=0.5)
-    hint = f"; did you mean: {', '.join(map(_typable, close))}?" if close else ""
+    hint = f"; did you mean: {', '.join(map(typable, close))}?" if close else ""
     return f"no module matches {what}{hint} (list the paths with `hybridprof analyze`)"
-
-
-def _typable(path: str) -> str:
-    """A path as it can be typed after --paths: quoted when it holds a comma or edge spaces
-    (typed exactly, such a name is still taken as it is: see `typed_parts`)."""
-    return repr(path) if "," in path or path != path.strip() else path
 
 
 def tree_plan(
