@@ -1,10 +1,12 @@
 """Static facts about nn.Module classes, read from their source with libcst.
 
-Each file is parsed once (cached by content hash). Metadata resolution (scopes for
-`QualifiedNameProvider`, positions) is the expensive part of libcst, so it never runs over a whole
-file: a small synthetic module is built from the file's import statements plus only the top-level
-statements that hold the classes asked for, and metadata is resolved over that. Line numbers are
-then shifted back to the real file with the `class` line that `ast` (10-30x faster) reports.
+Each file is parsed once (cached by content hash). Metadata resolution (positions) is the
+expensive part of libcst, so it never runs over a whole file: a small synthetic module is built
+from the file's import statements plus only the top-level statements that hold the classes asked
+for, and positions are resolved over that. Line numbers are then shifted back to the real file
+with the `class` line that `ast` (10-30x faster) reports. Everything else is linear in the
+source: names are resolved through the imports (`static_names.py`, not libcst's scope analysis,
+which is quadratic in a name's assignments), and classes are found by walking statements only.
 
 Names are resolved (`import torch.nn as tnn`, `from torch.nn import Linear as L`), never matched as
 text. The per-class walk of `__init__` and `forward` lives in `static.py`.
@@ -15,15 +17,16 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from hybridprof.datamodel import ModuleClassInfo, SourceSpan
 from hybridprof.planner.static import ClassWalker
+from hybridprof.planner.static_names import ImportNames, statements_in, top_level_names
 
 CONTAINERS = {"Sequential", "ModuleList", "ModuleDict"}
 MODULE_BASES = {"torch.nn.Module", "torch.nn.modules.module.Module"}
@@ -63,9 +66,21 @@ class FileIndex:
                 tops.append(top)
         body = [*self.imports, *_in_file_order(self.module, tops)]
         synthetic = self.module.with_changes(body=body)
-        collector = _ClassCollector(self, {id(n) for n in wanted}, module_name)
-        MetadataWrapper(synthetic, unsafe_skip_copy=True).visit(collector)
-        return collector.infos
+        names = ImportNames(body, top_level_names(self.module))
+        # Positions for every node of the synthetic module; its nodes are the file's own (no
+        # copy), so the classes are walked directly, without a visitor over the whole tree.
+        positions = _Positions(
+            MetadataWrapper(synthetic, unsafe_skip_copy=True).resolve(PositionProvider)
+        )
+        infos: dict[int, ModuleClassInfo] = {}
+        for node in wanted:
+            real = self.class_lines[id(node)]
+            shift = real - positions.start_line(node.name)
+            walker = ClassWalker(node, positions, shift, self.path, self.package, names)
+            qual = f"{module_name}.{node.name.value}" if module_name else node.name.value
+            infos[real] = walker.info(qual)
+            self.bases[real] = walker.bases()
+        return infos
 
 
 def _in_file_order(module: cst.Module, tops: list[cst.CSTNode]) -> list[cst.BaseStatement]:
@@ -73,27 +88,17 @@ def _in_file_order(module: cst.Module, tops: list[cst.CSTNode]) -> list[cst.Base
     return [s for s in module.body if id(s) in ids]
 
 
-class _ClassCollector(cst.CSTVisitor):
-    """Runs the class walker on each wanted class with resolved names and positions."""
+class _Positions:
+    """The class walker's `Resolver`: positions looked up in what PositionProvider resolved."""
 
-    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider)
+    def __init__(self, positions: Mapping[cst.CSTNode, object]) -> None:
+        self.positions = positions
 
-    def __init__(self, index: FileIndex, wanted: set[int], module_name: str) -> None:
-        super().__init__()
-        self.index = index
-        self.wanted = wanted
-        self.module_name = module_name
-        self.infos: dict[int, ModuleClassInfo] = {}
+    def get_metadata(self, key: type, node: cst.CSTNode, default: object = None) -> object:
+        return self.positions.get(node, default)
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        if id(node) in self.wanted:
-            real = self.index.class_lines[id(node)]
-            shift = real - self.get_metadata(PositionProvider, node.name).start.line
-            walker = ClassWalker(node, self, shift, self.index.path, self.index.package)
-            qual = f"{self.module_name}.{node.name.value}" if self.module_name else node.name.value
-            self.infos[real] = walker.info(qual)
-            self.index.bases[real] = walker.bases()
-        return True
+    def start_line(self, node: cst.CSTNode) -> int:
+        return int(self.positions[node].start.line)  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------- parsing, cached
@@ -101,9 +106,22 @@ class _ClassCollector(cst.CSTVisitor):
 
 _CACHE: dict[tuple[str, str], FileIndex] = {}
 
+# The most source hybridprof reads with libcst, in characters: its tree and positions take ~0.6 GB
+# and ~10 s per MB (linear). Four times transformers' biggest modeling file (~280 KB).
+MAX_SOURCE_CHARS = 1_000_000
+
+
+class SourceTooBig(ValueError):
+    """A source file over `MAX_SOURCE_CHARS`: its classes are planned without their source."""
+
 
 def index_source(source: str, path: str, package: str = "") -> FileIndex:
     """Parse `source` once (cached by path and content hash) and locate its classes."""
+    if len(source) > MAX_SOURCE_CHARS:
+        raise SourceTooBig(
+            f"{path} is {len(source) / 1e6:.1f} MB of source, over the "
+            f"{MAX_SOURCE_CHARS / 1e6:g} MB hybridprof reads"
+        )
     digest = hashlib.sha256(source.encode("utf-8")).hexdigest()
     cached = _CACHE.get((path, digest))
     if cached is not None:
@@ -140,19 +158,11 @@ def _class_nodes(module: cst.Module) -> tuple[list[cst.ClassDef], dict[int, cst.
     """Every ClassDef in pre-order (the order `ast` reports them), with its top-level statement."""
     found: list[cst.ClassDef] = []
     tops: dict[int, cst.CSTNode] = {}
-
-    class Finder(cst.CSTVisitor):
-        top: cst.CSTNode | None = None
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            found.append(node)
-            return True
-
     for statement in module.body:
-        before = len(found)
-        statement.visit(Finder())
-        for node in found[before:]:
-            tops[id(node)] = statement
+        for node in statements_in(statement):  # statements only: a class is never in an expression
+            if isinstance(node, cst.ClassDef):
+                found.append(node)
+                tops[id(node)] = statement
     return found, tops
 
 
@@ -218,6 +228,8 @@ def class_info(cls: type) -> ModuleClassInfo:
     file, line = located
     try:
         index = index_file(file, _package_of(cls))
+    except SourceTooBig as exc:
+        return ModuleClassInfo(qualname=qual, span=None, note=f"source not read: {exc}")
     except (OSError, UnicodeDecodeError, cst.ParserSyntaxError, SyntaxError, ValueError) as exc:
         return ModuleClassInfo(qualname=qual, span=None, note=f"cannot parse {file}: {exc}")
     infos = index.analyze([line], cls.__module__)
@@ -271,7 +283,9 @@ def is_module_base(qualified: str) -> bool:
 
 __all__ = [
     "CONTAINERS",
+    "MAX_SOURCE_CHARS",
     "FileIndex",
+    "SourceTooBig",
     "builtin_container_info",
     "class_info",
     "clear_cache",

@@ -1,7 +1,7 @@
 """The walk of one nn.Module class: children made in `__init__`, calls and inline ops in `forward`.
 
-Runs inside a libcst visitor that has PositionProvider and QualifiedNameProvider resolved (see
-`source_index.py`), so every name is resolved through the file's imports. Helper methods of the
+Runs inside a libcst visitor that has PositionProvider resolved (see `source_index.py`); every
+name is resolved through the file's imports (`static_names.ImportNames`). Helper methods of the
 class called as `self.helper(...)` from `__init__` or `forward` are followed (torchvision's ResNet
 does its work in `_forward_impl`), each once.
 
@@ -16,10 +16,11 @@ from __future__ import annotations
 from typing import Protocol
 
 import libcst as cst
-from libcst.metadata import PositionProvider, QualifiedNameProvider, QualifiedNameSource
+from libcst.metadata import PositionProvider
 
 from hybridprof.datamodel import ChildCall, ChildDef, InlineOp, ModuleClassInfo, SourceSpan
 from hybridprof.planner.static_init import init_statement
+from hybridprof.planner.static_names import ImportNames, local_names
 from hybridprof.planner.static_syntax import (
     CONTAINER_KINDS,
     OPERATORS,
@@ -62,10 +63,18 @@ _NOT_OP_METHODS = {
 
 class ClassWalker:
     def __init__(
-        self, node: cst.ClassDef, resolver: Resolver, shift: int, path: str, package: str
+        self,
+        node: cst.ClassDef,
+        resolver: Resolver,
+        shift: int,
+        path: str,
+        package: str,
+        names: ImportNames,
     ) -> None:
         self.node = node
         self.resolver = resolver
+        self.names = names
+        self.local: frozenset[str] = frozenset()  # names the method being walked binds itself
         self.shift = shift
         self.path = path
         self.package = package
@@ -117,17 +126,18 @@ class ClassWalker:
 
     def imported(self, node: cst.CSTNode) -> str | None:
         """The name through the file's imports or builtins (`torch.nn.functional.relu`)."""
-        names = self.resolver.get_metadata(QualifiedNameProvider, node, set())
-        if not isinstance(names, set):
-            return None
-        found = sorted(n.name for n in names if n.source is not QualifiedNameSource.LOCAL)
-        return absolute(found[0], self.package) if found else None
+        found = self.names.resolve(node, self.local)
+        return absolute(found, self.package) if found is not None else None
 
     def follow(self, method: str, flow: Flow, handler: StatementHandler) -> None:
         if method in self.followed or method not in self.methods:
             return
         self.followed.add(method)
-        self._block(self.methods[method].body, flow, handler)
+        outer, self.local = self.local, local_names(self.methods[method])
+        try:
+            self._block(self.methods[method].body, flow, handler)
+        finally:
+            self.local = outer
 
     def _block(self, body: cst.BaseSuite, flow: Flow, handler: StatementHandler) -> None:
         if isinstance(body, cst.SimpleStatementSuite):

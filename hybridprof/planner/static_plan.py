@@ -24,6 +24,7 @@ from hybridprof.datamodel import (
     ModuleTarget,
     ProfilePlan,
 )
+from hybridprof.errors import UsageError
 from hybridprof.files.loader import read_model_source
 from hybridprof.planner.plan import (
     call_findings,
@@ -32,7 +33,12 @@ from hybridprof.planner.plan import (
     times,
     with_parents_selected,
 )
-from hybridprof.planner.source_index import FileIndex, index_source, is_module_base
+from hybridprof.planner.source_index import (
+    FileIndex,
+    SourceTooBig,
+    index_source,
+    is_module_base,
+)
 from hybridprof.planner.static import container_kind
 
 MAX_DEPTH = 32  # a class that (wrongly) contains itself must not recurse forever
@@ -49,6 +55,8 @@ class _StaticTree:
         )
         self.targets: list[ModuleTarget] = []
         self.findings: list[Finding] = []
+        # per list of child defs (by id, the list kept alive with it): names, first def per name
+        self._names: dict[int, tuple[list[ChildDef], list[str], dict[str, ChildDef]]] = {}
 
     def build(self, line: int, path: str, count: int | None, child: ChildDef | None) -> None:
         info = self.infos[line]
@@ -59,11 +67,21 @@ class _StaticTree:
         for name in _top_names(defs):
             self._child(info, defs, name, _join(path, name), count)
 
+    def _by_name(self, defs: list[ChildDef]) -> tuple[list[str], dict[str, ChildDef]]:
+        """The names of `defs`, and the first def of each name; worked out once per list (each
+        of a class's children asks for the same one)."""
+        kept = self._names.get(id(defs))
+        if kept is None or kept[0] is not defs:
+            first = {d.name: d for d in reversed(defs)}
+            kept = self._names[id(defs)] = (defs, [d.name for d in defs], first)
+        return kept[1], kept[2]
+
     def _child(
         self, caller: ModuleClassInfo, defs: list[ChildDef], rel: str, path: str, count: int | None
     ) -> None:
-        child = next(d for d in defs if d.name == rel)
-        local = calls_per_owner_call(caller, rel, [d.name for d in defs])
+        names, first = self._by_name(defs)
+        child = first[rel]
+        local = calls_per_owner_call(caller, rel, names)
         expected = times(count, local)
         self.findings += call_findings(path, caller, rel)
         if expected == 0 and container_kind(child.class_name) not in ("modulelist", "moduledict"):
@@ -166,7 +184,13 @@ def static_plan(
     from hybridprof.planner.compat import probe
 
     source = read_model_source(model_file)
-    index = index_source(source, str(model_file))
+    try:
+        index = index_source(source, str(model_file))
+    except SourceTooBig as exc:
+        raise UsageError(
+            f"{exc}, so --static-only cannot plan it; analyze without --static-only (the model "
+            "is then planned from the live module tree, without its source facts)"
+        ) from exc
     infos = _module_classes(index)
     root, how = _root_class(index, infos, entry, Path(model_file).name)
     tree = _StaticTree(index, {ln: infos[ln] for ln in infos})

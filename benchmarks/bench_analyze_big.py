@@ -1,0 +1,102 @@
+"""`hybridprof analyze` on generated sources of growing size: time and peak memory grow linearly.
+
+Each source is one nn.Module class with N children made in `__init__` (`self.layer_i =
+nn.Linear(4, 4)`) and called in `forward` (`x = self.layer_i(x)`), ~70 bytes per child per
+method. Every size is analysed in a fresh process, `--static-only` (the source alone) and in full
+(the model imported and built too), round after round with the sizes interleaved; medians of the
+rounds. The wall time and the child's peak RSS (from wait4) are printed, and the cost above the
+smallest size (interpreter, torch, the model's first layers) per 1,000 children more: constant
+when the growth is linear, growing with N when it is not.
+
+usage: .venv/bin/python benchmarks/bench_analyze_big.py [--sizes 500 1000 2000 4000]
+       [--rounds 3] [--baseline DIR]
+--baseline DIR: also time the `hybridprof/` package in DIR (another version, e.g. from `git
+archive COMMIT hybridprof | tar -x -C DIR`), interleaved with this one in the same rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def source(children: int) -> str:
+    lines = ["import torch", "from torch import nn", "", "class Big(nn.Module):"]
+    lines += ["    def __init__(self):", "        super().__init__()"]
+    lines += [f"        self.layer_{i} = nn.Linear(4, 4)" for i in range(children)]
+    lines += ["", "    def forward(self, x):"]
+    lines += [f"        x = self.layer_{i}(x)" for i in range(children)]
+    lines += ["        return x", "", "def build_model():", "    return Big()", ""]
+    lines += ["def example_inputs():", "    return (torch.randn(2, 4),)"]
+    return "\n".join(lines) + "\n"
+
+
+def measured(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
+    """(wall seconds, peak RSS MB) of one run; the run must succeed."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read().decode() if proc.stderr is not None else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"failed: {' '.join(argv)}\n{err}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000, 4000])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--baseline", help="a folder holding another version's hybridprof/")
+    args = parser.parse_args()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    versions = {"this": env}
+    if args.baseline:
+        versions["baseline"] = {**env, "PYTHONPATH": str(Path(args.baseline).resolve())}
+    modes = {"static": ["--static-only"], "full": []}
+    results: dict[tuple[str, str, int], list[tuple[float, float]]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        files = {}
+        for n in args.sizes:
+            files[n] = Path(folder) / f"big{n}.py"
+            files[n].write_text(source(n))
+        for _ in range(args.rounds):
+            for n in args.sizes:
+                for mode, extra in modes.items():
+                    for version, version_env in versions.items():
+                        argv = [sys.executable, "-m", "hybridprof", "analyze", str(files[n])]
+                        argv += [*extra, "-o", "-"]
+                        runs = results.setdefault((version, mode, n), [])
+                        runs.append(measured(argv, version_env, folder))
+        sizes_kb = {n: files[n].stat().st_size / 1024 for n in args.sizes}
+    print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; medians of "
+          f"{args.rounds} rounds; per 1,000 children: the cost above the smallest size, per "
+          "1,000 children more (constant when linear, growing with N when not)")  # fmt: skip
+    head = f"{'version':8} {'mode':7} {'children':>8} {'KB':>6} {'s':>7} {'MB':>6}"
+    print(f"{head} {'s/1000':>7} {'MB/1000':>8}")
+    for version in versions:
+        for mode in modes:
+            first = args.sizes[0]
+            base_s = statistics.median(r[0] for r in results[(version, mode, first)])
+            base_mb = statistics.median(r[1] for r in results[(version, mode, first)])
+            for n in args.sizes:
+                wall = statistics.median(r[0] for r in results[(version, mode, n)])
+                rss = statistics.median(r[1] for r in results[(version, mode, n)])
+                more = (n - first) / 1000
+                per = ""
+                if more:
+                    per = f"{(wall - base_s) / more:>7.2f} {(rss - base_mb) / more:>8.0f}"
+                row = f"{version:8} {mode:7} {n:>8} {sizes_kb[n]:>6.0f} {wall:>7.2f} {rss:>6.0f}"
+                print(f"{row} {per}")
+
+
+if __name__ == "__main__":
+    main()
