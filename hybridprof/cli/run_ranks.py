@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
 
 RANK_SEED = 1234  # random inputs of rank N come from seed RANK_SEED + N
 GATHER_TIMEOUT_S = 300.0
+STEP_TIMEOUT_S = 600.0  # far beyond any real step: only a hung rank runs past it
+STOPPED_WAIT_S = 5.0  # how long an interrupted rank 0 waits to hear which ranks saved a session
 
 
 def add_rank_options(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +49,14 @@ def add_rank_options(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="seconds rank 0 waits for the other ranks' sessions at the end "
         f"(default: {GATHER_TIMEOUT_S:g})",
+    )
+    group.add_argument(
+        "--step-timeout",
+        type=float,
+        default=STEP_TIMEOUT_S,
+        metavar="SECONDS",
+        help="end the run, naming the rank that hung, when a step (forward, backward) runs "
+        f"longer than this on any rank (default: {STEP_TIMEOUT_S:g})",
     )
 
 
@@ -110,13 +122,19 @@ def plan_rank_outputs(args: argparse.Namespace, launch: Launch) -> RankOutputs:
 def run_rank(args: argparse.Namespace, argv: list[str], launch: Launch) -> int:
     """The body of `run` on one rank (the cheap checks of `run` are done)."""
     from hybridprof.cli.profiling import model_and_entry
+    from hybridprof.runtime.signals import sigterm_as_interrupt
 
-    if args.gather_timeout <= 0:
-        raise UsageError(f"--gather-timeout must be above 0, got {args.gather_timeout:g}")
+    timeouts = {"--gather-timeout": args.gather_timeout, "--step-timeout": args.step_timeout}
+    for option, value in timeouts.items():
+        if not 0 < value < float("inf"):
+            raise UsageError(f"{option} must be above 0 seconds, got {value:g}")
     model_file, entry = model_and_entry(args, None)
     outputs = plan_rank_outputs(args, launch)
-    rank = _Rank(args, argv, launch, outputs)
-    return rank.run(model_file, entry)
+    # Schedulers stop jobs with SIGTERM, which torchrun passes to every rank: each then saves
+    # what it measured, as on Ctrl-C, instead of dying with nothing saved.
+    with sigterm_as_interrupt() as sigterm:
+        rank = _Rank(args, argv, launch, outputs, sigterm=sigterm)
+        return rank.run(model_file, entry)
 
 
 @dataclass
@@ -127,11 +145,13 @@ class _Rank:
     outputs: RankOutputs
     board: Any = None
     group: Any = None
+    sigterm: Any = None  # the TerminateHandler: whether SIGTERM stopped the run
+    started: float = field(default_factory=time.time)
 
     def run(self, model_file: Path, entry: str) -> int:
-        from hybridprof.runtime.distributed.rank import FailureBoard
+        from hybridprof.runtime.distributed.failures import FailureBoard
 
-        self.board = FailureBoard.connect(self.launch)
+        self.board = FailureBoard.connect(self.launch.rank, self.launch.world_size)
         if self.board is not None:
             self.board.start()
         try:
@@ -142,6 +162,10 @@ class _Rank:
         except Exception as exc:
             error = HybridprofError(f"{type(exc).__name__}: {exc}")
             raise self._failed(error) from exc
+        except KeyboardInterrupt:  # stopped before a measured iteration finished
+            if self.board is not None:
+                self.board.note_stopped(saved=False)
+            raise
         try:
             return self._finish(session)
         finally:
@@ -151,22 +175,25 @@ class _Rank:
         """This rank's error, posted for the others, renamed with the rank; or, when another
         rank failed first (this one then fails in a collective with it), that rank's error."""
         message = f"rank {self.launch.rank}: {exc}"
-        first = self.board.other_failure() if self.board is not None else None
+        if self.board is None:  # no store to tell the others through: a plain error
+            return type(exc)(message)
+        from hybridprof.runtime.distributed.failures import leave
+
+        # From here the rank only tells the others and ends: torchrun's SIGTERM (sent once
+        # another rank exits) must not cut that short, nor land in the interpreter's teardown.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        first = self.board.other_failure()
         if first is not None:
-            rank, cause = first
-            return DistributedError(
-                f"rank {rank} failed: {cause} (rank {self.launch.rank} stopped)"
-            )
-        error = type(exc)(message)
-        error.exit_code = exc.exit_code
-        if self.board is not None:
-            # Said before the others hear of it: once they exit, torchrun stops this rank too,
-            # possibly before the error handler would have printed.
-            print(f"hybridprof: error: {one_line(message)}", file=sys.stderr, flush=True)
-            error.reported = True
-            self.board.post(" ".join(str(exc).split()))
-            self.board.close()
-        return error
+            line = f"rank {first.rank} failed: {first.message} (rank {self.launch.rank} stopped)"
+            print(f"hybridprof: error: {one_line(line)}", file=sys.stderr, flush=True)
+            leave(DistributedError.exit_code)
+        # Said before the others hear of it: once they exit, torchrun stops this rank too.
+        print(f"hybridprof: error: {one_line(message)}", file=sys.stderr, flush=True)
+        self.board.post(" ".join(str(exc).split()))
+        self.board.close()
+        leave(exc.exit_code)
+        raise AssertionError("unreachable")  # pragma: no cover (leave ends the process)
 
     def _close(self) -> None:
         if self.board is not None:
@@ -189,6 +216,8 @@ class _Rank:
         ddp = d.is_ddp(through)  # the entry may return its own DistributedDataParallel
         inner = through.module if ddp else through
         clock = d.CommClock(d.owners(inner))
+        if self.board is not None:
+            self.board.steps = clock.step_watch(self.args.step_timeout)
         if ddp:
             d.time_buckets(through, clock)
         elif self.args.ddp:
@@ -218,13 +247,7 @@ class _Rank:
             out.rank_session, session.to_json(), out.force_for(out.rank_session, self.args.force)
         )
         if session.interrupted:
-            print(
-                f"hybridprof: rank {self.launch.rank} interrupted after {session.iterations} "
-                f"iterations; its session is saved to {out.rank_session} (merge the ranks' "
-                "sessions later with hybridprof merge)",
-                file=sys.stderr,
-            )
-            return 130
+            return self._interrupted(session)
         from hybridprof.runtime.distributed.rank import gather_to_rank0
 
         gathered = gather_to_rank0(self.group, session.to_json(), self.args.gather_timeout)
@@ -232,6 +255,40 @@ class _Rank:
             emit([f"rank {self.launch.rank}: session: {out.rank_session}"])
             return 0
         return self._merge_and_report(gathered)
+
+    def _interrupted(self, session: ProfileSession) -> int:
+        """Ctrl-C or SIGTERM: this rank's session is saved; rank 0 says which ranks' are."""
+        out = self.outputs
+        by_sigterm = bool(self.sigterm and self.sigterm.received)
+        stopped_by = "terminated (SIGTERM)" if by_sigterm else "interrupted"
+        print(
+            f"hybridprof: rank {self.launch.rank} {stopped_by} after {session.iterations} "
+            f"iterations; its session is saved to {out.rank_session}",
+            file=sys.stderr,
+            flush=True,
+        )
+        if self.board is not None:
+            self.board.note_stopped(saved=True)
+        if self.launch.rank == 0:
+            print(f"hybridprof: {self._saved_sessions()}", file=sys.stderr, flush=True)
+        return 143 if by_sigterm else 130
+
+    def _saved_sessions(self) -> str:
+        """Which ranks' sessions this run saved: those that said so through the store (waited
+        for a few seconds), else those whose file was written since this rank started."""
+        heard = self.board.stopped_ranks(STOPPED_WAIT_S) if self.board is not None else {}
+        folder = self.outputs.rank_session.parent
+        saved: list[int] = []
+        missing: list[int] = []
+        for rank in range(self.launch.world_size):
+            file = folder / f"session-rank{rank}.json"
+            fresh = file.is_file() and file.stat().st_mtime >= self.started
+            (saved if heard.get(rank, fresh) and file.is_file() else missing).append(rank)
+        names = [str(folder / f"session-rank{r}.json") for r in saved]
+        said = f"rank sessions saved: {', '.join(names) or 'none'}"
+        if missing:
+            said += f"; missing: rank {', '.join(map(str, missing))} (saved nothing)"
+        return said + " (merge the saved ones with hybridprof merge)"
 
     def _merge_and_report(self, payloads: list[str]) -> int:
         from hybridprof.analysis.merge import merge_sessions

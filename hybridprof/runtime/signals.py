@@ -23,12 +23,18 @@ from hybridprof.errors import Terminated
 
 
 class TerminateHandler:
-    """The SIGTERM handler while a run is on: notes the signal, raises `Terminated`."""
+    """The SIGTERM handler while a run is on: notes the signal, raises `Terminated` once.
+
+    Once: the first SIGTERM already stops the run, which then saves what it measured; a second
+    one (a scheduler repeating itself, torchrun passing on its own) would only abort that save.
+    """
 
     def __init__(self) -> None:
         self.received = False
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.received:
+            return
         self.received = True
         raise Terminated
 
@@ -77,6 +83,7 @@ def sigint_deferred() -> Iterator[None]:
         for signum in held:
             signal.signal(signum, ours[signum])
     if signal.SIGTERM in received and isinstance(term, TerminateHandler):
-        term(signal.SIGTERM, None)  # raises Terminated
+        term(signal.SIGTERM, None)  # raises Terminated, unless one came before: then ignored
+        received = [signum for signum in received if signum != signal.SIGTERM]
     if received:
         raise KeyboardInterrupt

@@ -11,16 +11,13 @@ profiled like a single process; this module adds what only a rank has:
   the profiler attributed to each layer;
 - `gather_to_rank0`: every rank's session (as JSON) sent to rank 0 through a gloo group of our own
   with a timeout, so no shared file system is needed and nothing waits forever;
-- `FailureBoard`: a rank that fails posts its one-line error in torchrun's store; a watcher thread
-  on every other rank sees it, prints it and ends that process (a rank blocked inside a collective
-  waiting for the failed one would otherwise hang until the collective's timeout).
+- the step times and progress that `failures.FailureBoard` watches: a rank that fails, hangs past
+  `--step-timeout` or is stopped tells the others through torchrun's store (see failures.py).
 """
 
 from __future__ import annotations
 
-import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -36,13 +33,8 @@ from hybridprof.datamodel import CollectiveStat, ProfileSession, RankInfo, RankR
 from hybridprof.errors import DistributedError, UsageError
 from hybridprof.files.loader import ModelInputs
 from hybridprof.runtime.distributed.ddp_hook import timed_allreduce
+from hybridprof.runtime.distributed.failures import StepWatch
 from hybridprof.runtime.workload import forward_once, training_step
-
-FAILED_KEY = "hybridprof/failed"
-ACKS_KEY = "hybridprof/failed-acks"
-POLL_S = 0.2
-ACK_WAIT_S = 10.0  # how long a failed rank waits for the others to see its error before exiting
-STORE_ERRORS = 25  # consecutive store errors (5 s) before a watcher decides the store is gone
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +117,8 @@ class CommClock:
 
     layer_of: dict[int, str]  # id(parameter) -> the layer path that owns it
     step: int = -1
+    running: tuple[int, float] | None = None  # (step, monotonic start) while a step runs
+    progress: int = 0  # steps begun plus buckets sent: what a hung rank stops adding to
     step_times: dict[int, tuple[int, int]] = field(default_factory=dict)
     buckets: dict[int, list[tuple[int, int, int, int]]] = field(default_factory=dict)
     carries: dict[int, tuple[str, ...]] = field(default_factory=dict)
@@ -134,6 +128,7 @@ class CommClock:
         """Note a bucket ready to reduce (`ddp_hook.timed_allreduce` calls this); return what to
         call once its reduced gradients are back."""
         start, step, index = time.perf_counter_ns(), self.step, bucket.index()
+        self.progress += 1
         buffer = bucket.buffer()
         nbytes = buffer.numel() * buffer.element_size()
         self.carries[index] = self._layers(bucket.parameters())
@@ -157,12 +152,21 @@ class CommClock:
 
         def step(model: nn.Module, inputs: ModelInputs) -> Any:
             self.step += 1
+            self.progress += 1
+            self.running = (self.step, time.monotonic())
             begin = time.perf_counter_ns()
-            result = base(through, inputs)
+            try:
+                result = base(through, inputs)
+            finally:
+                self.running = None
             self.step_times[self.step] = (begin, time.perf_counter_ns())
             return result
 
         return step
+
+    def step_watch(self, timeout_s: float) -> StepWatch:
+        """What the failure board's watcher checks: the step running, the progress so far."""
+        return StepWatch(lambda: self.running, lambda: self.progress, timeout_s)
 
     def rank_run(self, info: RankInfo, warmup: int, iterations: int) -> RankRun:
         measured = range(warmup, warmup + iterations)
@@ -276,90 +280,8 @@ def gather_to_rank0(group: Group, payload: str, timeout_s: float) -> list[str] |
     return [str(p) for p in received] if received is not None else None
 
 
-class FailureBoard:
-    """A failed rank's error, posted in torchrun's store and watched for by every other rank."""
-
-    def __init__(self, launch: Launch, store: Any) -> None:
-        self.launch = launch
-        self.store = store
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._watch, name="hybridprof-failures", daemon=True)
-
-    @classmethod
-    def connect(cls, launch: Launch) -> FailureBoard | None:
-        """A client of torchrun's store (MASTER_ADDR:MASTER_PORT); None where there is none."""
-        host, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
-        if not host or not port or not port.isdigit():
-            return None
-        try:
-            store = dist.TCPStore(  # type: ignore[attr-defined]
-                host, int(port), is_master=False, timeout=timedelta(seconds=30)
-            )
-        except (RuntimeError, ValueError):
-            return None
-        run = os.environ.get("TORCHELASTIC_RUN_ID", "run")
-        prefixed = dist.PrefixStore(f"hybridprof/{run}", store)  # type: ignore[attr-defined]
-        return cls(launch, prefixed)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def close(self) -> None:
-        self.stop.set()
-
-    def post(self, message: str) -> None:
-        """Say this rank failed, and give the others a moment to see it before we exit."""
-        self.store.set(FAILED_KEY, f"{self.launch.rank}\t{message}")
-        deadline = time.monotonic() + ACK_WAIT_S
-        others = self.launch.world_size - 1
-        while time.monotonic() < deadline and self.store.add(ACKS_KEY, 0) < others:
-            time.sleep(POLL_S / 2)
-
-    def posted(self) -> tuple[int, str] | None:
-        if not self.store.check([FAILED_KEY]):
-            return None
-        rank, _, message = self.store.get(FAILED_KEY).decode().partition("\t")
-        return int(rank), message
-
-    def other_failure(self) -> tuple[int, str] | None:
-        """Another rank's posted failure, if any (this rank's own does not count)."""
-        try:
-            failure = self.posted()
-        except RuntimeError:
-            return None
-        return failure if failure is not None and failure[0] != self.launch.rank else None
-
-    def _watch(self) -> None:
-        errors = 0
-        while not self.stop.wait(POLL_S):
-            try:
-                failure = self.posted()
-            except RuntimeError:
-                errors += 1  # a busy store can time out once; a gone one keeps failing
-                if errors >= STORE_ERRORS:
-                    return
-                continue
-            errors = 0
-            if failure is not None and failure[0] != self.launch.rank:
-                self._stop_this_rank(*failure)
-
-    def _stop_this_rank(self, rank: int, message: str) -> None:
-        print(
-            f"hybridprof: error: rank {rank} failed: {message} (rank {self.launch.rank} stopped)",
-            file=sys.stderr,
-            flush=True,
-        )
-        try:
-            self.store.add(ACKS_KEY, 1)
-        finally:
-            # This rank may be blocked inside a collective that waits for the failed rank; only
-            # ending the process frees it (a Python exception cannot reach the blocked thread).
-            os._exit(3)
-
-
 __all__ = [
     "CommClock",
-    "FailureBoard",
     "Group",
     "Launch",
     "gather_to_rank0",
