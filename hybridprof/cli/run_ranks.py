@@ -190,7 +190,7 @@ class _Rank:
             leave(DistributedError.exit_code)
         # Said before the others hear of it: once they exit, torchrun stops this rank too.
         print(f"hybridprof: error: {one_line(message)}", file=sys.stderr, flush=True)
-        self.board.post(" ".join(str(exc).split()))
+        self.board.post(one_line(str(exc)))
         self.board.close()
         leave(exc.exit_code)
         raise AssertionError("unreachable")  # pragma: no cover (leave ends the process)
