@@ -64,12 +64,12 @@ def test_the_timeout_names_the_hung_rank_from_either_side() -> None:
     own = hang_report(1, 2, 5.0, [1])
     assert (own.culprit, own.line) == (
         1,
-        "rank 1: step 2 did not finish within 5 s (--step-timeout): it hung in its forward or "
-        "backward",
+        "rank 1: step 3 of the run did not finish within 5 s (--step-timeout): it hung in its "
+        "forward or backward",
     )
     seen = hang_report(0, 2, 5.0, [1])
     assert seen.culprit == 1
-    assert seen.line.startswith("rank 1 failed: step 2 did not finish within 5 s")
+    assert seen.line.startswith("rank 1 failed: step 3 of the run did not finish within 5 s")
     assert seen.line.endswith("rank 1 was furthest behind, hung in its forward or backward "
                               "(rank 0 stopped)")  # fmt: skip
     tie = hang_report(0, 2, 5.0, [0, 1])

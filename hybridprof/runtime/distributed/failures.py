@@ -233,10 +233,11 @@ class HangReport:
 
 
 def hang_report(me: int, step: int, timeout_s: float, behind: list[int]) -> HangReport:
-    """What rank `me` says when its step `step` ran past `timeout_s`, the ranks `behind` being
-    those furthest behind: itself if it is one of them (then it hung), else the first of them
-    (it waited for that one in a collective)."""
-    limit = f"step {step} did not finish within {timeout_s:g} s (--step-timeout)"
+    """What rank `me` says when its step `step` (0-based) ran past `timeout_s`, the ranks
+    `behind` being those furthest behind: itself if it is one of them (then it hung), else the
+    first of them (it waited for that one in a collective)."""
+    # 1-based, counting every step the rank ran (warm-up, and each iteration's warm step)
+    limit = f"step {step + 1} of the run did not finish within {timeout_s:g} s (--step-timeout)"
     if me in behind or not behind:
         if len(behind) > 1:  # as far as each other: no rank can be told to be the one
             ranks = ", ".join(map(str, behind))
