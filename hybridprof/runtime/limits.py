@@ -2,7 +2,7 @@
 before importing torch, the library when a run starts).
 
 Iterations: every measured iteration's per-layer times are kept, for the medians' confidence
-intervals, and saved in the session (a few KB an iteration on a small model, ~1 MB at 10,000
+intervals, and saved in the session (~3 KB an iteration on a 3-layer model, ~2 MB at 10,000
 layers), so an absurd `--iters` would grow memory until the machine runs out. 100,000 is far more
 than a median needs (`--iters auto` stops at 1,000). Threads: OpenMP starts the pool at the next
 op; 100,000 threads end in "Resource temporarily unavailable", then a crash.

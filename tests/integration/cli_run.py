@@ -26,12 +26,12 @@ def hybridprof(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def measuring_run(
     cwd: Path, *options: str, env: dict[str, str] | None = None
 ) -> Iterator[subprocess.Popen[str]]:
-    """`hybridprof run` of fixtures/run_signal.py (a million iterations) started in the
+    """`hybridprof run` of fixtures/run_signal.py (100,000 iterations) started in the
     background; yields once it measures (the model says so through a file), kills it on the way
     out if it is still running."""
     ready = cwd / "ready"
     argv = [str(SCRIPT), "run", str(FIXTURES / "run_signal.py"), "--warmup", "1"]
-    argv += ["--iters", "1000000", *options]
+    argv += ["--iters", "100000", *options]  # the most a run takes: forever, for a test
     environment = {**os.environ, **(env or {}), "HYBRIDPROF_TEST_READY": str(ready)}
     proc = subprocess.Popen(
         argv, cwd=cwd, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
