@@ -183,6 +183,8 @@ class _Rank:
         # another rank exits) must not cut that short, nor land in the interpreter's teardown.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if self.board.ending.is_set():  # the watcher is ending the run: this is a consequence
+            self.board.wait_for_the_end()
         first = self.board.other_failure()
         if first is not None:
             line = f"rank {first.rank} failed: {first.message} (rank {self.launch.rank} stopped)"

@@ -104,13 +104,14 @@ def test_a_failing_rank_ends_its_process_at_once_with_its_errors_exit_code() -> 
     # a rank's SIGABRT): the rank leaves with os._exit, after printing and posting its error.
     code = textwrap.dedent(
         """
-        import argparse, atexit
+        import argparse, atexit, threading
         from pathlib import Path
         from hybridprof.cli.run_ranks import RankOutputs, _Rank
         from hybridprof.errors import UsageError
         from hybridprof.runtime.distributed.rank import Launch
 
         class Board:
+            ending = threading.Event()
             def other_failure(self): return None
             def post(self, message): print("posted:", message)
             def close(self): print("closed")

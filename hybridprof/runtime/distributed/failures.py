@@ -69,6 +69,9 @@ class FailureBoard:
         self.thread = threading.Thread(target=self._watch, name="hybridprof-failures", daemon=True)
         self.steps: StepWatch | None = None
         self._published = (-1, 0.0)  # (progress, when) last sent to the store
+        # Set once the watcher is ending this process (another rank failed, a step timed out):
+        # what the main thread then runs into (a collective whose peer is gone) is no news.
+        self.ending = threading.Event()
 
     @classmethod
     def connect(cls, rank: int, world_size: int) -> FailureBoard | None:
@@ -88,6 +91,11 @@ class FailureBoard:
 
     def start(self) -> None:
         self.thread.start()
+
+    def wait_for_the_end(self) -> None:
+        """Let the watcher, which is ending this process, finish saying why (then leave)."""
+        self.thread.join(timeout=ACK_WAIT_S + 5)
+        leave(3)
 
     def close(self) -> None:
         """Stop watching (the thread ends within a poll; waited for briefly, never forever)."""
@@ -188,6 +196,7 @@ class FailureBoard:
         """This rank's step ran past the timeout: name the rank that hung, tell the others, and
         end this process (the step may be blocked in C++, beyond any Python exception)."""
         assert self.steps is not None
+        self.ending.set()
         said = hang_report(self.rank, step, self.steps.timeout_s, self.furthest_behind())
         print(f"hybridprof: error: {said.line}", file=sys.stderr, flush=True)
         try:
@@ -212,6 +221,7 @@ class FailureBoard:
         return [rank for rank, done in sorted(progress.items()) if done == least]
 
     def _stop_this_rank(self, failure: Failure) -> None:
+        self.ending.set()
         if failure.rank == self.rank:  # named by another rank: this one hung
             line = f"rank {self.rank}: {failure.message}"
         else:
