@@ -183,8 +183,9 @@ class Driver:
 
         With `warm` the step first runs unmeasured, its patched forwards passing straight through,
         and only the second run is measured: on a chain of 1,000 Linear(16,16) the first layer
-        read ~10x the others without it (the previous iteration's event reading, the profiler's
-        restart, or a pause had left the CPU's caches cold), within 2x with it. The cyclic GC
+        read several times the others without it (the previous iteration's event reading, the
+        profiler's restart, or a pause had left the CPU's caches cold), close to them with it
+        (figures: benchmarks/README.md, check_coverage.py --chain). The cyclic GC
         waits for the gap between iterations: a collection inside the step (tens of ms in a
         process holding torch) would land in whichever layer was running.
         """
@@ -446,7 +447,7 @@ class _RunLoop:
 def long_lived_frozen() -> Iterator[None]:
     """The objects alive when the iterations start (the model, the plan, torch's own) are left
     out of the cyclic GC's scans until they end: between iterations a full collection walked all
-    of them (~0.2 s every other iteration at 10,000 layers) to free an iteration's short-lived
+    of them (a long pause every other iteration at 10,000 layers) to free an iteration's short-lived
     objects. Unfrozen afterwards: what became garbage meanwhile is collected then. A process that
     froze objects itself is left as it is (unfreezing would release its objects too)."""
     if gc.get_freeze_count():

@@ -2,7 +2,8 @@
 report (sent to the page as compact JSON arrays, and drawn there by report.js).
 
 The HTML report does not render its rows server-side: a 10,000-layer model has 11,000 rows, whose
-markup alone was 15 MB and took Chromium seconds to lay out. The page gets every row as data and
+markup alone was too big for Chromium to lay out quickly (figures: benchmarks/README.md,
+bench_reports). The page gets every row as data and
 draws only the rows on screen (see report.js); the PDF, which has no script, renders its (limited)
 rows from the same cells.
 """

@@ -21,7 +21,7 @@ only code the autograd engine ran can show, on whatever thread; the walk keys ba
 already, so no clocks of different threads are compared. An outermost recompute range's total also
 counts toward the layers enclosing its layer's forward call. The op that ran the recompute (the
 node's own op) has in its self time the checkpoint's bookkeeping (RNG state, saved-tensor hooks, the
-exception that stops recomputing early: ~100 us a segment, several times that under the profiler);
+exception that stops recomputing early: a cost per segment, larger under the profiler);
 that goes to the layer that called the checkpoint, which owns its forward bookkeeping too, if
 selected (else to no layer).
 
@@ -72,8 +72,8 @@ class Attribution:
 
 
 # A frame is an open or closed CPU event while walking one thread's tree. Thousands are made per
-# iteration, so a frame is a plain list indexed by these constants (a list literal is ~5x cheaper
-# to build than an object whose __init__ sets the same fields).
+# iteration, so a frame is a plain list indexed by these constants (a list literal is several
+# times cheaper to build than an object whose __init__ sets the same fields).
 EVENT, CHAIN, BWD, RANGE, KIND, CHILD_NS, MEM, CHILD_MEM, DMEM, CHILD_DMEM = range(10)
 NESTED_NS, NESTED_MEM, NESTED_DMEM, RAW, MEASURE, PARENT, SOLE = range(10, 17)
 # KIND values. HOST: an op that recomputed. MERGED: an op nested as the only child of an op of the
@@ -138,7 +138,8 @@ def _walk_thread(events: list[Event], walk: _Walk) -> int:
     """Walk one thread's events in tree order; returns the time covered by its top-level events.
 
     This loop runs once per event (thousands per forward), so the common case, an op, is inlined
-    here instead of going through small helpers: each Python call would cost ~10% of the budget.
+    here instead of going through small helpers: each Python call would cost a visible share of
+    the budget (figures: benchmarks/README.md, "Measured in passing").
     """
     # A stable sort on start time: events starting in the same nanosecond keep the profiler's
     # order, which records a parent before the children it calls.

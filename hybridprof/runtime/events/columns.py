@@ -4,7 +4,8 @@ The common case, a forward on the CPU without memory (`hybridprof run`, `Profile
 fields per event: name, start, end, thread. `read_columns` reads them once, one accessor over all
 events at a time, into arrays (names as small integer codes); `attribute_columns` then works out
 what `attribution.attribute` works out from the same events, with numpy passes instead of a Python
-step per event: on the 400-leaf MLP ~10x less time, and the same numbers (sums are taken in integer
+step per event: on the 400-leaf MLP far less time (benchmarks/README.md, "Measured in passing"),
+and the same numbers (sums are taken in integer
 nanoseconds, so they do not even depend on the order of the additions). Backward, memory and device
 events still go through `attribution.attribute` (`EventColumns.events()` rebuilds its input).
 

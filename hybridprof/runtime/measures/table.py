@@ -1,10 +1,11 @@
 """The measured iterations of a run, kept as arrays: what `aggregate.py` summarises.
 
-A strategy hands over one `IterationMeasure` per iteration: an object per layer and per op, ~15 MB
-an iteration at 10,000 layers. Kept as they came, a 30-iteration run held ~450 MB of them, so the
-memory of a run grew with its iterations. `MeasureTable.add` copies each into a few arrays (its
-layers' and its ops' fields, only those that are not all zero) and lets the objects go: ~1 MB an
-iteration there. The values are the same floats, so the medians and series built from the table
+A strategy hands over one `IterationMeasure` per iteration: an object per layer and per op, many
+megabytes an iteration at 10,000 layers. Kept as they came, they made the memory of a run grow with
+its iterations. `MeasureTable.add` copies each into a few arrays (its layers' and its ops' fields,
+only those that are not all zero) and lets the objects go: a small fraction of that an iteration
+(figures: benchmarks/README.md, "Measured in passing" and bench_whole). The values are the same
+floats, so the medians and series built from the table
 are the numbers the objects gave.
 
 Layers and ops are numbered in order of first appearance (a layer path; an op by its name and

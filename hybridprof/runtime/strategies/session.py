@@ -1,18 +1,18 @@
 """The default strategy: one profiler session per iteration, a cheap range per layer call.
 
 Approach ("session"): every selected call runs inside a profiler range named by its path
-(`torch._C._profiler._RecordFunctionFast`, ~2-4 us, when `Compat.fast_ranges` allows it, else the
-public `record_function`, ~12-25 us); the ops inside are attributed to the innermost enclosing range
-afterwards (events/attribution.py), from raw events read cheaply (events/kineto.py). Compared with
-torchprof's profiler-per-call this costs one start/stop per iteration instead of one per layer
+(`torch._C._profiler._RecordFunctionFast` when `Compat.fast_ranges` allows it, else the dearer
+public `record_function`; see ranges.py); the ops inside are attributed to the innermost enclosing
+range afterwards (events/attribution.py), from raw events read cheaply (events/kineto.py). Compared
+with torchprof's profiler-per-call this costs one start/stop per iteration instead of one per layer
 call, and it sees every layer under the same profiler, so small layers are not inflated.
 
 Memory stays bounded however long the run: the profiler is stopped at the end of every iteration,
 its events are folded into that iteration's per-path `IterationMeasure`, and the profiler object
-(which owns the events) is dropped before the next iteration starts. A restart of the autograd
-profiler costs ~1.5 ms (measured on the 400-leaf MLP: start 1.5-1.7 ms, stop ~3-4 us per event),
-cheaper than torch.profiler's schedule, which stops and restarts kineto per cycle in the same way
-but also imports torch._inductor (~2 s) on first use.
+(which owns the events) is dropped before the next iteration starts. Restarting the autograd
+profiler each iteration is cheaper than torch.profiler's schedule, which stops and restarts kineto
+per cycle in the same way but also imports torch._inductor (seconds) on first use (figures:
+benchmarks/README.md, "Measured in passing").
 
 `end_iteration` works an iteration out at once (the run loop's way). `stop_iteration` only stops the
 profiler and hands back a `StoppedIteration` that works out as much as its reader asks for, when
@@ -68,9 +68,10 @@ class SessionStrategy:
 
     def begin_iteration(self, warmup: bool = False) -> None:
         """A warm-up runs without the profiler: it warms the model, the allocator and the caches,
-        and its events would only be thrown away (at 10,000 layers stopping the profiler costs
-        ~0.2 s an iteration). Each measured iteration still runs its warm step under its own
-        session (see `start_measuring`), so the first measured layer is not cold."""
+        and its events would only be thrown away (at 10,000 layers stopping the profiler is a
+        large part of an iteration: benchmarks/README.md, bench_whole). Each measured iteration
+        still runs its warm step under its own session (see `start_measuring`), so the first
+        measured layer is not cold."""
         self._mark_window = None
         if not warmup:
             self._start()
