@@ -25,11 +25,22 @@ exception that stops recomputing early: ~100 us a segment, several times that un
 that goes to the layer that called the checkpoint, which owns its forward bookkeeping too, if
 selected (else to no layer).
 
+Reentrant checkpointing (`use_reentrant=True`) runs its segment's backward inside the node of the
+checkpoint: `torch.autograd.backward` is called in that node, so the segment's nodes are events
+nested in it. Each such nested node carries its own sequence number, which the recomputed forward
+op that made it carries too, so it goes to that op's layer (the enclosing node's layer when its
+number is not found), and its time is taken out of the enclosing node's.
+
+A training step (a with-block around the user's loop) has ranges that are no layer: the
+optimizer's, a closure's, param-group markers, the with-block's step ranges; `optimizer_fold.py`
+says what each does. An event inside an optimizer part is the optimizer's, whatever encloses it.
+
 Device kernels name their launching CPU op by correlation id; their time goes to that op's layer.
 
-Time in no layer: every op outside all layer ranges, and every backward node whose forward ran
-outside them (the loss's), adds its self time to `outside_cpu_us`, so the layers' self times
-(forward and backward) and that add up to the iteration's profiled time.
+Time in no layer: every op outside all layer ranges and the optimizer, and every backward node
+whose forward ran outside them (the loss's), adds its self time to `outside_cpu_us`, so the
+layers' self times (forward and backward), the optimizer's and that add up to the iteration's
+profiled time.
 """
 
 from __future__ import annotations
@@ -38,21 +49,45 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
 
+from hybridprof.runtime.events import optimizer_fold
+from hybridprof.runtime.events.frames import (
+    BWD,
+    BWD_ROOT,
+    CHAIN,
+    CHILD_DMEM,
+    CHILD_MEM,
+    CHILD_NS,
+    DMEM,
+    EVENT,
+    HOST,
+    KIND,
+    LAYER,
+    MEASURE,
+    MEM,
+    MERGED,
+    NESTED_DMEM,
+    NESTED_MEM,
+    NESTED_NS,
+    OP,
+    OPT,
+    PARENT,
+    RANGE,
+    RAW,
+    RECOMPUTE,
+    SOLE,
+    Frame,
+)
 from hybridprof.runtime.events.kineto import Event
+from hybridprof.runtime.events.training_names import BACKWARD_PREFIX, SpecialNames
 from hybridprof.runtime.measures.iteration import IterationMeasure, OpMeasure, PathMeasure, op_key
 
-BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
 ROOT_RANGE = "(root)"
 
 
 def range_name(path: str) -> str:
     """The profiler range name of a layer: its path; the root ("") gets a visible name."""
     return path or ROOT_RANGE
-
-
-Frame = list[Any]  # see the frame index constants below
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,18 +106,6 @@ class Attribution:
     kernels: dict[int, list[tuple[str, int, float]]]
 
 
-# A frame is an open or closed CPU event while walking one thread's tree. Thousands are made per
-# iteration, so a frame is a plain list indexed by these constants (a list literal is ~5x cheaper
-# to build than an object whose __init__ sets the same fields).
-EVENT, CHAIN, BWD, RANGE, KIND, CHILD_NS, MEM, CHILD_MEM, DMEM, CHILD_DMEM = range(10)
-NESTED_NS, NESTED_MEM, NESTED_DMEM, RAW, MEASURE, PARENT, SOLE = range(10, 17)
-# KIND values. HOST: an op that recomputed. MERGED: an op nested as the only child of an op of the
-# same name (Dropout's aten::div_ inside aten::div_); torch's event tree drops it and lifts its
-# children into the parent, so it is counted once, and so it is here (see `_absorb`).
-OP, LAYER, BWD_ROOT, RECOMPUTE, HOST, MERGED = range(6)
-# SOLE: None until a child closes, then that child, then False once a second one has closed.
-
-
 @dataclass(slots=True)
 class _Walk:
     """State shared by the walks of all threads of one iteration."""
@@ -97,6 +120,10 @@ class _Walk:
     by_correlation: dict[int, Frame]
     raw: dict[str, list[Frame]]
     kernels: dict[int, list[tuple[str, int, float]]]
+    specials: SpecialNames  # which names are the optimizer's, closures, markers, steps
+    # A backward node nested in another (reentrant checkpointing), by id: the enclosing node's
+    # key, its layer when the nested node's own number is not found.
+    fallbacks: dict[int, tuple[int, int]]
     outside_ns: int = 0  # self time of events in no layer (see `_add_outside`)
 
 
@@ -116,7 +143,18 @@ def attribute(
     for event in events:
         (device if event.kind == "device" else threads[event.thread]).append(event)
     walk = _Walk(
-        names, backward, keep_raw, IterationMeasure(), [], {}, {}, {}, defaultdict(list), {}
+        names,
+        backward,
+        keep_raw,
+        IterationMeasure(),
+        [],
+        {},
+        {},
+        {},
+        defaultdict(list),
+        {},
+        SpecialNames(),
+        {},
     )
     top_level_ns = 0
     for thread_events in threads.values():
@@ -130,6 +168,7 @@ def attribute(
         elif frame[KIND] != MERGED:
             _fold_backward(frame, walk)
     _fold_device(device, walk)
+    optimizer_fold.finish(walk.measure)
     walk.measure.outside_cpu_us = walk.outside_ns / 1000
     return Attribution(walk.measure, dict(walk.raw), walk.kernels)
 
@@ -144,9 +183,12 @@ def _walk_thread(events: list[Event], walk: _Walk) -> int:
     # order, which records a parent before the children it calls.
     events.sort(key=_START)
     stack: list[Frame] = []
-    last_bwd: tuple[int, int] | None = None
+    # The key of the last node the engine ran at the top level, and of the last node nested in
+    # one (an AccumulateGrad, which has no number of its own, goes to the node before it).
+    last_bwd: list[tuple[int, int] | None] = [None, None]
     top_level_ns = 0
     names, backward, keep_raw, pop = walk.names, walk.backward, walk.keep_raw, stack.pop
+    specials = walk.specials
     for event in events:
         start = event[_START_I]
         while stack and start >= stack[-1][EVENT][_END_I]:
@@ -175,20 +217,25 @@ def _walk_thread(events: list[Event], walk: _Walk) -> int:
                 None,
                 parent,
                 None,
+                parent[OPT],
             ]
         else:
-            frame = [event, (), None, None, OP, 0, 0, 0, 0, 0, 0, 0, 0, None, None, None, None]
+            frame = [
+                event, (), None, None, OP, 0, 0, 0, 0, 0, 0, 0, 0, None, None, None, None, None
+            ]  # fmt: skip
         path = names.get(event[1])
         if path is not None:
+            frame[OPT] = None  # a layer's forward is the layer's, wherever it runs
             if frame[BWD] is None:
                 _open_layer(frame, path, walk)
             else:
                 _open_layer(frame, path, walk, RECOMPUTE)
         else:
-            if backward:
+            special = specials[event[1]]
+            if special is not None:
+                optimizer_fold.open_special(frame, special, walk.measure)
+            elif backward:
                 _link_backward(event, frame, walk, last_bwd)
-                if frame[KIND] == BWD_ROOT:
-                    last_bwd = frame[BWD]
             if keep_raw and frame[BWD] is None and frame[RANGE] is not None:
                 frame[RANGE][RAW].append(frame)  # a forward op of a layer, in start order
         if event.correlation_id:
@@ -210,11 +257,21 @@ def _open_layer(frame: Frame, path: str, walk: _Walk, kind: int = LAYER) -> None
 
 
 def _link_backward(
-    event: Event, frame: Frame, walk: _Walk, last_bwd: tuple[int, int] | None
+    event: Event, frame: Frame, walk: _Walk, last_bwd: list[tuple[int, int] | None]
 ) -> None:
-    if not frame[CHAIN] and frame[BWD] is None and event.name.startswith(BACKWARD_PREFIX):
-        frame[KIND] = BWD_ROOT
-        frame[BWD] = (event.fwd_thread, event.seq) if event.seq >= 0 else last_bwd
+    """A backward node's key (forward thread, sequence number), or a forward op's layers by its
+    key. `last_bwd`: the last top-level and nested node keys, updated here."""
+    if not frame[CHAIN] and event.name.startswith(BACKWARD_PREFIX):
+        enclosing = frame[BWD]
+        own = (event.fwd_thread, event.seq) if event.seq >= 0 else None
+        frame[KIND], frame[OPT] = BWD_ROOT, None
+        walk.measure.backward = True
+        if enclosing is None:  # a node the engine runs
+            frame[BWD] = last_bwd[0] = own or last_bwd[0]
+            last_bwd[1] = None
+        else:  # nested in a node: reentrant checkpointing's backward of its segment
+            frame[BWD] = last_bwd[1] = own or last_bwd[1] or enclosing
+            walk.fallbacks[id(frame)] = enclosing
     elif frame[CHAIN] and event.seq >= 0:
         # Later ops overwrite earlier ones: the last op to see a sequence number made its node.
         walk.seq_chains[(event.thread, event.seq)] = frame[CHAIN]
@@ -238,7 +295,9 @@ def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
             parent[CHILD_DMEM] += total_dmem
         if kind != OP:
             _nest_in_parent(frame, duration, total_mem, total_dmem, stack)
-    if kind == LAYER:
+    if frame[OPT] is not None and kind == OP:  # the optimizer's, even inside a backward node
+        optimizer_fold.fold_optimizer(frame, walk.measure)
+    elif kind == LAYER:
         _fold_range(frame, duration, total_mem, total_dmem, walk)
         if not walk.keep_raw:
             # A range's frame named itself its RANGE while open; unlinked now, the frames form
@@ -292,6 +351,9 @@ def _absorb(frame: Frame, child: Frame, walk: _Walk) -> None:
     frame[DMEM] += child[DMEM]
     frame[CHILD_DMEM] -= child[DMEM]
     child[KIND] = MERGED
+    if child[OPT] is not None:  # folded into the optimizer: taken back, `frame` holds it now
+        optimizer_fold.unfold_optimizer(child, walk.measure)
+        return
     if child[RANGE] is None:
         if child[BWD] is None:  # outside every layer: its self time moves into `frame`'s
             walk.outside_ns -= child_ns - child[CHILD_NS]
@@ -312,7 +374,10 @@ def _nest_in_parent(
 ) -> None:
     """Take a closing layer/recompute range's time (or a HOST's self time) out of its encloser's."""
     kind, enclosing = frame[KIND], stack[-1][RANGE]
-    if kind == HOST:
+    if kind == BWD_ROOT:
+        if stack[-1][BWD] is not None:  # nested: its time is its own layer's, not the encloser's
+            _backward_root(stack)[NESTED_NS] += duration
+    elif kind == HOST:
         _backward_root(stack)[NESTED_NS] += duration - frame[CHILD_NS]
     elif kind == RECOMPUTE and enclosing is None:  # outermost: out of the node's layer's time
         _backward_root(stack)[NESTED_NS] += duration
@@ -326,7 +391,8 @@ def _nest_in_parent(
 
 
 def _backward_root(stack: list[Frame]) -> Frame:
-    """The backward node event a recompute range runs in (the one BWD_ROOT on the stack)."""
+    """The backward node event a recompute range runs in (the innermost BWD_ROOT on the
+    stack)."""
     return next(frame for frame in reversed(stack) if frame[KIND] == BWD_ROOT)
 
 
@@ -348,8 +414,20 @@ def _fold_op(frame: Frame, ops: dict[str, OpMeasure], name: str, *, backward: bo
         op.device_mem += frame[DMEM] + frame[CHILD_DMEM]
 
 
-def _fold_backward(frame: Frame, walk: _Walk) -> None:
+def _backward_chain(frame: Frame, walk: _Walk) -> tuple[str, ...] | None:
+    """The layers of the forward op that made the node `frame` belongs to (None: outside)."""
     chain = walk.seq_chains.get(frame[BWD])
+    if not chain and walk.fallbacks:
+        root = frame
+        while root is not None and id(root) not in walk.fallbacks:
+            root = root[PARENT]
+        if root is not None:
+            chain = walk.seq_chains.get(walk.fallbacks[id(root)])
+    return chain
+
+
+def _fold_backward(frame: Frame, walk: _Walk) -> None:
+    chain = _backward_chain(frame, walk)
     if not chain:  # a node whose forward ran outside every selected layer (e.g. the loss)
         _add_outside(frame, walk)
         return
@@ -399,13 +477,18 @@ def _fold_device(device: list[Event], walk: _Walk) -> None:
         duration_us = (event.end_ns - event.start_ns) / 1000
         if walk.keep_raw:
             _keep_kernel(walk, launcher, event.name, duration_us)
+        if launcher[OPT] is not None:  # launched by the optimizer
+            row = measure.optimizer_measure().row
+            _add_device(row, launcher[EVENT].name, duration_us)
+            row.self_device_us += duration_us
+            continue
         if launcher[BWD] is not None and launcher[RANGE] is not None:  # a recomputed forward
             layer = launcher[RANGE][MEASURE]
             _add_device(layer, op_key(launcher[EVENT].name, backward=True), duration_us)
             layer.backward_self_device_us += duration_us
             continue
         if launcher[BWD] is not None:
-            chain = walk.seq_chains.get(launcher[BWD], ())
+            chain = _backward_chain(launcher, walk) or ()
             if chain:
                 _add_device(
                     measure.path(chain[-1]),
