@@ -29,7 +29,6 @@ their own, forward only.
 from __future__ import annotations
 
 import gc
-import threading
 import time
 from contextlib import AbstractContextManager
 from typing import Any
@@ -38,6 +37,7 @@ import torch
 
 from hybridprof.runtime.driver import Driver
 from hybridprof.runtime.events.training_names import STEP_RANGE, WARMUP_RANGE
+from hybridprof.runtime.guards import block_closed, block_opened
 from hybridprof.runtime.measures.table import MeasureTable
 from hybridprof.runtime.stopping import AUTO_MAX_ITERATIONS
 from hybridprof.runtime.strategies import spec_of
@@ -51,15 +51,6 @@ from hybridprof.runtime.training.schedule import Action, Schedule
 # around a loop of many thousand steps measures this many and lets the others run untouched.
 MAX_MEASURED_STEPS = AUTO_MAX_ITERATIONS
 STEPS_PER_SESSION = 10
-
-# Every block whose steps are being counted right now (the nesting guard asks).
-_OPEN: dict[int, str] = {}
-_OPEN_LOCK = threading.Lock()
-
-
-def open_blocks() -> tuple[str, ...]:
-    with _OPEN_LOCK:
-        return tuple(_OPEN.values())
 
 
 class StepLoop:
@@ -93,8 +84,7 @@ class StepLoop:
 
     def begin(self) -> None:
         """The block begins (its first step with it)."""
-        with _OPEN_LOCK:
-            _OPEN[id(self)] = f"a with-block of {type(self.driver.model).__name__}"
+        block_opened(id(self), f"counting the steps of {type(self.driver.model).__name__}")
         self.begin_step()
 
     def begin_step(self) -> None:
@@ -143,8 +133,7 @@ class StepLoop:
             if self._window:
                 self._close_window(lazy=lazy, tail=tail)
         finally:
-            with _OPEN_LOCK:
-                _OPEN.pop(id(self), None)
+            block_closed(id(self))
             self.driver.mark_end()
         return self._lazy
 
@@ -240,4 +229,4 @@ class StepLoop:
             self.first_window = stopped
 
 
-__all__ = ["MAX_MEASURED_STEPS", "STEPS_PER_SESSION", "StepLoop", "open_blocks"]
+__all__ = ["MAX_MEASURED_STEPS", "STEPS_PER_SESSION", "StepLoop"]
