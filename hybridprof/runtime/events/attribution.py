@@ -297,6 +297,8 @@ def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
             _nest_in_parent(frame, duration, total_mem, total_dmem, stack)
     if frame[OPT] is not None and kind == OP:  # the optimizer's, even inside a backward node
         optimizer_fold.fold_optimizer(frame, walk.measure)
+        if frame[BWD] is not None and stack and stack[-1][OPT] is None:  # out of the node's time
+            _backward_root(stack)[NESTED_NS] += duration
     elif kind == LAYER:
         _fold_range(frame, duration, total_mem, total_dmem, walk)
         if not walk.keep_raw:

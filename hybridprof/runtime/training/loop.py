@@ -79,6 +79,7 @@ class StepLoop:
         self._started = 0.0
         self._lazy: IterationResult | None = None  # the whole block, read when asked
         self.first_window: StoppedIteration | None = None  # kept for raw(), when asked to
+        self._drop_tail = False  # the block failed: its unfinished last step is not measured
 
     # -- the steps
 
@@ -124,10 +125,12 @@ class StepLoop:
 
     def finish(self, failed: bool = False) -> IterationResult | None:
         """The block ends: close its open step and window. Returns the block's result, unread,
-        when it had no steps (`step()` never called); else everything is in `measures`."""
+        when it had no steps (`step()` never called); else everything is in `measures`. The
+        step a failure interrupted is no measured step (the block without steps keeps it)."""
         try:
             kind, self._kind = self._kind, "none"
             lazy, tail = self.steps == 0, kind == "active" and self.steps > 0
+            self._drop_tail = failed
             if kind != "none":
                 self._close_step(kind, lazy=lazy, tail=tail)
             if self._window:
@@ -160,7 +163,7 @@ class StepLoop:
             self._lazy = self.driver.strategy.stop_iteration()
         else:
             measure = self.driver.strategy.end_iteration(warmup=kind == "warmup")
-            if kind == "active" and (measure.paths or not tail):
+            if kind == "active" and not (tail and (self._drop_tail or not measure.paths)):
                 self.measures.add(measure)
             elif kind == "active":
                 self.step_walls_us.pop()
@@ -220,7 +223,8 @@ class StepLoop:
         if not isinstance(stopped, StoppedIteration):
             return
         measures = stopped.step_measures()
-        if tail and measures and not (measures[-1].paths or measures[-1].optimizer):
+        last = measures[-1] if measures else None
+        if tail and last and (self._drop_tail or not (last.paths or last.optimizer)):
             measures.pop()
             self.step_walls_us.pop()
         for measure in measures:
