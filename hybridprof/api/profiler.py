@@ -147,8 +147,7 @@ class Profile:
         with quiet_fd2():
             driver.begin()
         try:
-            with quiet_fd2():
-                loop.begin()  # the first window (the cyclic GC waits while it is open)
+            loop.begin()  # the first window (the cyclic GC waits while it is open)
         except BaseException:
             self._finish(failed=True)
             raise
@@ -177,27 +176,25 @@ class Profile:
     # -- steps
 
     def step(self) -> None:
-        """End one step of the loop and begin the next (torch.profiler's `step()`)."""
+        """End one step of the loop and begin the next (torch.profiler's `step()`). Outside the
+        schedule's windows it only counts (~1 us)."""
         loop = self._running("step")
         if loop is not None:
-            with quiet_fd2():
-                loop.end_step()
-                loop.begin_step()
+            loop.end_step()
+            loop.begin_step()
 
     def begin_step(self) -> None:
         """Begin a step (for callbacks that bracket steps; a no-op while one is open). What runs
         between `end_step()` and the next `begin_step()` belongs to no step."""
         loop = self._running("begin_step")
         if loop is not None:
-            with quiet_fd2():
-                loop.begin_step()
+            loop.begin_step()
 
     def end_step(self) -> None:
         """End the open step (the steps are counted here)."""
         loop = self._running("end_step")
         if loop is not None:
-            with quiet_fd2():
-                loop.end_step()
+            loop.end_step()
 
     @property
     def steps(self) -> int:
@@ -220,6 +217,9 @@ class Profile:
         return loop is not None and converged(loop.step_walls_us)
 
     def _running(self, what: str) -> StepLoop | None:
+        loop = self._loop
+        if loop is not None and not self.exited:
+            return loop
         if not self.enabled:
             return None
         if not self.entered or self.exited or self._loop is None:
