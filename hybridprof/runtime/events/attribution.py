@@ -79,7 +79,8 @@ from hybridprof.runtime.events.frames import (
     Frame,
 )
 from hybridprof.runtime.events.kineto import Event
-from hybridprof.runtime.events.training_names import BACKWARD_PREFIX, SpecialNames
+from hybridprof.runtime.events.training_names import BACKWARD_PREFIX as BACKWARD_PREFIX
+from hybridprof.runtime.events.training_names import RangeNames
 from hybridprof.runtime.measures.iteration import IterationMeasure, OpMeasure, PathMeasure, op_key
 
 ROOT_RANGE = "(root)"
@@ -120,7 +121,7 @@ class _Walk:
     by_correlation: dict[int, Frame]
     raw: dict[str, list[Frame]]
     kernels: dict[int, list[tuple[str, int, float]]]
-    specials: SpecialNames  # which names are the optimizer's, closures, markers, steps
+    lookup: RangeNames  # each name: a layer's path, a special range of a training step, or None
     # A backward node nested in another (reentrant checkpointing), by id: the enclosing node's
     # key, its layer when the nested node's own number is not found.
     fallbacks: dict[int, tuple[int, int]]
@@ -153,7 +154,7 @@ def attribute(
         {},
         defaultdict(list),
         {},
-        SpecialNames(),
+        RangeNames(names),
         {},
     )
     top_level_ns = 0
@@ -187,8 +188,7 @@ def _walk_thread(events: list[Event], walk: _Walk) -> int:
     # one (an AccumulateGrad, which has no number of its own, goes to the node before it).
     last_bwd: list[tuple[int, int] | None] = [None, None]
     top_level_ns = 0
-    names, backward, keep_raw, pop = walk.names, walk.backward, walk.keep_raw, stack.pop
-    specials = walk.specials
+    lookup, backward, keep_raw, pop = walk.lookup, walk.backward, walk.keep_raw, stack.pop
     for event in events:
         start = event[_START_I]
         while stack and start >= stack[-1][EVENT][_END_I]:
@@ -223,21 +223,21 @@ def _walk_thread(events: list[Event], walk: _Walk) -> int:
             frame = [
                 event, (), None, None, OP, 0, 0, 0, 0, 0, 0, 0, 0, None, None, None, None, None
             ]  # fmt: skip
-        path = names.get(event[1])
-        if path is not None:
+        entry = lookup[event[1]]  # one lookup: the common case, an op, is None
+        if entry is None:
+            if backward and frame[CHAIN] and event.seq >= 0:
+                # Later ops overwrite earlier ones: the last op to see a number made its node.
+                walk.seq_chains[(event.thread, event.seq)] = frame[CHAIN]
+        elif isinstance(entry, str):
             frame[OPT] = None  # a layer's forward is the layer's, wherever it runs
-            if frame[BWD] is None:
-                _open_layer(frame, path, walk)
-            else:
-                _open_layer(frame, path, walk, RECOMPUTE)
+            _open_layer(frame, entry, walk, LAYER if frame[BWD] is None else RECOMPUTE)
+        elif entry[0] == "node":
+            if backward:
+                _open_node(event, frame, walk, last_bwd)
         else:
-            special = specials[event[1]]
-            if special is not None:
-                optimizer_fold.open_special(frame, special, walk.measure)
-            elif backward:
-                _link_backward(event, frame, walk, last_bwd)
-            if keep_raw and frame[BWD] is None and frame[RANGE] is not None:
-                frame[RANGE][RAW].append(frame)  # a forward op of a layer, in start order
+            optimizer_fold.open_special(frame, entry[0], walk.measure)
+        if keep_raw and frame[KIND] == OP and frame[BWD] is None and frame[RANGE] is not None:
+            frame[RANGE][RAW].append(frame)  # a forward op of a layer, in start order
         if event.correlation_id:
             walk.by_correlation[event.correlation_id] = frame
         stack.append(frame)
@@ -256,12 +256,13 @@ def _open_layer(frame: Frame, path: str, walk: _Walk, kind: int = LAYER) -> None
     frame[MEASURE] = walk.measure.path(path)
 
 
-def _link_backward(
+def _open_node(
     event: Event, frame: Frame, walk: _Walk, last_bwd: list[tuple[int, int] | None]
 ) -> None:
-    """A backward node's key (forward thread, sequence number), or a forward op's layers by its
-    key. `last_bwd`: the last top-level and nested node keys, updated here."""
-    if not frame[CHAIN] and event.name.startswith(BACKWARD_PREFIX):
+    """A backward node's key (forward thread, sequence number); one run inside a layer's forward
+    (`torch.autograd.grad` in it) is that layer's op. `last_bwd`: the last top-level and nested
+    node keys, updated here."""
+    if not frame[CHAIN]:
         enclosing = frame[BWD]
         own = (event.fwd_thread, event.seq) if event.seq >= 0 else None
         frame[KIND], frame[OPT] = BWD_ROOT, None
@@ -272,8 +273,7 @@ def _link_backward(
         else:  # nested in a node: reentrant checkpointing's backward of its segment
             frame[BWD] = last_bwd[1] = own or last_bwd[1] or enclosing
             walk.fallbacks[id(frame)] = enclosing
-    elif frame[CHAIN] and event.seq >= 0:
-        # Later ops overwrite earlier ones: the last op to see a sequence number made its node.
+    elif event.seq >= 0:
         walk.seq_chains[(event.thread, event.seq)] = frame[CHAIN]
 
 
@@ -419,17 +419,21 @@ def _fold_op(frame: Frame, ops: dict[str, OpMeasure], name: str, *, backward: bo
 def _backward_chain(frame: Frame, walk: _Walk) -> tuple[str, ...] | None:
     """The layers of the forward op that made the node `frame` belongs to (None: outside)."""
     chain = walk.seq_chains.get(frame[BWD])
-    if not chain and walk.fallbacks:
-        root = frame
-        while root is not None and id(root) not in walk.fallbacks:
-            root = root[PARENT]
-        if root is not None:
-            chain = walk.seq_chains.get(walk.fallbacks[id(root)])
-    return chain
+    return chain if chain or not walk.fallbacks else _fallback_chain(frame, walk)
+
+
+def _fallback_chain(frame: Frame, walk: _Walk) -> tuple[str, ...] | None:
+    """For a nested node whose own number is not found: the enclosing node's layers."""
+    root = frame
+    while root is not None and id(root) not in walk.fallbacks:
+        root = root[PARENT]
+    return None if root is None else walk.seq_chains.get(walk.fallbacks[id(root)])
 
 
 def _fold_backward(frame: Frame, walk: _Walk) -> None:
-    chain = _backward_chain(frame, walk)
+    chain = walk.seq_chains.get(frame[BWD])
+    if not chain and walk.fallbacks:
+        chain = _fallback_chain(frame, walk)
     if not chain:  # a node whose forward ran outside every selected layer (e.g. the loss)
         _add_outside(frame, walk)
         return

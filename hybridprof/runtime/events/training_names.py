@@ -10,6 +10,7 @@ zero-length marker where the optimizer starts each param group. Torch-free.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 STEP_RANGE = "hybridprof::step"  # one measured step of the with-block
@@ -53,13 +54,22 @@ def special_kind(name: str) -> Special | None:
     return None
 
 
-class SpecialNames(dict[str, "Special | None"]):
-    """`special_kind` of each name, worked out once per distinct name (the walk asks per event;
-    an iteration has a few dozen distinct names and thousands of events)."""
+class RangeNames(dict[str, "str | tuple[Special | Literal['node']] | None"]):
+    """What each event name is for the walk: a layer's path (the range names it starts with), a
+    special range as `(kind,)`, a backward node as `("node",)`, or None (an op). Worked out once
+    per distinct name: the walk asks per event, and an iteration has a few dozen distinct names
+    and thousands of events, so one lookup per event answers every question."""
 
-    def __missing__(self, name: str) -> Special | None:
-        kind = self[name] = special_kind(name)
-        return kind
+    def __init__(self, layers: Mapping[str, str]) -> None:
+        super().__init__(layers)
+
+    def __missing__(self, name: str) -> tuple[Special | Literal["node"]] | None:
+        kind: Special | Literal["node"] | None = special_kind(name)
+        if kind is None and name.startswith(BACKWARD_PREFIX):
+            kind = "node"
+        entry = None if kind is None else (kind,)
+        self[name] = entry
+        return entry
 
 
 def is_training_name(name: str) -> bool:
@@ -92,8 +102,8 @@ __all__ = [
     "STEP_RANGE",
     "WARMUP_RANGE",
     "ZERO_GRAD_RANGE",
+    "RangeNames",
     "Special",
-    "SpecialNames",
     "group_index",
     "is_training_name",
     "optimizer_class",
