@@ -71,7 +71,6 @@ from hybridprof.runtime.events.frames import (
     NESTED_NS,
     OP,
     OPT,
-    PARENT,
     RANGE,
     RAW,
     RECOMPUTE,
@@ -79,9 +78,17 @@ from hybridprof.runtime.events.frames import (
     Frame,
 )
 from hybridprof.runtime.events.kineto import Event
+from hybridprof.runtime.events.links import (
+    backward_root,
+    fold_backward,
+    fold_device,
+    fold_host,
+    fold_recompute,
+)
 from hybridprof.runtime.events.training_names import BACKWARD_PREFIX as BACKWARD_PREFIX
 from hybridprof.runtime.events.training_names import RangeNames
-from hybridprof.runtime.measures.iteration import IterationMeasure, OpMeasure, PathMeasure, op_key
+from hybridprof.runtime.events.walk import Walk, add_outside, fold_op
+from hybridprof.runtime.measures.iteration import IterationMeasure, PathMeasure, op_key
 
 ROOT_RANGE = "(root)"
 
@@ -107,27 +114,6 @@ class Attribution:
     kernels: dict[int, list[tuple[str, int, float]]]
 
 
-@dataclass(slots=True)
-class _Walk:
-    """State shared by the walks of all threads of one iteration."""
-
-    names: Mapping[str, str]
-    backward: bool
-    keep_raw: bool
-    measure: IterationMeasure
-    deferred: list[Frame]  # backward frames: their layer is known once every thread is walked
-    seq_chains: dict[tuple[int, int], tuple[str, ...]]
-    forward_chains: dict[str, tuple[str, ...]]  # path -> layer chain of its first forward call
-    by_correlation: dict[int, Frame]
-    raw: dict[str, list[Frame]]
-    kernels: dict[int, list[tuple[str, int, float]]]
-    lookup: RangeNames  # each name: a layer's path, a special range of a training step, or None
-    # A backward node nested in another (reentrant checkpointing), by id: the enclosing node's
-    # key, its layer when the nested node's own number is not found.
-    fallbacks: dict[int, tuple[int, int]]
-    outside_ns: int = 0  # self time of events in no layer (see `_add_outside`)
-
-
 def attribute(
     events: Iterable[Event],
     names: Mapping[str, str],
@@ -143,7 +129,7 @@ def attribute(
     device: list[Event] = []
     for event in events:
         (device if event.kind == "device" else threads[event.thread]).append(event)
-    walk = _Walk(
+    walk = Walk(
         names,
         backward,
         keep_raw,
@@ -163,18 +149,18 @@ def attribute(
     walk.measure.total_cpu_us = top_level_ns / 1000
     for frame in walk.deferred:
         if frame[KIND] == RECOMPUTE:
-            _fold_recompute(frame, walk)
+            fold_recompute(frame, walk)
         elif frame[KIND] == HOST:
-            _fold_host(frame, walk)
+            fold_host(frame, walk)
         elif frame[KIND] != MERGED:
-            _fold_backward(frame, walk)
-    _fold_device(device, walk)
+            fold_backward(frame, walk)
+    fold_device(device, walk)
     optimizer_fold.finish(walk.measure)
     walk.measure.outside_cpu_us = walk.outside_ns / 1000
     return Attribution(walk.measure, dict(walk.raw), walk.kernels)
 
 
-def _walk_thread(events: list[Event], walk: _Walk) -> int:
+def _walk_thread(events: list[Event], walk: Walk) -> int:
     """Walk one thread's events in tree order; returns the time covered by its top-level events.
 
     This loop runs once per event (thousands per forward), so the common case, an op, is inlined
@@ -250,14 +236,14 @@ _START_I, _END_I = Event._fields.index("start_ns"), Event._fields.index("end_ns"
 _START = itemgetter(_START_I)
 
 
-def _open_layer(frame: Frame, path: str, walk: _Walk, kind: int = LAYER) -> None:
+def _open_layer(frame: Frame, path: str, walk: Walk, kind: int = LAYER) -> None:
     frame[CHAIN] = (*frame[CHAIN], path)
     frame[RANGE], frame[KIND], frame[RAW] = frame, kind, []
     frame[MEASURE] = walk.measure.path(path)
 
 
 def _open_node(
-    event: Event, frame: Frame, walk: _Walk, last_bwd: list[tuple[int, int] | None]
+    event: Event, frame: Frame, walk: Walk, last_bwd: list[tuple[int, int] | None]
 ) -> None:
     """A backward node's key (forward thread, sequence number); one run inside a layer's forward
     (`torch.autograd.grad` in it) is that layer's op. `last_bwd`: the last top-level and nested
@@ -277,7 +263,7 @@ def _open_node(
         walk.seq_chains[(event.thread, event.seq)] = frame[CHAIN]
 
 
-def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
+def _close(frame: Frame, stack: list[Frame], walk: Walk) -> int:
     """Pass a popped frame's totals to its parent and fold it; returns its duration if top-level."""
     event, kind = frame[EVENT], frame[KIND]
     sole = frame[SOLE]
@@ -298,7 +284,7 @@ def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
     if frame[OPT] is not None and kind == OP:  # the optimizer's, even inside a backward node
         optimizer_fold.fold_optimizer(frame, walk.measure)
         if frame[BWD] is not None and stack and stack[-1][OPT] is None:  # out of the node's time
-            _backward_root(stack)[NESTED_NS] += duration
+            backward_root(stack)[NESTED_NS] += duration
     elif kind == LAYER:
         _fold_range(frame, duration, total_mem, total_dmem, walk)
         if not walk.keep_raw:
@@ -308,7 +294,7 @@ def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
             frame[RANGE] = None
     elif frame[BWD] is not None:
         if kind == OP and frame[RANGE] is not None:  # an op of a recomputed forward
-            _fold_op(
+            fold_op(
                 frame, frame[RANGE][MEASURE].ops, op_key(event.name, backward=True), backward=True
             )
         else:
@@ -316,19 +302,13 @@ def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
                 frame[RANGE] = None  # as for LAYER: no cycle
             walk.deferred.append(frame)
     elif frame[CHAIN]:
-        _fold_op(frame, frame[RANGE][MEASURE].ops, event.name, backward=False)
+        fold_op(frame, frame[RANGE][MEASURE].ops, event.name, backward=False)
     else:
-        _add_outside(frame, walk)
+        add_outside(frame, walk)
     return 0 if stack else duration
 
 
-def _add_outside(frame: Frame, walk: _Walk) -> None:
-    """An event in no layer: its self time (layers nested in it keep theirs) is outside time."""
-    event = frame[EVENT]
-    walk.outside_ns += event.end_ns - event.start_ns - frame[CHILD_NS]
-
-
-def _fold_range(frame: Frame, duration: int, total_mem: int, total_dmem: int, walk: _Walk) -> None:
+def _fold_range(frame: Frame, duration: int, total_mem: int, total_dmem: int, walk: Walk) -> None:
     measure: PathMeasure = frame[MEASURE]
     measure.calls += 1
     measure.total_cpu_us += duration / 1000
@@ -342,7 +322,7 @@ def _fold_range(frame: Frame, duration: int, total_mem: int, total_dmem: int, wa
     walk.forward_chains.setdefault(measure.path, frame[CHAIN])
 
 
-def _absorb(frame: Frame, child: Frame, walk: _Walk) -> None:
+def _absorb(frame: Frame, child: Frame, walk: Walk) -> None:
     """Merge `child`, the only child of an op of the same name, into it, as torch's event tree
     does: the pair is one call; the parent's self time and memory take the child's. A child
     already folded (forward) is taken back out of its op row; a deferred one is skipped later."""
@@ -378,11 +358,11 @@ def _nest_in_parent(
     kind, enclosing = frame[KIND], stack[-1][RANGE]
     if kind == BWD_ROOT:
         if stack[-1][BWD] is not None:  # nested: its time is its own layer's, not the encloser's
-            _backward_root(stack)[NESTED_NS] += duration
+            backward_root(stack)[NESTED_NS] += duration
     elif kind == HOST:
-        _backward_root(stack)[NESTED_NS] += duration - frame[CHILD_NS]
+        backward_root(stack)[NESTED_NS] += duration - frame[CHILD_NS]
     elif kind == RECOMPUTE and enclosing is None:  # outermost: out of the node's layer's time
-        _backward_root(stack)[NESTED_NS] += duration
+        backward_root(stack)[NESTED_NS] += duration
         host = stack[-1]
         if host[KIND] == OP:
             host[KIND], host[MEASURE] = HOST, frame[MEASURE]
@@ -390,138 +370,3 @@ def _nest_in_parent(
         enclosing[NESTED_NS] += duration
         enclosing[NESTED_MEM] += total_mem
         enclosing[NESTED_DMEM] += total_dmem
-
-
-def _backward_root(stack: list[Frame]) -> Frame:
-    """The backward node event a recompute range runs in (the innermost BWD_ROOT on the
-    stack)."""
-    return next(frame for frame in reversed(stack) if frame[KIND] == BWD_ROOT)
-
-
-def _fold_op(frame: Frame, ops: dict[str, OpMeasure], name: str, *, backward: bool) -> None:
-    event = frame[EVENT]
-    op = ops.get(name)
-    if op is None:
-        op = ops[name] = OpMeasure(event.name, backward=backward)
-    duration = event.end_ns - event.start_ns
-    op.calls += 1
-    op.total_cpu_us += duration / 1000
-    op.self_cpu_us += (duration - frame[CHILD_NS]) / 1000
-    if (
-        frame[MEM] or frame[CHILD_MEM] or frame[DMEM] or frame[CHILD_DMEM]
-    ):  # only with profile_memory
-        op.self_cpu_mem += frame[MEM]
-        op.cpu_mem += frame[MEM] + frame[CHILD_MEM]
-        op.self_device_mem += frame[DMEM]
-        op.device_mem += frame[DMEM] + frame[CHILD_DMEM]
-
-
-def _backward_chain(frame: Frame, walk: _Walk) -> tuple[str, ...] | None:
-    """The layers of the forward op that made the node `frame` belongs to (None: outside)."""
-    chain = walk.seq_chains.get(frame[BWD])
-    return chain if chain or not walk.fallbacks else _fallback_chain(frame, walk)
-
-
-def _fallback_chain(frame: Frame, walk: _Walk) -> tuple[str, ...] | None:
-    """For a nested node whose own number is not found: the enclosing node's layers."""
-    root = frame
-    while root is not None and id(root) not in walk.fallbacks:
-        root = root[PARENT]
-    return None if root is None else walk.seq_chains.get(walk.fallbacks[id(root)])
-
-
-def _fold_backward(frame: Frame, walk: _Walk) -> None:
-    chain = walk.seq_chains.get(frame[BWD])
-    if not chain and walk.fallbacks:
-        chain = _fallback_chain(frame, walk)
-    if not chain:  # a node whose forward ran outside every selected layer (e.g. the loss)
-        _add_outside(frame, walk)
-        return
-    measure = walk.measure
-    event = frame[EVENT]
-    _fold_op(frame, measure.path(chain[-1]).ops, op_key(event.name, backward=True), backward=True)
-    if frame[KIND] == BWD_ROOT:  # its time less the forwards recomputed in it (NESTED_NS)
-        duration_us = (event.end_ns - event.start_ns - frame[NESTED_NS]) / 1000
-        for path in dict.fromkeys(chain):
-            measure.path(path).backward_total_cpu_us += duration_us
-        measure.path(chain[-1]).backward_self_cpu_us += duration_us
-
-
-def _fold_recompute(frame: Frame, walk: _Walk) -> None:
-    """A recomputed forward call: backward time of its layer, never a forward call."""
-    event, measure = frame[EVENT], frame[MEASURE]
-    duration = event.end_ns - event.start_ns
-    measure.backward_self_cpu_us += (duration - frame[NESTED_NS]) / 1000
-    measure.backward_total_cpu_us += duration / 1000
-    if len(frame[CHAIN]) == 1:  # outermost recomputed range: its forward's enclosing layers too
-        for path in dict.fromkeys(walk.forward_chains.get(measure.path, ())):
-            if path != measure.path:
-                walk.measure.path(path).backward_total_cpu_us += duration / 1000
-
-
-def _fold_host(frame: Frame, walk: _Walk) -> None:
-    """The op that ran a recompute: its self time is checkpoint bookkeeping, the caller's."""
-    callers = walk.forward_chains.get(frame[MEASURE].path, ())[:-1]
-    if not callers:  # the checkpoint was called outside every selected layer
-        _add_outside(frame, walk)
-        return
-    event = frame[EVENT]
-    self_us = (event.end_ns - event.start_ns - frame[CHILD_NS]) / 1000
-    caller = walk.measure.path(callers[-1])
-    _fold_op(frame, caller.ops, op_key(event.name, backward=True), backward=True)
-    caller.backward_self_cpu_us += self_us
-    for path in dict.fromkeys(callers):
-        walk.measure.path(path).backward_total_cpu_us += self_us
-
-
-def _fold_device(device: list[Event], walk: _Walk) -> None:
-    measure = walk.measure
-    for event in device:
-        launcher = walk.by_correlation.get(event.linked_id)
-        if launcher is None or event.name in walk.names:
-            continue  # unlinked activity, or the device-side copy of a layer range
-        duration_us = (event.end_ns - event.start_ns) / 1000
-        if walk.keep_raw:
-            _keep_kernel(walk, launcher, event.name, duration_us)
-        if launcher[OPT] is not None:  # launched by the optimizer
-            row = measure.optimizer_measure().row
-            _add_device(row, launcher[EVENT].name, duration_us)
-            row.self_device_us += duration_us
-            continue
-        if launcher[BWD] is not None and launcher[RANGE] is not None:  # a recomputed forward
-            layer = launcher[RANGE][MEASURE]
-            _add_device(layer, op_key(launcher[EVENT].name, backward=True), duration_us)
-            layer.backward_self_device_us += duration_us
-            continue
-        if launcher[BWD] is not None:
-            chain = _backward_chain(launcher, walk) or ()
-            if chain:
-                _add_device(
-                    measure.path(chain[-1]),
-                    op_key(launcher[EVENT].name, backward=True),
-                    duration_us,
-                )
-                measure.path(chain[-1]).backward_self_device_us += duration_us
-            continue
-        chain = launcher[CHAIN]
-        if not chain:
-            continue
-        for path in dict.fromkeys(chain):
-            measure.path(path).total_device_us += duration_us
-        _add_device(measure.path(chain[-1]), launcher[EVENT].name, duration_us)
-        measure.path(chain[-1]).self_device_us += duration_us
-
-
-def _keep_kernel(walk: _Walk, launcher: Frame, name: str, duration_us: float) -> None:
-    """Note a kernel under its launching op for Profile.raw(); a merged op's kernels belong to
-    the op it was merged into (torch lifts them up the same way)."""
-    while launcher[KIND] == MERGED:
-        launcher = launcher[PARENT]
-    walk.kernels.setdefault(id(launcher), []).append((name, 0, duration_us))
-
-
-def _add_device(measure: PathMeasure, op_name: str, duration_us: float) -> None:
-    op = measure.ops.get(op_name)
-    if op is not None:  # ranges launch nothing themselves; an op always has its entry by now
-        op.self_device_us += duration_us
-        op.total_device_us += duration_us
