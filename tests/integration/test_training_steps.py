@@ -335,3 +335,15 @@ def test_memory_stays_flat_in_the_number_of_steps() -> None:
     short, long = peak(20), peak(2000)
     assert short["iterations"] == long["iterations"] == 10
     assert long["peak_kb"] <= short["peak_kb"] * 1.05, (short, long)
+
+
+@pytest.mark.parametrize("memory", [False, True])
+def test_raw_after_steps_holds_the_first_sessions_measured_calls(memory: bool) -> None:
+    model = mlp()
+    with hybridprof.Profile(model, profile_memory=memory, steps_per_session=2) as prof:
+        for _ in range(3):
+            model(torch.randn(4, 32)).sum().backward()
+            prof.step()
+    _, events = prof.raw()
+    assert {len(calls) for calls in events.values()} == {2}  # the first session: 2 steps
+    assert len(events) == 9  # every leaf of the MLP (torchprof's selection)

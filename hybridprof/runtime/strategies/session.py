@@ -238,9 +238,11 @@ class StoppedIteration:
             self.profiler = None
         return self._result
 
-    def step_measures(self) -> list[IterationMeasure]:
+    def step_measures(self, keep_raw: bool = False) -> list[IterationMeasure]:
         """One measure per measured step of the session's window, in order (warm-up steps and
-        what ran between steps left out); the profiler is released."""
+        what ran between steps left out); the profiler is released. `keep_raw`: keep what
+        `raw_events()` needs of the measured steps' calls (when the config asks for them)."""
+        keep_raw = keep_raw and self.config.keep_raw_events
         with gc_paused():
             if self._plain:
                 columns = self._read_columns()
@@ -251,16 +253,17 @@ class StoppedIteration:
                     for step, at in active
                 ]
                 self._columns = None
-                if self.config.keep_raw_events and active:  # raw(): the measured steps' calls
+                if keep_raw and active:  # walked for raw() only if it is asked for
                     self._columns = columns.subset(np.concatenate([at for _, at in active]))
                 return measures
             events = self._read_events()
             self.profiler = None
-            found = split_events(events) or []
+            found = [(s, part) for s, part in split_events(events) or [] if s.active]
+            if keep_raw and found:
+                self._kept = self._walk_events([e for _, part in found for e in part])
             return [
-                on_step_clock(self._walk_events(part).measure, step)
+                on_step_clock(self._walk_events(part, keep_raw=False).measure, step)
                 for step, part in found
-                if step.active
             ]
 
     def kept_calls(self) -> Attribution:
@@ -334,13 +337,13 @@ class StoppedIteration:
             on_step_clock(result.measure, active[0][0])
         return result
 
-    def _walk_events(self, events: list[Event]) -> Attribution:
+    def _walk_events(self, events: list[Event], keep_raw: bool = True) -> Attribution:
         config = self.config
         return attribute(
             events,
             self._names,
             backward=config.backward or config.training,
-            keep_raw=config.keep_raw_events,
+            keep_raw=keep_raw and config.keep_raw_events,
         )
 
 

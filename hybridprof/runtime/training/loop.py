@@ -222,14 +222,15 @@ class StepLoop:
         self._in_session = 0
         if not isinstance(stopped, StoppedIteration):
             return
-        measures = stopped.step_measures()
+        first = self.first_window is None
+        measures = stopped.step_measures(keep_raw=first)
         last = measures[-1] if measures else None
         if tail and last and (self._drop_tail or not (last.paths or last.optimizer)):
             measures.pop()
             self.step_walls_us.pop()
         for measure in measures:
             self.measures.add(measure)
-        if self.first_window is None and self.driver.config.keep_raw_events:
+        if first and self.driver.config.keep_raw_events:
             self.first_window = stopped
 
 
