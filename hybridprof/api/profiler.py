@@ -108,6 +108,7 @@ class Profile:
         self._driver: Driver | None = None
         self._loop: StepLoop | None = None
         self._grads: list[tuple[int, int]] | None = None  # without events: did a backward run?
+        self._said: tuple[str, ...] = ()  # what the block's steps must say, known when it ends
         self._result: IterationResult | None = None  # a block without steps: read when asked
         self._raw: dict[str, list[Any]] | None = None
         self._session: ProfileSession | None = None
@@ -165,9 +166,11 @@ class Profile:
             self._finish(failed=exc_type is not None)
         finally:
             self.exited = True
-        said = self._driver.thread_warning()
-        if said:
-            warnings.warn(said, RuntimeWarning, stacklevel=2)
+        if self._loop is not None:
+            self._said = block_warnings(self._loop, self._grads, self._model)
+        for said in (self._driver.thread_warning(), *self._said):
+            if said:
+                warnings.warn(said, RuntimeWarning, stacklevel=2)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the model, as torchprof's Profile did: `prof(x)` is `model(x)`."""
@@ -279,7 +282,7 @@ class Profile:
             environment=environment("cuda" if self.use_cuda else None),
             duration_s=round(driver.seconds, 3),
             warmup=loop.warmup_steps,
-            warnings=block_warnings(loop, self._grads, self._model),
+            warnings=self._said,
             steps=loop.steps,
             schedule=self.schedule.info() if self.schedule is not None else None,
         )

@@ -238,7 +238,8 @@ def test_a_copy_of_the_optimizer_made_in_a_window_steps_its_own_parameters() -> 
 
 
 def test_the_layers_forward_only_under_a_strategy_without_backward_says_so() -> None:
-    run = train("mlp", Loop(), profile=lambda m: hybridprof.Profile(m, strategy="timer"))
+    with pytest.warns(RuntimeWarning, match="strategy 'timer' does not attribute"):
+        run = train("mlp", Loop(), profile=lambda m: hybridprof.Profile(m, strategy="timer"))
     assert run.prof is not None
     session = run.prof.session()
     assert any("does not attribute" in w and "strategy 'timer'" in w for w in session.warnings)
@@ -251,9 +252,8 @@ def test_the_layers_forward_only_under_a_strategy_without_backward_says_so() -> 
 def test_a_window_is_skipped_while_torch_profiler_runs() -> None:
     model = mlp()
     x = torch.randn(4, 32)
-    with hybridprof.Profile(
-        model, schedule=hybridprof.schedule(wait=1, warmup=0, active=2)
-    ) as prof:
+    prof = hybridprof.Profile(model, schedule=hybridprof.schedule(wait=1, warmup=0, active=2))
+    with pytest.warns(RuntimeWarning, match="torch.profiler was running"), prof:
         with torch.profiler.profile():
             model(x)
             prof.step()  # the window would begin here: torch's profiler is running
