@@ -67,7 +67,7 @@ class StepLoop:
         self.warmup_steps = 0  # warm-up steps run under the profiler
         self.step_walls_us: list[float] = []  # each measured step's wall time
         self.unmeasured = 0  # steps the schedule asked for beyond MAX_MEASURED_STEPS
-        self.skipped_windows = 0  # windows not opened: another profiler was running
+        self.skipped_steps = 0  # steps not measured: another profiler was running
         self.hooks = TrainingHooks(range_factory(driver.config.compat.fast_ranges))
         self._windowed = spec_of(driver.strategy_name).backward  # one profiler per window
         self._make_range = self.hooks.make_range
@@ -170,7 +170,7 @@ class StepLoop:
 
     def _open_window(self) -> bool:
         if self._windowed and torch.autograd._profiler_enabled():
-            self.skipped_windows += 1  # the user's own profiler: ours cannot nest in it
+            self.skipped_steps += 1  # the user's own profiler: ours cannot nest in it
             return False
         if self.steps:  # mid-loop: collect now, so that no collection lands in the window
             gc.collect()

@@ -38,9 +38,9 @@ def block_warnings(
             f"{MAX_MEASURED_STEPS}; choose the steps to measure with "
             "schedule=hybridprof.schedule(wait=..., warmup=..., active=...)"
         )
-    if loop.skipped_windows:
+    if loop.skipped_steps:
         said.append(
-            f"{loop.skipped_windows} window(s) of steps were not measured: torch.profiler was "
+            f"{loop.skipped_steps} scheduled step(s) were not measured: torch.profiler was "
             "running when they began, and hybridprof's profiler cannot run inside it"
         )
     name = loop.driver.strategy_name
