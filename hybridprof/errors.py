@@ -81,3 +81,10 @@ class DistributedError(HybridprofError):
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM during `hybridprof run`: stops the run like Ctrl-C (exit 143 instead of 130)."""
+
+
+class BadValueError(UsageError, ValueError):
+    """A library argument has a value it cannot take (e.g. `hybridprof.schedule(active=0)`).
+
+    Also a ValueError, as Python code expects for a bad argument value.
+    """

@@ -4,7 +4,8 @@ and the iteration totals its percentages are shares of. Pure Python: no pandas, 
 A container that never runs itself (ModuleList, ModuleDict) has no record, but its time is exactly
 its children's: its row carries a record made from theirs (`derived`), so every parent shows a
 total. A parent that does run a forward but was not selected (a narrowed selection) stays blank:
-its own ops were not measured. The time in no profiled module is the `outside_label` row.
+its own ops were not measured. The time in no profiled module is the `outside_label` row; a
+training step's optimizer has the `OPTIMIZER_ROW` rows, which hold no module's time.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hybridprof.datamodel import ModuleRecord, ProfileSession, Stat
 
 OUTSIDE_ROW = "(outside modules)"
 OUTSIDE_SELECTED_ROW = "(outside profiled modules)"
+OPTIMIZER_ROW = "(optimizer)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +197,8 @@ def share_denominator_us(session: ProfileSession) -> float:
     """What every percentage is a share of.
 
     With the outside time measured, the rows' own times (forward and backward self medians) plus
-    the outside row's median: the self shares then add up to exactly 100%, and stay consistent on
+    the optimizer's parts' and the outside row's medians: the self shares then add up to exactly
+    100%, and stay consistent on
     a busy machine, where a pause (another process) lands in a different layer each iteration, so
     each row's median leaves it out while the median iteration keeps it. Without it (a narrowed
     table built from layer ranges, a session saved before), the median iteration's profiled time.
@@ -203,7 +206,15 @@ def share_denominator_us(session: ProfileSession) -> float:
     if session.outside_cpu_us is None:
         return total_profiled_us(session)
     own = sum(step_self_us(r) for r in session.records)
-    return own + session.outside_cpu_us.median
+    return own + session.outside_cpu_us.median + optimizer_us(session)
+
+
+def optimizer_us(session: ProfileSession) -> float:
+    """The optimizer's part of an iteration as its rows own it: its parts' medians summed (a
+    param group's is a share of the step's); 0 without an optimizer."""
+    if session.optimizer is None:
+        return 0.0
+    return sum(p.cpu_us.median for p in session.optimizer.parts if not p.within)
 
 
 def inclusive_us(session: ProfileSession) -> dict[str, float]:

@@ -45,6 +45,7 @@ def terminal_table(session: ProfileSession, rows: int = TABLE_ROWS) -> list[str]
     from hybridprof.reporting.text_table import render_text
 
     table = layer_table(session)
+    rows -= len(table.optimizer())  # the optimizer's lines, always shown
     if table.outside() is not None:
         rows -= 1  # the (outside modules) line
     if len(table.tree()) <= rows:

@@ -43,10 +43,17 @@ from hybridprof.datamodel.session import (
     StopReason,
     Verdict,
 )
+from hybridprof.datamodel.training import (
+    OPTIMIZER_PARTS,
+    OptimizerPart,
+    OptimizerRecord,
+    ScheduleInfo,
+)
 from hybridprof.datamodel.work import LayerWork, MachinePeak, OpCount, WorkProfile
 
 __all__ = [
     "DEFAULT_STRATEGY",
+    "OPTIMIZER_PARTS",
     "SCHEMA_VERSION",
     "ChildCall",
     "ChildDef",
@@ -65,12 +72,15 @@ __all__ = [
     "ModuleTarget",
     "OpCount",
     "OpStat",
+    "OptimizerPart",
+    "OptimizerRecord",
     "ProfilePlan",
     "ProfileSession",
     "RankInfo",
     "RankLayer",
     "RankRun",
     "RankSummary",
+    "ScheduleInfo",
     "Series",
     "SourceSpan",
     "Stability",

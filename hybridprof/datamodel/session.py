@@ -11,6 +11,7 @@ from hybridprof.datamodel.measures import ModuleRecord, Stat
 from hybridprof.datamodel.plan import ProfilePlan
 from hybridprof.datamodel.ranks import CollectiveStat, MergedRanks, RankRun
 from hybridprof.datamodel.schema import SCHEMA_VERSION, SESSION_KIND
+from hybridprof.datamodel.training import OptimizerRecord, ScheduleInfo
 from hybridprof.datamodel.views import Views
 from hybridprof.datamodel.work import WorkProfile
 from hybridprof.errors import SessionFileError
@@ -88,6 +89,11 @@ class ProfileSession(Views):
     rank: RankRun | None = None  # one rank of a torch.distributed run
     collectives: tuple[CollectiveStat, ...] = ()
     ranks: MergedRanks | None = None  # a merged session: records are medians across ranks
+    # A profiled training loop (`with Profile(...)` around it; since schema 5): the optimizer's
+    # row, the `prof.step()` calls seen and the schedule the steps ran under.
+    optimizer: OptimizerRecord | None = None
+    steps: int = 0
+    schedule: ScheduleInfo | None = None
     schema_version: int = SCHEMA_VERSION
 
     def calls_title(self) -> str:
@@ -98,12 +104,16 @@ class ProfileSession(Views):
         return next((r for r in self.records if r.path == path), None)
 
     def to_json(self) -> str:
-        return dump(SESSION_KIND, self, omit_none=("flops", "rank", "ranks"), compact=True)
+        omit = ("flops", "rank", "ranks", "optimizer", "schedule")
+        return dump(SESSION_KIND, self, omit_none=omit, compact=True)
 
     @classmethod
     def from_json(cls, text: str) -> ProfileSession:
         session = load(SESSION_KIND, cls, text, SCHEMA_VERSION)
         short = [r.path for r in session.records if not _series_fit(r, session.iterations)]
+        optimizer = session.optimizer
+        if optimizer is not None and not optimizer.series_lengths() <= {session.iterations}:
+            short.append("(optimizer)")
         if short:
             raise SessionFileError(
                 f"corrupt {SESSION_KIND} file: the per-iteration series of {short[0]!r} do not "

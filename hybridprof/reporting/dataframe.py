@@ -9,7 +9,9 @@ without backward) is NaN rather than 0, so a reader can tell "not measured" from
 
 Shares come from one denominator, the median iteration's profiled time: `pct_self` (own time,
 forward plus backward) adds up to ~100% over the rows, the `(outside modules)` row included;
-`pct_total` is a row's subtree (inclusive) share.
+`pct_total` is a row's subtree (inclusive) share. A training step's optimizer has rows of its
+own before the outside row: `(optimizer)` (its total, like a container's) and its parts
+(`(optimizer).step`, `(optimizer).step.AdamW group 0`, `(optimizer).clip_grad`, ...).
 """
 
 from __future__ import annotations
@@ -158,6 +160,45 @@ def _outside_row(row: LayerRow) -> dict[str, object]:
     return frame_row
 
 
+def _optimizer_row(row: LayerRow) -> dict[str, object]:
+    """The optimizer's row (a container: its total is its parts') or one of its parts."""
+    assert row.total_cpu is not None
+    own = row.self_cpu or Timing(0.0, 0.0, 0.0)
+    ci_low, ci_high = _interval(row)
+    frame_row: dict[str, object] = {c: math.nan for c in FLOAT_COLUMNS}
+    frame_row.update({c: 0 for c in INT_COLUMNS})
+    frame_row.update({c: "" for c in STR_COLUMNS})
+    frame_row.update(
+        path=row.path,
+        name=row.name,
+        class_name=row.class_name,
+        depth=row.depth,
+        is_leaf=not row.has_children,
+        calls_per_iter=row.calls_per_iteration or 0.0,
+        self_cpu_us=own.median,
+        self_cpu_us_min=own.min,
+        self_cpu_us_max=own.max,
+        total_cpu_us=row.total_cpu.median,
+        total_cpu_us_min=row.total_cpu.min,
+        total_cpu_us_max=row.total_cpu.max,
+        total_device_us=_number(row.total_device_us, False),
+        op_count=row.op_count,
+        pct_total=_pct(row.pct_total),
+        pct_self=_pct(row.pct_self),
+        self_cpu_us_ci_low=ci_low,
+        self_cpu_us_ci_high=ci_high,
+    )
+    return frame_row
+
+
+def _frame_row(row: LayerRow, table: LayerTable) -> dict[str, object]:
+    if row.kind == "outside":
+        return _outside_row(row)
+    if row.kind in ("optimizer", "optimizer_part"):
+        return _optimizer_row(row)
+    return _tree_row(row, table)
+
+
 def _typed(frame: pd.DataFrame, floats: tuple[str, ...], ints: tuple[str, ...]) -> pd.DataFrame:
     # An empty frame would otherwise get object columns; fix every dtype so readers can rely on it.
     types: dict[str, str] = {c: "float64" for c in floats if c in frame.columns}
@@ -168,13 +209,14 @@ def _typed(frame: pd.DataFrame, floats: tuple[str, ...], ints: tuple[str, ...]) 
 
 
 def session_frame(session: ProfileSession) -> pd.DataFrame:
-    """One row per profiled path, in module-tree order, then one for time outside every profiled
-    module; columns as `COLUMNS` (times us, memory bytes), then `WORK_COLUMNS` when the session
-    counted FLOPs (`run --flops`). A container that never runs itself (ModuleList) has a row with
-    its children's totals and no calls or self time."""
+    """One row per profiled path, in module-tree order, then the optimizer's of a training step,
+    then one for time outside every profiled module; columns as `COLUMNS` (times us, memory
+    bytes), then `WORK_COLUMNS` when the session counted FLOPs (`run --flops`). A container that
+    never runs itself (ModuleList) has a row with its children's totals and no calls or self
+    time."""
     table = layer_table(session)
     shown = [row for row in table.rows if row.kind != "unprofiled"]
-    rows = [_outside_row(r) if r.kind == "outside" else _tree_row(r, table) for r in shown]
+    rows = [_frame_row(r, table) for r in shown]
     frame = _typed(pd.DataFrame(rows, columns=list(COLUMNS)), FLOAT_COLUMNS, INT_COLUMNS)
     return frame if session.flops is None else _with_work(frame, shown)
 
@@ -247,6 +289,7 @@ def ops_frame(session: ProfileSession) -> pd.DataFrame:
 def class_totals(session: ProfileSession) -> pd.DataFrame:
     """Self CPU time summed per layer class (e.g. all Conv2d), heaviest first."""
     frame = session_frame(session)
-    frame = frame[frame["class_name"] != ""]  # the outside row belongs to no class
+    modules = sum(1 for r in layer_table(session).tree() if r.kind != "unprofiled")
+    frame = frame.iloc[:modules]  # the optimizer's and the outside rows belong to no class
     grouped = frame.groupby("class_name", sort=False)["self_cpu_us"].agg(["sum", "count"])
     return grouped.sort_values("sum", ascending=False).reset_index()

@@ -11,8 +11,11 @@ whichever pass it ran).
 
 A last row, `(outside modules)`, holds the profiled time in no profiled module (the loss, backward
 glue, code around the model), so the Self CPU column adds up to the whole iteration; a container
-that never runs itself (ModuleList) shows its children's total and no calls. Every figure comes
-from the layer table (`analysis.layer_table`); a figure a row does not have is an empty cell.
+that never runs itself (ModuleList) shows its children's total and no calls. A training step's
+optimizer comes before it: the `(optimizer)` row (its total, with its ops under it with
+`show_events`) and its parts (step, with each param group's share under it, clip_grad,
+grad_scaler, zero_grad). Every figure comes from the layer table (`analysis.layer_table`); a
+figure a row does not have is an empty cell.
 """
 
 from __future__ import annotations
@@ -138,6 +141,11 @@ def render_text(
         body.append([prefix + row.name, *(c.of_row(row) for c in cols)])
         if show_events and row.record is not None and row.kind == "layer":
             body.extend(_op_rows(row.record.ops, prefix, cols))
+    optimizer = list(table.optimizer())
+    for row, prefix in zip(optimizer, tree_prefixes(optimizer), strict=True):
+        body.append([prefix + row.name, *(c.of_row(row) for c in cols)])
+        if show_events and row.kind == "optimizer" and session.optimizer is not None:
+            body.extend(_op_rows(session.optimizer.ops, prefix, cols))
     outside = table.outside()
     if outside_row and outside is not None:
         body.append([outside.name, *(c.of_row(outside) for c in cols)])

@@ -122,6 +122,7 @@ class Driver:
         config: StrategyConfig,
         *,
         record_shapes: bool = False,
+        reset_modes: bool = True,
     ) -> None:
         refuse_nesting(strategy_name)
         self.model = model
@@ -132,7 +133,7 @@ class Driver:
         # Shapes are noted in the first iteration only, outside the strategy's ranges.
         self.shapes = ShapeRecorder(self.strategy) if record_shapes else None
         call = self.shapes.call if self.shapes is not None else self.strategy.call
-        self.patcher = ForwardPatcher(model, plan.selected_paths(), call)
+        self.patcher = ForwardPatcher(model, plan.selected_paths(), call, reset_modes=reset_modes)
         self.started_at = ""
         self.seconds = 0.0
         self.step_us = 0.0  # wall time of the last iteration's step (what an auto warm-up judges)
@@ -149,6 +150,7 @@ class Driver:
         backward: bool = False,
         keep_raw_events: bool = False,
         trace_path: str | None = None,
+        training: bool = False,
     ) -> StrategyConfig:
         return StrategyConfig(
             paths=plan.selected_paths(),
@@ -158,6 +160,7 @@ class Driver:
             backward=backward,
             keep_raw_events=keep_raw_events,
             trace_path=trace_path,
+            training=training,
         )
 
     # -- begin, patch, iterate, stop
@@ -221,10 +224,14 @@ class Driver:
 
     def stop(self) -> IterationResult | None:
         """Stop the open iteration (begun by `strategy.begin_iteration`), results left unread."""
-        self.seconds = time.perf_counter() - self._clock
+        self.mark_end()
         result = self.strategy.stop_iteration()
         self.watch.sample()
         return result
+
+    def mark_end(self) -> None:
+        """The run's length: from `begin()` until now."""
+        self.seconds = time.perf_counter() - self._clock
 
     def end(self) -> None:
         self.strategy.end()

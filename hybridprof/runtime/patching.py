@@ -5,7 +5,9 @@ to a strategy: `call(path, original_forward, args, kwargs)`. Patching `forward` 
 `__call__` keeps `nn.Module.__call__` and so every user hook intact. The undo log restores, in
 reverse order: the added attribute is DELETED (assigning a bound method back would leave an instance
 attribute that `copy.deepcopy` then carries to copies), a module's own instance `forward` is put
-back as that exact object, and train/eval flags changed while patched are reset.
+back as that exact object, and train/eval flags changed while patched are reset (unless the
+patcher is told to keep them: in a with-block around the user's loop, a mode the user's own code
+set, `model.eval()` before an evaluation, is the user's to keep).
 
 A patched model stays copy-safe: an instance forward would otherwise go with every copy and keep
 calling the ORIGINAL module (with the original's weights). So each patched module also gets an
@@ -181,10 +183,13 @@ class ForwardPatcher:
     so the driver can say which layer failed; the exception itself propagates unchanged.
     """
 
-    def __init__(self, model: nn.Module, paths: Iterable[str], call: CallFn) -> None:
+    def __init__(
+        self, model: nn.Module, paths: Iterable[str], call: CallFn, *, reset_modes: bool = True
+    ) -> None:
         self.model = model
         self.paths = tuple(dict.fromkeys(paths))
         self.call = call
+        self.reset_modes = reset_modes
         self.failed_path: str | None = None
         self.owner = 0  # the thread that patched: the one measured
         self.foreign_calls = 0  # calls from other threads, run unmeasured
@@ -207,7 +212,7 @@ class ForwardPatcher:
         self.failed_path = None
         self.owner = get_ident()
         self.foreign_calls = 0
-        self._modes = [(m, m.training) for m in self.model.modules()]
+        self._modes = [(m, m.training) for m in self.model.modules()] if self.reset_modes else []
         seen: set[int] = set()
         try:
             for path in self.paths:
@@ -238,7 +243,8 @@ class ForwardPatcher:
             _LIVE[(id(self), id(module))] = f"{path or '(root)'} ({type(module).__name__})"
 
     def restore(self) -> None:
-        """Undo every patch in reverse order, then reset changed train/eval flags."""
+        """Undo every patch in reverse order, then reset changed train/eval flags (when
+        `reset_modes`)."""
         while self._patches:
             self._unpatch_one(self._patches.pop())
         for module, training in self._modes:

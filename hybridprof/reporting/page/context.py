@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hybridprof.analysis.layer_table import LayerRow, LayerTable, Timing, layer_table
+from hybridprof.analysis.tree import OPTIMIZER_ROW
 from hybridprof.datamodel import (
     FindingKind,
-    ModuleRecord,
     OpStat,
     ProfileSession,
 )
@@ -172,8 +172,9 @@ def _heat(self_us: float, peak: float) -> int:
 
 def _row_view(row: LayerRow, peak: float) -> RowView:
     """A layer table row as the page shows it (formatting only: every figure is the table's)."""
-    own = row.kind == "layer"  # has calls and self figures of its own
-    measured = row.record is not None  # a layer, or a container with its children's totals
+    own = row.kind in ("layer", "optimizer_part")  # has calls and self figures of its own
+    # a layer, a container with its children's totals, or the optimizer's rows
+    measured = row.record is not None or row.kind in ("optimizer", "optimizer_part")
     self_us = row.self_cpu.median if row.self_cpu else 0.0
     work = row.roofline
     flops, gflops, verdict = (
@@ -212,7 +213,7 @@ def _row_view(row: LayerRow, peak: float) -> RowView:
         flops=flops,
         gflops=gflops,
         verdict=verdict,
-        derived=row.kind == "container",
+        derived=row.kind in ("container", "optimizer"),
         self_device_us=row.self_device_us or 0.0,
         total_device_us=row.total_device_us or 0.0,
         backward_us=row.backward_self_cpu_us or 0.0,
@@ -291,10 +292,6 @@ def _op_view(o: OpStat) -> OpView:
     )
 
 
-def _sorted_ops(rec: ModuleRecord) -> list[OpStat]:
-    return sorted(rec.ops, key=lambda o: -o.self_cpu_us)
-
-
 def _header(session: ProfileSession, table: LayerTable) -> tuple[HeaderItem, ...]:
     env, plan = session.environment, session.plan
     runs = iterations_text(session)
@@ -311,10 +308,23 @@ def _header(session: ProfileSession, table: LayerTable) -> tuple[HeaderItem, ...
         ("Threads", str(env.threads)),
         ("Strategy", session.strategy),
         ("Iterations", runs),
+        *((("Steps", _steps_text(session)),) if session.steps or session.schedule else ()),
         ("Date", session.started_at or plan.created_at or "-"),
         ("Total profiled time", _total_time_text(table.iteration_us, table.shares_of_us)),
     ]
     return tuple(HeaderItem(k, v) for k, v in items)
+
+
+def _steps_text(session: ProfileSession) -> str:
+    """A training loop's steps: how many ran, and which the schedule measured."""
+    text = f"{session.steps} in the block, {session.iterations} measured"
+    plan = session.schedule
+    if plan is not None:
+        text += (
+            f" (schedule: skip {plan.skip_first}, wait {plan.wait}, warm-up {plan.warmup}, "
+            f"active {plan.active}, repeat {plan.repeat or 'until the end'})"
+        )
+    return text
 
 
 def _stability(session: ProfileSession) -> StabilityView | None:
@@ -411,12 +421,24 @@ def _with_ancestors(row: RowView, by_path: dict[str, RowView], kept: set[str]) -
 def _top_op_tables(
     rows: list[RowView], session: ProfileSession, n: int
 ) -> tuple[tuple[RowView, tuple[OpView, ...]], ...]:
-    with_ops = sorted((r for r in rows if r.op_count), key=lambda r: -r.self_us)[:n]
-    by_path = {r.path: r for r in session.records}
+    ops = _ops_by_row(session)
+    with_ops = sorted((r for r in rows if r.path in ops), key=lambda r: -r.self_us)[:n]
     return tuple(
-        (r, tuple(_op_view(o) for o in _sorted_ops(by_path[r.path])[:PDF_MAX_OPS]))
-        for r in with_ops
+        (r, tuple(_op_view(o) for o in _by_self_time(ops[r.path])[:PDF_MAX_OPS])) for r in with_ops
     )
+
+
+def _ops_by_row(session: ProfileSession) -> dict[str, tuple[OpStat, ...]]:
+    """Each row's ops by its path: the records', and the optimizer row's (a module path has
+    priority: a module may be named like the row)."""
+    ops = {rec.path: rec.ops for rec in session.records if rec.ops}
+    if session.optimizer is not None and session.optimizer.ops:
+        ops.setdefault(OPTIMIZER_ROW, session.optimizer.ops)
+    return ops
+
+
+def _by_self_time(ops: tuple[OpStat, ...]) -> list[OpStat]:
+    return sorted(ops, key=lambda o: -o.self_cpu_us)
 
 
 def _js_data(session: ProfileSession) -> dict[str, Any]:
@@ -424,7 +446,7 @@ def _js_data(session: ProfileSession) -> dict[str, Any]:
     # lazily. Device time and memory are formatted only when the table shows them.
     device, memory = session.use_device, session.profile_memory
     ops = {
-        rec.path: [
+        path: [
             [
                 o.name,
                 o.calls,
@@ -434,10 +456,9 @@ def _js_data(session: ProfileSession) -> dict[str, Any]:
                 format_bytes(o.self_cpu_mem) if memory else "",
                 o.backward,
             ]
-            for o in _sorted_ops(rec)
+            for o in _by_self_time(row_ops)
         ]
-        for rec in session.records
-        if rec.ops
+        for path, row_ops in _ops_by_row(session).items()
     }
     return {"ops": ops, "device": device, "memory": memory}
 
@@ -470,6 +491,7 @@ def build_context(
     all_rows = [
         replace(r, collapsed=True) if r.has_children and r.depth >= depth else r for r in all_rows
     ]
+    all_rows += [_row_view(r, peak) for r in table.optimizer()]
     outside = table.outside()
     if outside is not None:
         all_rows.append(_outside_view(outside, peak))

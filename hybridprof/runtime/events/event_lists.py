@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from torch.autograd.profiler_util import EventList, FunctionEvent, Interval, Kernel
 
-from hybridprof.runtime.events.attribution import (
+from hybridprof.runtime.events.frames import (
     CHILD_DMEM,
     CHILD_MEM,
     DMEM,

@@ -10,7 +10,9 @@ are the numbers the objects gave.
 
 Layers and ops are numbered in order of first appearance (a layer path; an op by its name and
 whether it ran in the backward pass), which is the order the session lists ops in before sorting
-them by weight.
+them by weight. A training step's optimizer is a row too, under a key no module path can be
+(`OPTIMIZER_KEY`), so its op medians come out as a layer's do; its parts and param groups, a few
+numbers an iteration, are kept as they came.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from hybridprof.runtime.measures.iteration import IterationMeasure, OpMeasure, PathMeasure
+from hybridprof.runtime.measures.iteration import (
+    OPTIMIZER_KEY,
+    IterationMeasure,
+    OpMeasure,
+    OptimizerMeasure,
+    PathMeasure,
+)
 
 Array = np.ndarray[Any, Any]
 
@@ -42,6 +50,8 @@ class _Iteration:
     op_fields: dict[str, Array]
     total_cpu_us: float
     outside_cpu_us: float
+    backward: bool  # a backward pass ran in it
+    optimizer: OptimizerMeasure | None  # its parts and groups (its row is among the paths)
 
 
 class MeasureTable:
@@ -63,6 +73,16 @@ class MeasureTable:
     def add(self, measure: IterationMeasure) -> None:
         """Copy one iteration in (the measure itself is not kept)."""
         paths = list(measure.paths.values())
+        optimizer = measure.optimizer
+        if optimizer is not None:
+            paths.append(optimizer.row)
+            optimizer = OptimizerMeasure(
+                PathMeasure(OPTIMIZER_KEY),
+                optimizer.parts,
+                optimizer.part_calls,
+                optimizer.groups,
+                optimizer.classes,
+            )  # the row's numbers go into the arrays: only the few parts are kept
         ops: list[tuple[int, OpMeasure]] = []
         rows: list[int] = []
         for path in paths:
@@ -79,6 +99,8 @@ class MeasureTable:
                 op_fields=_fields([op for _, op in ops], OP_FIELDS),
                 total_cpu_us=measure.total_cpu_us,
                 outside_cpu_us=outside_us(measure),
+                backward=measure.backward,
+                optimizer=optimizer,
             )
         )
 
@@ -94,6 +116,16 @@ class MeasureTable:
     def outside_cpu_us(self) -> list[float]:
         """Each iteration's time in no profiled layer (see `aggregate.outside_us`)."""
         return [it.outside_cpu_us for it in self._iterations]
+
+    @property
+    def backward(self) -> bool:
+        """A backward pass ran in some iteration."""
+        return any(it.backward for it in self._iterations)
+
+    @property
+    def optimizers(self) -> list[OptimizerMeasure | None]:
+        """Each iteration's optimizer parts, groups and classes (None: no optimizer ran)."""
+        return [it.optimizer for it in self._iterations]
 
     def row_of(self, path: str) -> int | None:
         return self._path_rows.get(path)
@@ -162,4 +194,6 @@ def outside_us(measure: IterationMeasure) -> float:
     if measure.outside_cpu_us is not None:
         return measure.outside_cpu_us
     inside = sum(p.self_cpu_us + p.backward_self_cpu_us for p in measure.paths.values())
+    if measure.optimizer is not None:
+        inside += measure.optimizer.row.self_cpu_us
     return max(0.0, measure.total_cpu_us - inside)

@@ -39,6 +39,9 @@ class StrategyConfig:
     backward: bool = False  # attribute backward ops to the layer whose forward made them
     keep_raw_events: bool = False  # keep per-call event lists for Profile.raw()
     trace_path: str | None = None  # write a Chrome/Perfetto trace of the measured iterations
+    # A with-block around the user's own code: whether a backward pass or an optimizer ran is
+    # decided from the events seen (a forward-only block keeps the cheap forward path).
+    training: bool = False
 
 
 class IterationResult(Protocol):

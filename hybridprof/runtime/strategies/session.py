@@ -25,10 +25,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import torch
 
 from hybridprof.datamodel.gc_pause import gc_paused
-from hybridprof.runtime.events.attribution import Attribution, Frame, attribute, range_name
+from hybridprof.runtime.events.attribution import Attribution, attribute, range_name
 from hybridprof.runtime.events.columns import (
     EventColumns,
     attribute_columns,
@@ -36,7 +37,9 @@ from hybridprof.runtime.events.columns import (
     read_columns,
 )
 from hybridprof.runtime.events.event_lists import ListOptions, from_frames
-from hybridprof.runtime.events.kineto import MEASURE_MARK, TraceParts, read_events
+from hybridprof.runtime.events.frames import Frame
+from hybridprof.runtime.events.kineto import MEASURE_MARK, Event, TraceParts, read_events
+from hybridprof.runtime.events.steps import on_step_clock, split_columns, split_events
 from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
 from hybridprof.runtime.signals import sigint_deferred
@@ -151,14 +154,19 @@ class SessionStrategy:
 
 
 class StoppedIteration:
-    """One iteration's stopped profiler session, worked out only as far as a reader needs (the
-    lazy `IterationResult` of base.py).
+    """One stopped profiler session, worked out only as far as a reader needs (the lazy
+    `IterationResult` of base.py).
 
     Why lazy: the commonest reader, `str(prof)`, shows only each layer's calls and self/total CPU
     time, and those come from the layer ranges alone (`layer_measure`). The events are read once
     into columns (`columns.read_columns`), which both passes use; the full pass (`attribution`:
     ops, and memory, backward and device time where measured) runs the first time something needs
     ops, and releases the stopped profiler, which owns the events.
+
+    A with-block's session holds step ranges (`events/steps.py`): its measure is that of its one
+    measured step, and `step_measures` gives one per measured step of a window of several. The
+    events say whether a step trained (a backward node, an optimizer's range, `columns.training`):
+    then they are walked with their backward links, else the forward's array passes do.
     """
 
     def __init__(
@@ -176,14 +184,24 @@ class StoppedIteration:
         self._result: Attribution | None = None
         self._kept: Attribution | None = None  # with the per-call frames, for raw()
         self._layers: IterationMeasure | None = None
+        self._training: bool | None = None  # known once the events are read
+
+    @property
+    def _plain(self) -> bool:
+        """Forward-style events only: no memory or device events, raw kineto events to read."""
+        config = self.config
+        plain = not (config.profile_memory or config.use_device or config.backward)
+        return plain and config.compat.raw_events == "kineto"
 
     @property
     def layers_suffice(self) -> bool:
         """True when layer ranges alone give every per-layer number this session measures: no
-        memory, device or backward time, and raw kineto events to read them from."""
-        config = self.config
-        plain = not (config.profile_memory or config.use_device or config.backward)
-        return plain and config.compat.raw_events == "kineto"
+        memory, device or backward time, no optimizer, and raw kineto events to read them from."""
+        if not self._plain:
+            return False
+        if self._training is None:
+            self._training = self._read_columns().training
+        return not self._training
 
     def layer_measure(self) -> IterationMeasure:
         """Per-layer calls and self/total CPU time; no ops, and `total_cpu_us` is 0 unless the
@@ -213,44 +231,120 @@ class StoppedIteration:
         came from too, in array passes; the per-call frames of `raw()` are walked only when asked
         (`kept_calls`). Otherwise the events are walked one by one (attribution.py)."""
         if self._result is None:
-            config = self.config
             with gc_paused():
-                if self.layers_suffice:
-                    columns = self._read_columns()
-                    self.profiler = None  # its events are in the columns: free them first
-                    self._result = Attribution(attribute_columns(columns, self._names), {}, {})
-                    if not config.keep_raw_events:
-                        self._columns = None
+                if self._plain:
+                    self._result = self._from_columns(self._read_columns())
                 else:
                     self._result = self._kept = self._walk()
             self.profiler = None
         return self._result
 
+    def step_measures(self, keep_raw: bool = False) -> list[IterationMeasure]:
+        """One measure per measured step of the session's window, in order (warm-up steps and
+        what ran between steps left out); the profiler is released. `keep_raw`: keep what
+        `raw_events()` needs of the measured steps' calls (when the config asks for them)."""
+        keep_raw = keep_raw and self.config.keep_raw_events
+        with gc_paused():
+            if self._plain:
+                columns = self._read_columns()
+                self.profiler = None
+                active = [(s, at) for s, at in split_columns(columns) or [] if s.active]
+                measures = [
+                    on_step_clock(self._columns_measure(columns.subset(at)), step)
+                    for step, at in active
+                ]
+                self._columns = None
+                if keep_raw and active:  # walked for raw() only if it is asked for
+                    self._columns = columns.subset(np.concatenate([at for _, at in active]))
+                return measures
+            events = self._read_events()
+            self.profiler = None
+            found = [(s, part) for s, part in split_events(events) or [] if s.active]
+            if keep_raw and found:
+                self._kept = self._walk_events([e for _, part in found for e in part])
+            return [
+                on_step_clock(self._walk_events(part, keep_raw=False).measure, step)
+                for step, part in found
+            ]
+
     def kept_calls(self) -> Attribution:
         """The attribution with each layer call's frames (empty unless `keep_raw_events`)."""
-        self.attribution()
+        if self._result is None and self.profiler is not None:
+            self.attribution()
         if self._kept is None:
             if self._columns is None:  # nothing kept: nothing asked to be
                 return Attribution(IterationMeasure(), {}, {})
             with gc_paused():
-                self._kept = attribute(self._columns.events(), self._names, keep_raw=True)
+                self._kept = attribute(
+                    self._columns.events(),
+                    self._names,
+                    backward=self._columns.training,
+                    keep_raw=True,
+                )
         return self._kept
+
+    def _from_columns(self, columns: EventColumns) -> Attribution:
+        """The session's one measured step (or, without step ranges, all of it) from columns."""
+        self.profiler = None  # its events are in the columns: free them first
+        steps = split_columns(columns)
+        active = [(step, at) for step, at in steps or [] if step.active]
+        if steps is None:
+            part = columns
+        else:
+            part = columns.subset(active[0][1] if active else np.zeros(0, dtype=np.int64))
+        if columns.training:
+            result = attribute(
+                part.events(), self._names, backward=True, keep_raw=self.config.keep_raw_events
+            )
+            self._kept = result
+        else:
+            result = Attribution(attribute_columns(part, self._names), {}, {})
+        if not self.config.keep_raw_events or columns.training:
+            self._columns = None
+        else:
+            self._columns = part
+        if active:
+            on_step_clock(result.measure, active[0][0])
+        return result
+
+    def _columns_measure(self, part: EventColumns) -> IterationMeasure:
+        if part.training:
+            return attribute(part.events(), self._names, backward=True).measure
+        return attribute_columns(part, self._names)
 
     def _read_columns(self) -> EventColumns:
         if self._columns is None:
             self._columns = read_columns(self.profiler, self._mark_window)
         return self._columns
 
-    def _walk(self) -> Attribution:
+    def _read_events(self) -> list[Event]:
         config = self.config
-        events = read_events(
+        return read_events(
             self.profiler,
             config.compat.raw_events,
-            links=config.backward,
+            links=config.backward or config.training,
             device=config.use_device,
         )
+
+    def _walk(self) -> Attribution:
+        """The walk over every event; a with-block's over its one measured step."""
+        events = self._read_events()
+        found = split_events(events)
+        if found is None:
+            return self._walk_events(events)
+        active = [(step, part) for step, part in found if step.active]
+        result = self._walk_events(active[0][1] if active else [])
+        if active:
+            on_step_clock(result.measure, active[0][0])
+        return result
+
+    def _walk_events(self, events: list[Event], keep_raw: bool = True) -> Attribution:
+        config = self.config
         return attribute(
-            events, self._names, backward=config.backward, keep_raw=config.keep_raw_events
+            events,
+            self._names,
+            backward=config.backward or config.training,
+            keep_raw=keep_raw and config.keep_raw_events,
         )
 
 
