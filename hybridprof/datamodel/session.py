@@ -8,6 +8,7 @@ from typing import Literal
 
 from hybridprof.datamodel.jsonio import dump, load
 from hybridprof.datamodel.measures import ModuleRecord, Stat
+from hybridprof.datamodel.memory import MemoryProfile
 from hybridprof.datamodel.plan import ProfilePlan
 from hybridprof.datamodel.ranks import CollectiveStat, MergedRanks, RankRun
 from hybridprof.datamodel.schema import SCHEMA_VERSION, SESSION_KIND
@@ -88,6 +89,7 @@ class ProfileSession(Views):
     rank: RankRun | None = None  # one rank of a torch.distributed run
     collectives: tuple[CollectiveStat, ...] = ()
     ranks: MergedRanks | None = None  # a merged session: records are medians across ranks
+    memory: MemoryProfile | None = None  # --profile-memory: per-layer memory and the step's peak
     schema_version: int = SCHEMA_VERSION
 
     def calls_title(self) -> str:
@@ -98,7 +100,9 @@ class ProfileSession(Views):
         return next((r for r in self.records if r.path == path), None)
 
     def to_json(self) -> str:
-        return dump(SESSION_KIND, self, omit_none=("flops", "rank", "ranks"), compact=True)
+        return dump(
+            SESSION_KIND, self, omit_none=("flops", "rank", "ranks", "memory"), compact=True
+        )
 
     @classmethod
     def from_json(cls, text: str) -> ProfileSession:
