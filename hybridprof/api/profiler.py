@@ -63,8 +63,10 @@ class Profile:
         globs: Sequence[str] = (),
         depth: int | None = None,
         leaves_only: bool = True,
+        optimizers: Sequence[Any] = (),
     ) -> None:
         self._model = model
+        self._optimizers = tuple(optimizers)  # their state is told apart with profile_memory
         self.enabled = enabled
         self.use_cuda = use_cuda
         self.profile_memory = profile_memory
@@ -105,7 +107,9 @@ class Profile:
         config = Driver.config_for(
             self.plan, device, profile_memory=self.profile_memory, keep_raw_events=True
         )
-        driver = self._driver = Driver(self._model, self.plan, self.strategy_name, config)
+        driver = self._driver = Driver(
+            self._model, self.plan, self.strategy_name, config, optimizers=self._optimizers
+        )
         # The cyclic GC waits until the block ends: a collection inside it (tens of ms in a
         # process holding torch) would land in whichever layer was running.
         self._gc_paused = gc.isenabled()

@@ -50,6 +50,7 @@ from hybridprof.runtime.measures.aggregate import (
 )
 from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.measures.table import MeasureTable
+from hybridprof.runtime.memory.capture import MemoryCapture
 from hybridprof.runtime.model_state import model_state_kept, random_state_kept
 from hybridprof.runtime.patching import ForwardPatcher
 from hybridprof.runtime.stopping import AUTO, Count, IterationRule, unconverged
@@ -122,11 +123,17 @@ class Driver:
         config: StrategyConfig,
         *,
         record_shapes: bool = False,
+        optimizers: Sequence[Any] = (),
+        inputs: Any = None,
     ) -> None:
         refuse_nesting(strategy_name)
         self.model = model
         self.plan = plan
         self.strategy_name = strategy_name
+        if config.profile_memory and config.memory is None:  # per-layer memory (`optimizers`'
+            # state and the `inputs` are told apart in what was live at the step's peak)
+            capture = MemoryCapture(model, optimizers=optimizers, inputs=inputs)
+            config = replace(config, memory=capture)
         self.config = config
         self.strategy: Strategy = make_strategy(strategy_name, config)
         # Shapes are noted in the first iteration only, outside the strategy's ranges.
@@ -357,7 +364,14 @@ class _RunLoop:
             backward=opts.backward,
             trace_path=opts.trace_path,
         )
-        driver = Driver(self.model, self.plan, self.strategy_name, config, record_shapes=True)
+        driver = Driver(
+            self.model,
+            self.plan,
+            self.strategy_name,
+            config,
+            record_shapes=True,
+            inputs=self.inputs,
+        )
         start = time.perf_counter()
         with (
             random_state_kept(self.device),

@@ -106,6 +106,7 @@ def build_session(
         started_at=facts.started_at,
         duration_s=facts.duration_s,
         trace_file=facts.trace_file,
+        memory=table.memory.profile(),
     )
 
 

@@ -8,6 +8,10 @@ microseconds and bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hybridprof.runtime.memory.figures import IterationMemory
 
 # A backward op is kept apart from the forward op of the same name under one layer: its key in
 # `PathMeasure.ops` is its name plus this suffix, and its `OpMeasure.backward` is True. `op_key`
@@ -69,6 +73,7 @@ class IterationMeasure:
     paths: dict[str, PathMeasure] = field(default_factory=dict)
     total_cpu_us: float = 0.0
     outside_cpu_us: float | None = None
+    memory: IterationMemory | None = None  # with profile_memory, the session strategy's replay
 
     def path(self, path: str) -> PathMeasure:
         measure = self.paths.get(path)

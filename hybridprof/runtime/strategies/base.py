@@ -22,10 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hybridprof.planner.compat import Compat
 from hybridprof.runtime.measures.iteration import IterationMeasure
+
+if TYPE_CHECKING:
+    from hybridprof.runtime.memory.capture import MemoryCapture
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +42,8 @@ class StrategyConfig:
     backward: bool = False  # attribute backward ops to the layer whose forward made them
     keep_raw_events: bool = False  # keep per-call event lists for Profile.raw()
     trace_path: str | None = None  # write a Chrome/Perfetto trace of the measured iterations
+    # With profile_memory: the hooks that give per-layer memory (the session strategy uses them).
+    memory: MemoryCapture | None = None
 
 
 class IterationResult(Protocol):

@@ -38,6 +38,8 @@ from hybridprof.runtime.events.columns import (
 from hybridprof.runtime.events.event_lists import ListOptions, from_frames
 from hybridprof.runtime.events.kineto import MEASURE_MARK, TraceParts, read_events
 from hybridprof.runtime.measures.iteration import IterationMeasure
+from hybridprof.runtime.memory.capture import MemoryCapture, StepRecords
+from hybridprof.runtime.memory.replay import replay
 from hybridprof.runtime.quiet import quiet_fd2
 from hybridprof.runtime.signals import sigint_deferred
 from hybridprof.runtime.strategies.base import StrategyConfig
@@ -57,6 +59,7 @@ class SessionStrategy:
         self._kernels: dict[int, list[tuple[str, int, float]]] = {}
         self._trace = TraceParts(config.trace_path) if config.trace_path else None
         self._mark_window: tuple[int, int] | None = None  # wall clock around the measure mark
+        self._memory = config.memory if config.profile_memory else None  # per-layer memory
 
     # -- the Strategy protocol
 
@@ -65,6 +68,8 @@ class SessionStrategy:
         iteration."""
         self._start()
         self._stop()
+        if self._memory is not None:
+            self._memory.install()
 
     def begin_iteration(self, warmup: bool = False) -> None:
         """A warm-up runs without the profiler: it warms the model, the allocator and the caches,
@@ -74,10 +79,14 @@ class SessionStrategy:
         self._mark_window = None
         if not warmup:
             self._start()
+            if self._memory is not None:
+                self._memory.begin()  # again at the mark, when the runner marks one
 
     def start_measuring(self) -> None:
         """Mark where the iteration's measure starts: events before the mark (the runner's warm
         step, run under this same profiler session) are dropped when the events are read."""
+        if self._memory is not None:
+            self._memory.begin()
         before = time.time_ns()
         with self._make_range(MEASURE_MARK):
             pass
@@ -90,8 +99,15 @@ class SessionStrategy:
         args: tuple[Any, ...],
         kwargs: Mapping[str, Any],
     ) -> Any:
+        memory = self._memory
         with self._make_range(self._range_names[path]):
-            return forward(*args, **kwargs)
+            if memory is None:
+                return forward(*args, **kwargs)
+            memory.enter(path)
+            try:
+                return forward(*args, **kwargs)
+            finally:
+                memory.exit()
 
     def end_iteration(self, warmup: bool = False) -> IterationMeasure:
         stopped = self.stop_iteration()
@@ -113,13 +129,21 @@ class SessionStrategy:
         For callers that may never need the ops (the library `Profile`): the caller decides when,
         and how much, to work out. The trace and the kept raw events are `end_iteration`'s job.
         """
+        records = self._memory.end() if self._memory is not None else None
         profiler = self._stop()
         if profiler is None:
             return None
-        return StoppedIteration(profiler, self.config, self._paths_by_range, self._mark_window)
+        memory = (
+            (self._memory, records) if self._memory is not None and records is not None else None
+        )
+        return StoppedIteration(
+            profiler, self.config, self._paths_by_range, self._mark_window, memory
+        )
 
     def end(self) -> None:
         self._stop()
+        if self._memory is not None:
+            self._memory.uninstall()
         if self._trace is not None:
             self._trace.write()
 
@@ -166,8 +190,10 @@ class StoppedIteration:
         config: StrategyConfig,
         names: Mapping[str, str],
         mark_window: tuple[int, int] | None = None,
+        memory: tuple[MemoryCapture, StepRecords] | None = None,
     ) -> None:
         self.profiler = profiler
+        self._memory = memory
         self._mark_window = mark_window
         self.config = config
         self._names = names
@@ -242,15 +268,19 @@ class StoppedIteration:
 
     def _walk(self) -> Attribution:
         config = self.config
+        # A step the runner did not mark (a with-block) may run a backward of its own: memory
+        # in it needs the links to attribute its nodes.
+        links = config.backward or (self._memory is not None and self._mark_window is None)
         events = read_events(
-            self.profiler,
-            config.compat.raw_events,
-            links=config.backward,
-            device=config.use_device,
+            self.profiler, config.compat.raw_events, links=links, device=config.use_device
         )
-        return attribute(
+        result = attribute(
             events, self._names, backward=config.backward, keep_raw=config.keep_raw_events
         )
+        if self._memory is not None and config.compat.raw_events == "kineto":
+            capture, records = self._memory
+            result.measure.memory = replay(events, self.profiler, records, self._names, capture)
+        return result
 
 
 def list_options(config: StrategyConfig) -> ListOptions:
