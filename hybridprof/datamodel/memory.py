@@ -244,10 +244,10 @@ class MemoryProfile:
 
     devices: tuple[DeviceMemory, ...]
     method: str  # how it was measured, said in the reports
+    version: int  # MEMORY_VERSION when written; no default, so every file says it
     addressed_iteration: int | None = None  # the iteration whose live set is broken down
     notes: tuple[str, ...] = ()
     rank_peaks: tuple[RankPeak, ...] = ()
-    version: int = MEMORY_VERSION
 
     def __post_init__(self) -> None:
         if self.version > MEMORY_VERSION:

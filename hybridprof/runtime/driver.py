@@ -68,6 +68,12 @@ from hybridprof.runtime.workload import (
     training_step,
 )
 
+# profile_memory with a strategy that does not replay the allocation events (per-call, timer):
+NET_MEMORY_ONLY = (
+    "per-layer memory (peaks, bytes saved for backward, the step's peak) is measured by the "
+    "session strategy only: drop --strategy (strategy=) to get it"
+)
+
 # phase ("warmup" or "measure"), iterations done in that phase, iterations in that phase (None:
 # decided as the run goes, "auto")
 ProgressFn = Callable[[str, int, int | None], None]
@@ -255,6 +261,8 @@ class Driver:
             ),
         )
         session = build_session(self.plan, table, self.strategy_name, facts)
+        if self.config.profile_memory and session.memory is None and len(table):
+            session = replace(session, warnings=(*session.warnings, NET_MEMORY_ONLY))
         shapes = self.shapes
         if shapes is None:
             return session

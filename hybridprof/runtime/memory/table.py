@@ -17,6 +17,7 @@ import numpy as np
 from hybridprof.datamodel.measures import Stat
 from hybridprof.datamodel.memory import (
     LAYER_BYTES,
+    MEMORY_VERSION,
     DeviceMemory,
     LayerMemory,
     MemoryProfile,
@@ -81,6 +82,7 @@ class MemoryTable:
         return MemoryProfile(
             devices=devices,
             method=METHOD,
+            version=MEMORY_VERSION,
             addressed_iteration=broken[0] if broken else None,
             notes=tuple(self._notes),
         )
