@@ -103,10 +103,12 @@ def memory_lines(session: ProfileSession) -> list[str]:
     device = table.memory
     if device is None:
         return []
-    lines = [
-        f"memory ({device.device}; {start_text(device)}):",
-        f"  {peak_line(device, session)}",
-    ]
+    counted = (
+        "live bytes as the caching allocator counts them"
+        if device.start_exact
+        else "live bytes known to hybridprof: the CPU allocator keeps no total"
+    )
+    lines = [f"memory on {device.device} ({counted}):", f"  {peak_line(device, session)}"]
     if device.peak.categories is not None:
         lines.append(f"  live then: {categories_text(device.peak.categories)}")
     kept = keepers(table)

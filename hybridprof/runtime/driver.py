@@ -261,8 +261,10 @@ class Driver:
             ),
         )
         session = build_session(self.plan, table, self.strategy_name, facts)
-        if self.config.profile_memory and session.memory is None and len(table):
-            session = replace(session, warnings=(*session.warnings, NET_MEMORY_ONLY))
+        memory = session.memory
+        if self.config.profile_memory and len(table) and (memory is None or not memory.devices):
+            why = memory.notes if memory is not None else (NET_MEMORY_ONLY,)
+            session = replace(session, memory=None, warnings=(*session.warnings, *why))
         shapes = self.shapes
         if shapes is None:
             return session

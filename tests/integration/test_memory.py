@@ -338,3 +338,17 @@ def test_other_strategies_say_per_layer_memory_needs_the_session_strategy(strate
     )
     assert session.memory is None
     assert any("session strategy only" in w for w in session.warnings)
+
+
+def test_a_replay_that_fails_leaves_the_run_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    import hybridprof.runtime.memory.replay as replay
+
+    def unknown_layout(*_: object) -> None:
+        raise KeyError("an event layout this replay does not know")
+
+    monkeypatch.setattr(replay, "step_contexts", unknown_layout)
+    session = hybridprof.profile(
+        mlp(), torch.randn(4, 256), warmup=0, iters=2, backward=True, profile_memory=True
+    )
+    assert session.memory is None and session.records
+    assert any("per-layer memory could not be worked out (KeyError" in w for w in session.warnings)

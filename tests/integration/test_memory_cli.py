@@ -19,7 +19,7 @@ def test_run_prints_the_memory_block_beside_flops(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    block = next(i for i, line in enumerate(lines) if line.startswith("memory (cpu"))
+    block = next(i for i, line in enumerate(lines) if line.startswith("memory on cpu ("))
     assert lines[block + 1].startswith("  step peak ")
     assert lines[block + 2].startswith("  live then: ") and "parameters" in lines[block + 2]
     assert lines[block + 3].startswith("  kept most for backward: features.0.fc ")

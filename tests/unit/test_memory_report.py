@@ -82,7 +82,10 @@ def test_the_dataframe_has_every_figure_as_integer_columns() -> None:
 def test_text_and_terminal_say_where_the_peak_was_and_who_keeps_most() -> None:
     session = layer_memory_session()
     lines = memory_lines(session)
-    assert lines[0].startswith("memory (cpu")
+    assert (
+        lines[0]
+        == "memory on cpu (live bytes known to hybridprof: the CPU allocator keeps no total):"
+    )
     assert (
         "step peak 6.00 MB at 700.000us of 1.000ms, in the backward of fc2 [AddmmBackward0]"
         in (lines[1])

@@ -123,6 +123,7 @@ class MemoryCapture:
         self._handles: list[Any] = []
         self._emptied: list[torch.Tensor] = []  # parameters that had no post-accumulate hooks
         self._installed = False
+        self._cuda: int | None = None
         self._pushed = False
         self._recording = False
         self._pack_fn = self._pack
@@ -150,6 +151,7 @@ class MemoryCapture:
         _add(static, self.model.parameters(), CATEGORY["parameters"])
         _add(static, self.model.buffers(), CATEGORY["buffers"])
         self._static = static
+        self._cuda = self._cuda_index()  # the model stays where it is for the run
         for parameter in self.model.parameters():
             if parameter.requires_grad and parameter.is_leaf:
                 if getattr(parameter, "_post_accumulate_grad_hooks", None) is None:
@@ -225,13 +227,15 @@ class MemoryCapture:
 
     def device_type(self) -> str:
         """Where the model is: "cuda" when any parameter or buffer is on a CUDA device."""
-        return "cuda" if self._cuda_index() is not None else "cpu"
+        self.install()
+        return "cuda" if self._cuda is not None else "cpu"
 
     def device_name(self, device: str) -> str:
         """A device type as the session names it ("cpu", "cuda:0")."""
         if device != "cuda":
             return device
-        index = self._cuda_index()
+        self.install()
+        index = self._cuda
         if index is None and torch.cuda.is_available():
             index = torch.cuda.current_device()
         return f"cuda:{index}" if index is not None else "cuda"

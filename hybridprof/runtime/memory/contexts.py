@@ -128,7 +128,7 @@ def step_contexts(arrays: EventArrays, names: Mapping[str, str], mark_ns: int) -
     ranges = ranges[np.lexsort((arrays.start[ranges], arrays.thread[ranges]))]
     found = StepContexts()
     walk = _Walk(arrays, kind, paths, found)
-    walk.run(ranges.tolist())
+    walk.run(ranges)
     seq_chains = walk.sequence_chains(measured & (kind[code] == _OP) & (arrays.seq >= 0))
     walk.finish(seq_chains)
     return found
@@ -177,20 +177,22 @@ class _Walk:
         self.calls: dict[str, int] = {}
         self._positions: dict[int, _Thread] = {}
 
-    def run(self, order: list[int]) -> None:
+    def run(self, order: Array) -> None:
+        """The stack walk over the ranges (event indices, sorted by thread then start)."""
         a = self.arrays
-        starts, ends, threads = a.start.tolist(), a.end.tolist(), a.thread.tolist()
-        codes = a.code.tolist()
+        kinds = self.kind[a.code[order]].tolist()
+        columns = (a.start, a.end, a.thread, a.code, a.seq, a.fwd_thread)
+        starts, ends, threads, codes, seqs, fwds = (c[order].tolist() for c in columns)
         stack: list[int] = []  # positions in self.kept
+        kept_ends: list[int] = []
         thread, last_key = None, None
-        for i in order:
-            if threads[i] != thread:
-                thread, last_key, stack = threads[i], None, []
-            start = starts[i]
-            while stack and start >= ends[self.kept[stack[-1]]]:
+        for j, i in enumerate(order.tolist()):
+            if threads[j] != thread:
+                thread, last_key, stack = threads[j], None, []
+            while stack and starts[j] >= kept_ends[stack[-1]]:
                 stack.pop()
             up = self.info[stack[-1]] if stack else None
-            info = self._range(i, codes[i], up, last_key)
+            info = self._range(kinds[j], codes[j], up, (fwds[j], seqs[j]), last_key)
             if info is None:
                 continue  # a node or optimizer range inside a layer: part of that layer
             if info.kind == _NODE:
@@ -198,12 +200,19 @@ class _Walk:
             self.parent.append(stack[-1] if stack else -1)
             stack.append(len(self.kept))
             self.kept.append(i)
+            kept_ends.append(ends[j])
             self.info.append(info)
 
     def _range(
-        self, i: int, code: int, up: _Range | None, last_key: tuple[int, int] | None
+        self,
+        kind: int,
+        code: int,
+        up: _Range | None,
+        link: tuple[int, int],
+        last_key: tuple[int, int] | None,
     ) -> _Range | None:
-        kind = int(self.kind[code])
+        """A range's place (None: not one memory is attributed to); `link`: its forward thread
+        and sequence number."""
         chain, node, optimizer = (up.chain, up.node, up.optimizer) if up else ((), -1, "")
         if kind == _LAYER:
             path = self.paths[code]
@@ -218,8 +227,7 @@ class _Walk:
             return None
         name = self.arrays.names[code]
         if kind == _NODE:
-            seq = int(self.arrays.seq[i])
-            key = (int(self.arrays.fwd_thread[i]), seq) if seq >= 0 else last_key
+            key = link if link[1] >= 0 else last_key
             self.node_keys.append(key)
             self.node_names.append(name[len(BACKWARD_PREFIX) :])
             return _Range(_NODE, (), len(self.node_keys) - 1, optimizer)

@@ -46,7 +46,23 @@ def replay(
     names: Mapping[str, str],
     capture: MemoryCapture,
 ) -> IterationMemory:
-    """The iteration's memory per device, the model's device first."""
+    """The iteration's memory per device, the model's device first. Events laid out in a way
+    the replay does not follow (another torch) leave the iteration without memory figures and
+    say why; every other figure of the run stands."""
+    try:
+        return _replay(events, profiler, records, names, capture)
+    except Exception as exc:
+        why = f"{type(exc).__name__}: {str(exc)[:200]}"
+        return IterationMemory((), (f"per-layer memory could not be worked out ({why})",))
+
+
+def _replay(
+    events: Sequence[Event],
+    profiler: Any,
+    records: StepRecords,
+    names: Mapping[str, str],
+    capture: MemoryCapture,
+) -> IterationMemory:
     arrays = EventArrays.of(events)
     contexts = step_contexts(arrays, names, records.mark_ns)
     found = step_allocations(arrays, records.mark_ns)

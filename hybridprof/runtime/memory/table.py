@@ -75,6 +75,8 @@ class MemoryTable:
         self._count += 1
 
     def profile(self) -> MemoryProfile | None:
+        """The session's memory section (no devices when no iteration could be worked out: its
+        notes say why); None when nothing was measured."""
         if not self._count:
             return None
         devices = tuple(_summary(name, d, self._count) for name, d in self._devices.items())
