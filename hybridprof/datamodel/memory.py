@@ -217,7 +217,8 @@ class DeviceMemory:
     peak_reserved_bytes: Stat | None = None  # CUDA
     start: MemoryBytes | None = None  # start_bytes by category
     layers: tuple[LayerMemory, ...] = ()
-    outside: LayerMemory | None = None  # allocations in no profiled layer (loss, optimizer, glue)
+    # allocations in no profiled layer (loss, optimizer, glue); its path is "(outside)"
+    outside: LayerMemory | None = None
     timeline: MemoryTimeline | None = None
     notes: tuple[str, ...] = ()
 

@@ -20,7 +20,7 @@ import pandas as pd
 
 from hybridprof.analysis.layer_table import LayerRow, LayerTable, Timing, layer_table
 from hybridprof.datamodel import ProfileSession
-from hybridprof.datamodel.memory import LAYER_BYTES
+from hybridprof.datamodel.memory import CATEGORIES, LAYER_BYTES
 
 FLOAT_COLUMNS = (
     "self_cpu_us",
@@ -245,6 +245,30 @@ def _with_memory(frame: pd.DataFrame, rows: list[LayerRow]) -> pd.DataFrame:
     memory = pd.DataFrame([_memory_row(r) for r in rows], columns=list(MEMORY_COLUMNS))
     memory = memory.astype({c: "int64" for c in MEMORY_INT_COLUMNS} | {"mem_saved_hidden": "bool"})
     return pd.concat([frame, memory.set_index(frame.index)], axis=1)
+
+
+PEAK_COLUMNS = ("device", "phase", "path", "bytes", *(f"{name}_bytes" for name in CATEGORIES))
+
+
+def memory_peak_frame(session: ProfileSession) -> pd.DataFrame:
+    """What was live at the step's peak, per device: one row per allocating layer and phase
+    (`phase` "start": alive before the step; `path` empty: in no profiled layer), its bytes by
+    category. Empty without the memory section or its breakdown."""
+    devices = session.memory.devices if session.memory is not None else ()
+    rows = [
+        {
+            "device": device.device,
+            "phase": share.phase,
+            "path": "" if share.path is None else share.path,
+            "bytes": share.bytes,
+            **{f"{name}_bytes": getattr(share.categories, name) for name in CATEGORIES},
+        }
+        for device in devices
+        for share in device.peak.by_layer
+    ]
+    frame = pd.DataFrame(rows, columns=list(PEAK_COLUMNS))
+    ints = {c: "int64" for c in PEAK_COLUMNS if c.endswith("bytes")}
+    return frame.astype(ints | {"device": "str", "phase": "str", "path": "str"})
 
 
 def ops_frame(session: ProfileSession) -> pd.DataFrame:

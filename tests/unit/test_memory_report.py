@@ -13,7 +13,7 @@ from hybridprof.analysis.layer_table import layer_table
 from hybridprof.datamodel import ProfileSession
 from hybridprof.datamodel.memory import ByteSeries
 from hybridprof.errors import SessionFileError
-from hybridprof.reporting.dataframe import MEMORY_COLUMNS, session_frame
+from hybridprof.reporting.dataframe import MEMORY_COLUMNS, memory_peak_frame, session_frame
 from hybridprof.reporting.memory_text import memory_lines
 from hybridprof.reporting.renderers.csv import render_csv
 from hybridprof.reporting.renderers.html import render_html
@@ -119,3 +119,11 @@ def test_no_memory_section_no_memory_block() -> None:
     session = replace(layer_memory_session(), memory=None)
     assert memory_lines(session) == []
     assert "memory per layer" not in render_text_report(session)
+
+
+def test_the_live_set_at_the_peak_is_a_dataframe_too() -> None:
+    frame = memory_peak_frame(layer_memory_session())
+    assert list(frame["phase"]) == ["forward", "start", "backward"]
+    assert list(frame["path"]) == ["fc2", "", ""]
+    assert frame["bytes"].sum() == 6 * MiB and frame["activations_bytes"].sum() == 3 * MiB
+    assert memory_peak_frame(replace(layer_memory_session(), memory=None)).empty

@@ -22,7 +22,8 @@ WIDTH = 760
 LEFT, RIGHT, TOP = 70, 16, 14
 PLOT_H = 200
 LANE_H = 13
-LABEL_CHARS = 60
+LABEL_CHARS = 110
+CHAR_W = 5.6  # a character's width at font-size 10, for keeping labels inside the plot
 COLORS = {"forward": "#5a9e4b", "backward": "#d9822b", "optimizer": "#8e44ad"}
 LIVE, RESERVED, PEAK = "#3b6ea8", "#8a94a0", "#c0392b"
 
@@ -50,7 +51,8 @@ class _Axes:
 
 
 def _short(label: str) -> str:
-    return label if len(label) <= LABEL_CHARS else "…" + label[-(LABEL_CHARS - 1) :]
+    """The label's head is the peak's size and where it was: cut its end (the tooltip has all)."""
+    return label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
 
 
 def _line(points: Sequence[tuple[float, float]], axes: _Axes, color: str, dashed: bool) -> str:
@@ -103,15 +105,16 @@ def _grid(axes: _Axes) -> list[str]:
 
 
 def _peak(mark: PeakMark, axes: _Axes) -> str:
+    """The marker, and its label centred over it as far as the plot lets it stay inside."""
     px, py = axes.x(mark.time_us), axes.y(mark.live_bytes)
-    text = escape(_short(mark.label))
-    anchor = "end" if px > WIDTH / 2 else "start"
-    tx = px - 7 if anchor == "end" else px + 7
+    label = _short(mark.label)
+    half = CHAR_W * len(label) / 2
+    tx = min(max(px, LEFT + half), WIDTH - RIGHT - half)
     return (
         f'<g class="peak"><title>{escape(mark.label)}</title>'
         f'<circle cx="{px:.1f}" cy="{py:.1f}" r="4" fill="{PEAK}"/>'
-        f'<text x="{tx:.1f}" y="{max(py - 6, TOP + 10):.1f}" text-anchor="{anchor}" '
-        f'fill="{PEAK}">{text}</text></g>'
+        f'<text x="{tx:.1f}" y="{max(py - 7, TOP + 10):.1f}" text-anchor="middle" '
+        f'fill="{PEAK}">{escape(label)}</text></g>'
     )
 
 

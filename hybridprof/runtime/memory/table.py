@@ -26,6 +26,7 @@ from hybridprof.datamodel.memory import (
 from hybridprof.runtime.memory.figures import FIELDS, Breakdown, DeviceStep, IterationMemory
 
 Array = np.ndarray[Any, Any]
+OUTSIDE_PATH = "(outside)"  # the row of what no profiled layer allocated (a path no module has)
 METHOD = (
     "the profiler's allocation events (profile_memory) replayed against the layer ranges; saved "
     "tensors from a saved_tensors_hooks pair, each storage once"
@@ -102,7 +103,7 @@ def _summary(name: str, device: _Device, count: int) -> DeviceMemory:
     steps = device.steps
     starts = [s.start_bytes for s in steps]
     above = [s.peak_above for s in steps]
-    outside = _layer("", np.rint(np.median(device.outside, axis=0)), False)
+    outside = _layer(OUTSIDE_PATH, np.rint(np.median(device.outside, axis=0)), False)
     if breakdown is not None:
         outside = replace(outside, saved_alloc=breakdown.outside_saved_alloc)
     return DeviceMemory(
