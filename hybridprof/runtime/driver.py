@@ -136,8 +136,8 @@ class Driver:
         self.model = model
         self.plan = plan
         self.strategy_name = strategy_name
-        if config.profile_memory and config.memory is None:  # per-layer memory (`optimizers`'
-            # state and the `inputs` are told apart in what was live at the step's peak)
+        if config.profile_memory and config.memory is None:
+            # per-layer memory; the optimizers' state and the inputs are told apart at the peak
             capture = MemoryCapture(model, optimizers=optimizers, inputs=inputs)
             config = replace(config, memory=capture)
         self.config = config

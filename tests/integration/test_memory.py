@@ -352,3 +352,27 @@ def test_a_replay_that_fails_leaves_the_run_and_says_why(monkeypatch: pytest.Mon
     )
     assert session.memory is None and session.records
     assert any("per-layer memory could not be worked out (KeyError" in w for w in session.warnings)
+
+
+class Growing(nn.Module):
+    """Each call allocates twice the temporary of the call before."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        tmp = torch.ones(1024 * 2**self.calls)
+        return x + tmp.sum() * 0
+
+
+def test_the_iteration_broken_down_is_the_one_with_the_highest_peak() -> None:
+    session = hybridprof.profile(
+        nn.Sequential(nn.Linear(8, 8), Growing()), torch.randn(2, 8), warmup=0, iters=3,
+        profile_memory=True,
+    )  # fmt: skip
+    assert session.memory is not None and session.memory.addressed_iteration == 2
+    device = device_of(session)
+    assert device.peak.iteration == 2
+    assert device.peak.above_start_bytes == device.peak_above_start_bytes.max

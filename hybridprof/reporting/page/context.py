@@ -225,7 +225,7 @@ def _row_view(row: LayerRow, peak: float) -> RowView:
         total_device_us=row.total_device_us or 0.0,
         backward_us=row.backward_self_cpu_us or 0.0,
         backward_total_us=row.backward_total_cpu_us or 0.0,
-        **memory_cells(row),  # type: ignore[arg-type]
+        **memory_cells(row),
     )
 
 

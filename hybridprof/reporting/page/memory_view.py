@@ -7,6 +7,7 @@ data (templates only display it); every figure is the layer table's or the sessi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from markupsafe import Markup
 
@@ -91,7 +92,7 @@ class MemoryView:
     ranks: tuple[RankPeakView, ...] = ()
 
 
-def memory_cells(row: LayerRow) -> dict[str, object]:
+def memory_cells(row: LayerRow) -> dict[str, Any]:
     """The layer table's memory columns of one row (empty where it has no memory figures)."""
     memory = row.memory
     if memory is None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -57,10 +57,10 @@ class Context:
 OUTSIDE = Context("outside")
 
 
-@dataclass(frozen=True, slots=True)
-class Window:
+class Window(NamedTuple):
     """A span of one thread's time a figure is taken over: a layer's forward call, an autograd
-    node (backward) or a recomputed forward."""
+    node (backward) or a recomputed forward. (A NamedTuple: one is made per range per
+    iteration, and a tuple is several times cheaper to make than a frozen dataclass.)"""
 
     start: int
     end: int
@@ -87,13 +87,18 @@ class StepContexts:
     recomputes: list[Window] = field(default_factory=list)
     optimizer: list[Window] = field(default_factory=list)
     threads: dict[int, _Thread] = field(default_factory=dict)
-    _ids: dict[Context, int] = field(default_factory=lambda: {OUTSIDE: 0})
+    _ids: dict[tuple[str, Chain, str], int] = field(
+        default_factory=lambda: {("outside", (), ""): 0}
+    )
 
-    def intern(self, context: Context) -> int:
-        found = self._ids.get(context)
+    def intern(self, phase: str, chain: Chain = (), node: str = "") -> int:
+        """The id of the context (phase, chain, node), made on first use (keyed by a plain tuple:
+        hashed in C, not by the dataclass's Python hash)."""
+        key = (phase, chain, node)
+        found = self._ids.get(key)
         if found is None:
-            found = self._ids[context] = len(self.contexts)
-            self.contexts.append(context)
+            found = self._ids[key] = len(self.contexts)
+            self.contexts.append(Context(phase, chain, node))
         return found
 
     def locate(self, thread: Array, time: Array) -> Array:
@@ -256,23 +261,23 @@ class _Walk:
     def finish(self, seq_chains: dict[tuple[int, int], Chain]) -> None:
         """Each range's context, now that every node's forward chain is known."""
         found, a = self.found, self.arrays
-        for i, info in zip(self.kept, self.info, strict=True):
-            start, end = int(a.start[i]), int(a.end[i])
+        kept = np.array(self.kept, dtype=np.int64)
+        starts, ends = a.start[kept].tolist(), a.end[kept].tolist()
+        for info, start, end in zip(self.info, starts, ends, strict=True):
             node_name = self.node_names[info.node] if info.node >= 0 else ""
             if info.kind == _LAYER and info.node < 0:
-                context = Context("forward", info.chain)
-                info.context = found.intern(context)
+                info.context = found.intern("forward", info.chain)
                 found.forward_calls.append(Window(start, end, info.context))
             elif info.kind == _LAYER:
-                info.context = found.intern(Context("backward", info.chain, node_name))
+                info.context = found.intern("backward", info.chain, node_name)
                 found.recomputes.append(Window(start, end, info.context))
             elif info.kind == _NODE:
                 key = self.node_keys[info.node]
                 chain = seq_chains.get(key, ()) if key is not None else ()
-                info.context = found.intern(Context("backward", chain, node_name))
+                info.context = found.intern("backward", chain, node_name)
                 found.nodes.append(Window(start, end, info.context))
             else:
-                info.context = found.intern(Context("optimizer", (), info.optimizer))
+                info.context = found.intern("optimizer", (), info.optimizer)
                 found.optimizer.append(Window(start, end, info.context))
         self._build_threads(final=True)
 

@@ -33,25 +33,24 @@ _BACKWARD = tuple(
 
 @dataclass(slots=True)
 class LayerRows:
-    """Per layer, one row of figures (FIELDS int64 columns); `outside` for no layer."""
+    """Per layer, one row of figures (FIELDS ints); `outside` for no layer. Python lists while
+    they are summed into (an item of a numpy array costs several times more to update)."""
 
     index: dict[str, int] = field(default_factory=dict)
-    rows: list[Array] = field(default_factory=list)
-    outside: Array = field(default_factory=lambda: np.zeros(FIELDS, dtype=np.int64))
+    rows: list[list[int]] = field(default_factory=list)
+    outside: list[int] = field(default_factory=lambda: [0] * FIELDS)
 
-    def row(self, path: str | None) -> Array:
+    def row(self, path: str | None) -> list[int]:
         if path is None:
             return self.outside
         at = self.index.get(path)
         if at is None:
             at = self.index[path] = len(self.rows)
-            self.rows.append(np.zeros(FIELDS, dtype=np.int64))
+            self.rows.append([0] * FIELDS)
         return self.rows[at]
 
     def matrix(self) -> Array:
-        if not self.rows:
-            return np.zeros((0, FIELDS), dtype=np.int64)
-        return np.vstack(self.rows)
+        return np.array(self.rows, dtype=np.int64).reshape(len(self.rows), FIELDS)
 
 
 @dataclass(frozen=True, slots=True)

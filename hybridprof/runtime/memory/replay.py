@@ -70,23 +70,10 @@ def _replay(
     order = [primary, *(d for d in found if d != primary)]
     allocations = {d: found.get(d) or _empty(d) for d in order}
     ids = {d: contexts.locate(a.thread, a.time) for d, a in allocations.items()}
-    steps = {
-        d: _device_step(
-            d,
-            allocations[d],
-            ids[d],
-            contexts,
-            records,
-            capture,
-            d == primary,
-            _start(d, records, capture),
-        )
-        for d in order
-    }
     notes: list[str] = []
-    above = steps[primary].peak_above
+    tree = None
+    above = _rise(allocations[primary])
     best = capture.best_above
-    broken = False
     if best is None or above > best * (1 + BREAKDOWN_GAIN):
         tree = tree_allocations(profiler)
         if tree is None:
@@ -94,24 +81,34 @@ def _replay(
                 "this torch has no profiler event tree to read allocation addresses from: "
                 "no breakdown of what was live at the peak"
             )
-        for device in order if tree is not None else ():
-            assert tree is not None
+    steps: dict[str, DeviceStep] = {}
+    for d in order:
+        full = None
+        if tree is not None:
             full = _broken_down(
-                device, allocations[device], ids[device], tree.get(device), contexts, records,
-                capture, device == primary,
-            )  # fmt: skip
+                d, allocations[d], ids[d], tree.get(d), contexts, records, capture, d == primary
+            )
             if full is None:
                 notes.append(
-                    f"the allocation addresses on {device} could not be matched to the events: "
+                    f"the allocation addresses on {d} could not be matched to the events: "
                     "no breakdown of what was live at the peak there"
                 )
-            else:
-                steps[device] = full
-                broken = True
-        if broken:
-            capture.best_above = above
+        steps[d] = full if full is not None else _device_step(
+            d, allocations[d], ids[d], contexts, records, capture, d == primary,
+            _start(d, records, capture),
+        )  # fmt: skip
+    broken = any(step.breakdown is not None for step in steps.values())
+    if broken:
+        capture.best_above = above
     capture.replayed += 1
     return IterationMemory(tuple(steps[d] for d in order), tuple(notes), broken)
+
+
+def _rise(alloc: Allocations) -> int:
+    """The step's peak above its start as the events alone give it (what decides whether an
+    iteration is broken down: the run's first is, and one whose rise beats the last one broken
+    down by BREAKDOWN_GAIN)."""
+    return max(0, int(np.cumsum(alloc.nbytes).max())) if len(alloc) else 0
 
 
 def _start(device: str, records: StepRecords, capture: MemoryCapture) -> tuple[int, bool]:
@@ -153,7 +150,7 @@ def _device_step(
         device=capture.device_name(device),
         paths=tuple(rows.index),
         values=rows.matrix(),
-        outside=rows.outside,
+        outside=np.array(rows.outside, dtype=np.int64),
         hidden=hidden,
         peak_above=peak.above,
         peak_time_us=round(at, 1),

@@ -80,7 +80,7 @@ class SessionStrategy:
         if not warmup:
             self._start()
             if self._memory is not None:
-                self._memory.begin()  # again at the mark, when the runner marks one
+                self._memory.begin()  # the step starts here, or at the mark if one comes
 
     def start_measuring(self) -> None:
         """Mark where the iteration's measure starts: events before the mark (the runner's warm
