@@ -59,12 +59,16 @@ def where_text(peak: StepPeak, session: ProfileSession) -> str:
 
 
 def start_text(device: DeviceMemory) -> str:
-    """What the live bytes count on this device."""
+    """What the live bytes count on this device, as a clause."""
     if device.start_exact:
-        return "live bytes as the caching allocator counts them"
+        return (
+            "live bytes are the caching allocator's own count of the bytes held by tensors "
+            "(allocated); reserved bytes are what it holds from the driver, cache included"
+        )
     return (
-        "live bytes known to hybridprof: parameters, buffers, gradients, optimizer state and "
-        "inputs, and what the step allocates (the CPU allocator keeps no total)"
+        "live bytes are those known to hybridprof: the parameters, buffers, gradients, "
+        "optimizer state and inputs alive at the step's start and what the step allocates "
+        "(the CPU allocator keeps no total)"
     )
 
 
