@@ -18,10 +18,10 @@ Variants:
               not broken down, as all but the first of a run are
   breakdown   an iteration that is also broken down (the event tree read for the addresses)
 
-`amortized` is a 10-iteration run: one breakdown and nine plain memory iterations. The patched
-forwards are installed once per run, so patching stays out of the timing, as in a run; the
-runner's unmeasured warm step (which `hybridprof run` adds to every measured iteration for the
-timings' sake) is left out of every variant alike.
+`amortized` is a 10-iteration run: one breakdown and nine plain memory iterations. Patching
+stays out of the timing (a run patches once), and so does making the strategy objects (made
+afresh each round, see `one_round`); the runner's unmeasured warm step (which `hybridprof run`
+adds to every measured iteration for the timings' sake) is left out of every variant alike.
 
 Models: an MLP of 8 x (Linear(256, 256) + ReLU) on 64 x 256, and a small transformer (2 x
 TransformerEncoderLayer(128, 4, 256), an embedding and a head, 8 x 64 tokens) with AdamW.
@@ -131,10 +131,11 @@ class Hybridprof:
             self.strategy.begin()
 
     def run(self, step: Callable[[], None], breakdown: bool) -> None:
+        """One iteration; with memory, broken down or not as asked."""
         if self.capture is not None and breakdown:
             self.capture.best_above = None  # this iteration is broken down again
-        elif self.capture is not None and self.capture.best_above is None:
-            self.capture.best_above = 1 << 62  # none is
+        elif self.capture is not None:
+            self.capture.best_above = 1 << 62  # this one is not
         strategy = self.strategy
         self.patcher.patch()
         try:
@@ -159,7 +160,11 @@ def torch_step(step: Callable[[], None], key_averages: bool) -> None:
             prof.key_averages()
 
 
-def rounds_of(work: Workload, rounds: int, warmup: int) -> dict[str, list[float]]:
+def one_round(work: Workload, order: tuple[str, ...]) -> dict[str, float]:
+    """Each variant's time for one step. hybridprof's strategies are made afresh each round
+    (outside the timing, as a run makes its own once): on this machine one strategy object's
+    profiler stop sometimes ran ~4x slower than another's for its whole life, whichever variant
+    it was, and a fresh draw per round keeps that from landing on one variant only."""
     plain = Hybridprof(work, memory=False)
     full = Hybridprof(work, memory=True)
     run: dict[str, Callable[[], None]] = {
@@ -169,19 +174,27 @@ def rounds_of(work: Workload, rounds: int, warmup: int) -> dict[str, list[float]
         "memory": lambda: full.run(work.step, False),
         "breakdown": lambda: full.run(work.step, True),
     }
-    times: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    times: dict[str, float] = {}
     try:
-        for round_no in range(warmup + rounds):
-            order = VARIANTS if round_no % 2 == 0 else VARIANTS[::-1]
-            for name in order:
-                gc.collect()
-                start = perf_counter()
-                run[name]()
-                if round_no >= warmup:
-                    times[name].append(perf_counter() - start)
+        full.run(work.step, True)  # a run's first measured iteration is broken down
+        for name in order:
+            gc.collect()
+            start = perf_counter()
+            run[name]()
+            times[name] = perf_counter() - start
     finally:
         plain.close()
         full.close()
+    return times
+
+
+def rounds_of(work: Workload, rounds: int, warmup: int) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    for round_no in range(warmup + rounds):
+        measured = one_round(work, VARIANTS if round_no % 2 == 0 else VARIANTS[::-1])
+        if round_no >= warmup:
+            for name, seconds in measured.items():
+                times[name].append(seconds)
     return times
 
 

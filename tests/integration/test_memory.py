@@ -376,3 +376,28 @@ def test_the_iteration_broken_down_is_the_one_with_the_highest_peak() -> None:
     device = device_of(session)
     assert device.peak.iteration == 2
     assert device.peak.above_start_bytes == device.peak_above_start_bytes.max
+
+
+class ModifiesSaved(nn.Module):
+    """Changes in place a tensor that exp() saved for backward: torch refuses the backward."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.exp()
+        z = y * 2
+        y.add_(1)
+        return z
+
+
+def test_an_inplace_change_of_a_saved_tensor_still_fails_the_backward() -> None:
+    from hybridprof.errors import ModelRunError
+
+    model = nn.Sequential(nn.Linear(4, 4), ModifiesSaved())
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        model(torch.randn(2, 4)).sum().backward()  # torch, without hybridprof
+    with pytest.raises(ModelRunError, match="modified by an inplace operation"):
+        hybridprof.profile(
+            model, torch.randn(2, 4), warmup=0, iters=1, backward=True, profile_memory=True
+        )
+    refused = pytest.raises(RuntimeError, match="modified by an inplace operation")
+    with refused, hybridprof.Profile(model, profile_memory=True):
+        model(torch.randn(2, 4)).sum().backward()

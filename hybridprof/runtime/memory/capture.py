@@ -9,8 +9,11 @@ alive before the step. `MemoryCapture` notes those, around each measured step:
   push/pop, chained to a pair the caller had pushed): each saved storage's address and size with
   the innermost profiled layer call running (the module stack, fed by the strategy's `call`).
   The pack hook returns `tensor.detach()`, never the tensor itself: that would keep the graph
-  alive in a reference cycle through C++. A layer that runs under the model's own hooks
-  (checkpointing, offloading) is noted: what it saves is theirs to see, not ours.
+  alive in a reference cycle through C++. With saved-tensor hooks torch no longer checks that
+  a saved tensor was not modified in place before backward, so the unpack hook checks it (the
+  detached tensor shares the original's version counter) and raises torch's own error: a model
+  that fails without hybridprof fails under it too. A layer that runs under the model's own
+  hooks (checkpointing, offloading) is noted: what it saves is theirs to see, not ours.
 - post-accumulate-grad hooks on the parameters, registered once per run: which storages became
   `.grad` in the step.
 - at the step's start: the storages of the parameters, buffers, gradients, the optimizers' state
@@ -253,12 +256,22 @@ class MemoryCapture:
             self._note_saved(tensor)
         outer = self._outer
         if outer is not None:
-            return outer[0](tensor)
-        return tensor.detach()  # never `tensor`: a reference cycle would keep the graph
+            return outer[0](tensor)  # the caller's pair saves it: theirs to check
+        # never `tensor` itself: a reference cycle would keep the graph alive
+        return tensor.detach(), tensor._version
 
     def _unpack(self, packed: Any) -> Any:
         outer = self._outer
-        return packed if outer is None else outer[1](packed)
+        if outer is not None:
+            return outer[1](packed)
+        saved, version = packed
+        if saved._version != version:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: [{saved.type()} {list(saved.shape)}] is at version "
+                f"{saved._version}; expected version {version} instead"
+            )
+        return saved
 
     def _note_saved(self, tensor: torch.Tensor) -> None:
         found = storage_of(tensor)
