@@ -31,6 +31,8 @@ from hybridprof.analysis.tree import (
     tree_rows,
 )
 from hybridprof.datamodel import (
+    DeviceMemory,
+    LayerMemory,
     LayerWork,
     ModuleRecord,
     ModuleTarget,
@@ -41,6 +43,7 @@ from hybridprof.datamodel import (
     SourceSpan,
     Stat,
 )
+from hybridprof.datamodel.memory import by_path as memory_by_path
 
 RowKind = Literal["layer", "container", "unprofiled", "optimizer", "optimizer_part", "outside"]
 # The rows that are no module of the model: they follow the module tree.
@@ -108,6 +111,7 @@ class LayerRow:
     op_count: int
     roofline: LayerRoofline | None = None  # a --flops session's figures for the path
     work: LayerWork | None = None  # and its FLOPs and bytes, forward and backward
+    memory: LayerMemory | None = None  # --profile-memory: its memory on the model's device
 
     @property
     def measured(self) -> bool:
@@ -130,6 +134,7 @@ class LayerTable:
     has_device: bool
     has_memory: bool
     has_flops: bool
+    memory: DeviceMemory | None = None  # the model's device, whose figures the rows' `memory` are
 
     def tree(self) -> tuple[LayerRow, ...]:
         """The rows of the module tree, without the optimizer's and the outside row."""
@@ -158,6 +163,9 @@ def layer_table(session: ProfileSession) -> LayerTable:
     rows = [_with_target(row, targets.get(row.path)) for row in rows]
     rows += _optimizer_rows(session, shares_of)
     outside = _outside_row(session, shares_of)
+    device = session.memory.primary if session.memory is not None else None
+    if device is not None:
+        rows, outside = _with_memory(rows, outside, device)
     return LayerTable(
         rows=tuple(rows + ([outside] if outside is not None else [])),
         shares_of_us=shares_of,
@@ -168,6 +176,7 @@ def layer_table(session: ProfileSession) -> LayerTable:
         has_device=session.use_device,
         has_memory=session.profile_memory,
         has_flops=session.flops is not None,
+        memory=device,
     )
 
 
@@ -259,6 +268,15 @@ def _with_work(rows: list[LayerRow], session: ProfileSession) -> list[LayerRow]:
         else row
         for row in rows
     ]
+
+
+def _with_memory(
+    rows: list[LayerRow], outside: LayerRow | None, device: DeviceMemory
+) -> tuple[list[LayerRow], LayerRow | None]:
+    """Each profiled layer's memory figures, and the outside row's (what no layer allocated)."""
+    found = memory_by_path(device)
+    rows = [replace(r, memory=found.get(r.path)) if r.kind == "layer" else r for r in rows]
+    return rows, replace(outside, memory=device.outside) if outside is not None else None
 
 
 def _outside_row(session: ProfileSession, shares_of: float) -> LayerRow | None:

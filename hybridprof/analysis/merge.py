@@ -20,6 +20,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from hybridprof.analysis.memory_merge import merge_memory
 from hybridprof.datamodel import (
     CollectiveStat,
     Finding,
@@ -72,6 +73,7 @@ def merge_sessions(sessions: Sequence[ProfileSession]) -> ProfileSession:
         rank=None,
         collectives=collectives,
         ranks=MergedRanks(len(ordered), summaries, layers, stragglers),
+        memory=merge_memory(ordered),
     )
 
 

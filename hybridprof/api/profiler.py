@@ -78,6 +78,7 @@ class Profile:
         leaves_only: bool = True,
         schedule: Schedule | None = None,
         steps_per_session: int = STEPS_PER_SESSION,
+        optimizers: Sequence[Any] = (),
     ) -> None:
         if schedule is not None and not isinstance(schedule, Schedule):
             raise BadValueError(
@@ -90,6 +91,7 @@ class Profile:
                 f"steps_per_session must be a whole number, 1 or more; got {per_session!r}"
             )
         self._model = model
+        self._optimizers = tuple(optimizers)  # their state is told apart with profile_memory
         self.enabled = enabled
         self.use_cuda = use_cuda
         self.profile_memory = profile_memory
@@ -140,7 +142,12 @@ class Profile:
         )
         # The user's own code may change train/eval modes in the block: they are the user's.
         driver = self._driver = Driver(
-            self._model, self.plan, self.strategy_name, config, reset_modes=False
+            self._model,
+            self.plan,
+            self.strategy_name,
+            config,
+            reset_modes=False,
+            optimizers=self._optimizers,
         )
         if not spec_of(self.strategy_name).backward:
             self._grads = grads_state(self._model)

@@ -4,9 +4,11 @@ Schema history: 2 added the optional `flops` object of a session (absent without
 each record's per-iteration series (`ModuleRecord.per_iteration`), the session's `stability`,
 `requested_warmup`, `stop_reason`, `max_time_s` and "auto" iteration counts; 4 writes sessions
 compact: no whitespace, no field equal to its default (zeros, empty, None), a `Stat` as
-[median, min, max] and a record's ops as columns (`OpStat.json_columns`); 5 added a training
-loop's optional parts: the session's `optimizer` record, `steps` and `schedule` (absent
-otherwise). The reader takes every form, so files of versions 1-4 still load.
+[median, min, max] and a record's ops as columns (`OpStat.json_columns`); 5 added optional parts:
+a training loop's `optimizer` record, `steps` and `schedule`, and the `memory` section
+(`--profile-memory`: per-layer memory and the step's peak, `datamodel.memory`, with a version of
+its own); each is absent otherwise. The reader takes every form, so files of versions 1-4 still
+load.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from typing import Literal
 
 from hybridprof.datamodel.jsonio import dump, load
 from hybridprof.datamodel.measures import ModuleRecord, Stat
+from hybridprof.datamodel.memory import MemoryProfile
 from hybridprof.datamodel.plan import ProfilePlan
 from hybridprof.datamodel.ranks import CollectiveStat, MergedRanks, RankRun
 from hybridprof.datamodel.schema import SCHEMA_VERSION, SESSION_KIND
@@ -94,6 +95,7 @@ class ProfileSession(Views):
     optimizer: OptimizerRecord | None = None
     steps: int = 0
     schedule: ScheduleInfo | None = None
+    memory: MemoryProfile | None = None  # --profile-memory: per-layer memory and the step's peak
     schema_version: int = SCHEMA_VERSION
 
     def calls_title(self) -> str:
@@ -104,7 +106,7 @@ class ProfileSession(Views):
         return next((r for r in self.records if r.path == path), None)
 
     def to_json(self) -> str:
-        omit = ("flops", "rank", "ranks", "optimizer", "schedule")
+        omit = ("flops", "rank", "ranks", "optimizer", "schedule", "memory")
         return dump(SESSION_KIND, self, omit_none=omit, compact=True)
 
     @classmethod

@@ -22,6 +22,7 @@ import pandas as pd
 
 from hybridprof.analysis.layer_table import LayerRow, LayerTable, Timing, layer_table
 from hybridprof.datamodel import ProfileSession
+from hybridprof.datamodel.memory import CATEGORIES, LAYER_BYTES
 
 FLOAT_COLUMNS = (
     "self_cpu_us",
@@ -211,14 +212,17 @@ def _typed(frame: pd.DataFrame, floats: tuple[str, ...], ints: tuple[str, ...]) 
 def session_frame(session: ProfileSession) -> pd.DataFrame:
     """One row per profiled path, in module-tree order, then the optimizer's of a training step,
     then one for time outside every profiled module; columns as `COLUMNS` (times us, memory
-    bytes), then `WORK_COLUMNS` when the session counted FLOPs (`run --flops`). A container that
+    bytes), then `WORK_COLUMNS` when the session counted FLOPs (`run --flops`), then
+    `MEMORY_COLUMNS` when it has the memory section (`--profile-memory`, bytes on the model's
+    device; 0 where a row has none). A container that
     never runs itself (ModuleList) has a row with its children's totals and no calls or self
     time."""
     table = layer_table(session)
     shown = [row for row in table.rows if row.kind != "unprofiled"]
     rows = [_frame_row(r, table) for r in shown]
     frame = _typed(pd.DataFrame(rows, columns=list(COLUMNS)), FLOAT_COLUMNS, INT_COLUMNS)
-    return frame if session.flops is None else _with_work(frame, shown)
+    frame = frame if session.flops is None else _with_work(frame, shown)
+    return frame if table.memory is None else _with_memory(frame, shown)
 
 
 WORK_INT_COLUMNS = (
@@ -261,6 +265,52 @@ def _with_work(frame: pd.DataFrame, rows: list[LayerRow]) -> pd.DataFrame:
     types = {c: "int64" for c in WORK_INT_COLUMNS} | {c: "float64" for c in WORK_FLOAT_COLUMNS}
     work = work.astype(types | {"verdict": "str", "not_counted": "str"})
     return pd.concat([frame, work.set_index(frame.index)], axis=1)
+
+
+# Each LayerMemory figure as `mem_<field>` (bytes; `mem_self_net`/`mem_net` are the only signed
+# ones: allocated minus freed), and whether the model's own saved-tensor hooks hid its saves.
+MEMORY_INT_COLUMNS = (*(f"mem_{name}" for name in LAYER_BYTES), "mem_self_net", "mem_net")
+MEMORY_COLUMNS = (*MEMORY_INT_COLUMNS, "mem_saved_hidden")
+
+
+def _memory_row(row: LayerRow) -> dict[str, object]:
+    memory = row.memory
+    if memory is None:
+        empty: dict[str, object] = {c: 0 for c in MEMORY_INT_COLUMNS}
+        return empty | {"mem_saved_hidden": False}
+    values: dict[str, object] = {f"mem_{name}": getattr(memory, name) for name in LAYER_BYTES}
+    values.update(mem_self_net=memory.self_net, mem_net=memory.net)
+    return values | {"mem_saved_hidden": memory.saved_hidden}
+
+
+def _with_memory(frame: pd.DataFrame, rows: list[LayerRow]) -> pd.DataFrame:
+    memory = pd.DataFrame([_memory_row(r) for r in rows], columns=list(MEMORY_COLUMNS))
+    memory = memory.astype({c: "int64" for c in MEMORY_INT_COLUMNS} | {"mem_saved_hidden": "bool"})
+    return pd.concat([frame, memory.set_index(frame.index)], axis=1)
+
+
+PEAK_COLUMNS = ("device", "phase", "path", "bytes", *(f"{name}_bytes" for name in CATEGORIES))
+
+
+def memory_peak_frame(session: ProfileSession) -> pd.DataFrame:
+    """What was live at the step's peak, per device: one row per allocating layer and phase
+    (`phase` "start": alive before the step; `path` empty: in no profiled layer), its bytes by
+    category. Empty without the memory section or its breakdown."""
+    devices = session.memory.devices if session.memory is not None else ()
+    rows = [
+        {
+            "device": device.device,
+            "phase": share.phase,
+            "path": "" if share.path is None else share.path,
+            "bytes": share.bytes,
+            **{f"{name}_bytes": getattr(share.categories, name) for name in CATEGORIES},
+        }
+        for device in devices
+        for share in device.peak.by_layer
+    ]
+    frame = pd.DataFrame(rows, columns=list(PEAK_COLUMNS))
+    ints = {c: "int64" for c in PEAK_COLUMNS if c.endswith("bytes")}
+    return frame.astype(ints | {"device": "str", "phase": "str", "path": "str"})
 
 
 def ops_frame(session: ProfileSession) -> pd.DataFrame:

@@ -50,6 +50,7 @@ from hybridprof.runtime.measures.aggregate import (
 )
 from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.measures.table import MeasureTable
+from hybridprof.runtime.memory.capture import MemoryCapture
 from hybridprof.runtime.model_state import model_state_kept, random_state_kept
 from hybridprof.runtime.patching import ForwardPatcher
 from hybridprof.runtime.stopping import AUTO, Count, IterationRule, unconverged
@@ -65,6 +66,12 @@ from hybridprof.runtime.workload import (
     to_device,
     torch_threads,
     training_step,
+)
+
+# profile_memory with a strategy that does not replay the allocation events (per-call, timer):
+NET_MEMORY_ONLY = (
+    "per-layer memory (peaks, bytes saved for backward, the step's peak) is measured by the "
+    "session strategy only: drop --strategy (strategy=) to get it"
 )
 
 # phase ("warmup" or "measure"), iterations done in that phase, iterations in that phase (None:
@@ -123,11 +130,17 @@ class Driver:
         *,
         record_shapes: bool = False,
         reset_modes: bool = True,
+        optimizers: Sequence[Any] = (),
+        inputs: Any = None,
     ) -> None:
         refuse_nesting(strategy_name)
         self.model = model
         self.plan = plan
         self.strategy_name = strategy_name
+        if config.profile_memory and config.memory is None:
+            # per-layer memory; the optimizers' state and the inputs are told apart at the peak
+            capture = MemoryCapture(model, optimizers=optimizers, inputs=inputs)
+            config = replace(config, memory=capture)
         self.config = config
         self.strategy: Strategy = make_strategy(strategy_name, config)
         # Shapes are noted in the first iteration only, outside the strategy's ranges.
@@ -256,6 +269,10 @@ class Driver:
             ),
         )
         session = build_session(self.plan, table, self.strategy_name, facts)
+        memory = session.memory
+        if self.config.profile_memory and len(table) and (memory is None or not memory.devices):
+            why = memory.notes if memory is not None else (NET_MEMORY_ONLY,)
+            session = replace(session, memory=None, warnings=(*session.warnings, *why))
         shapes = self.shapes
         if shapes is None:
             return session
@@ -365,7 +382,14 @@ class _RunLoop:
             backward=opts.backward,
             trace_path=opts.trace_path,
         )
-        driver = Driver(self.model, self.plan, self.strategy_name, config, record_shapes=True)
+        driver = Driver(
+            self.model,
+            self.plan,
+            self.strategy_name,
+            config,
+            record_shapes=True,
+            inputs=self.inputs,
+        )
         start = time.perf_counter()
         with (
             random_state_kept(self.device),

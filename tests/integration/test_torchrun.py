@@ -38,9 +38,8 @@ def torchrun(args: list[str], cwd: Path, env: dict[str, str] | None = None, time
 @pytest.fixture(scope="module")
 def ddp_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
     folder = tmp_path_factory.mktemp("ddp")
-    done = torchrun(
-        ["--entry", "build_sleepy", "--backward", "--ddp", *QUICK, "--out-dir", "out"], folder
-    )
+    options = ["--entry", "build_sleepy", "--backward", "--ddp", "--profile-memory", *QUICK]
+    done = torchrun([*options, "--out-dir", "out"], folder)
     assert done.returncode == 0, done.stderr[-3000:]
     return folder / "out", done
 
@@ -111,6 +110,22 @@ def test_a_layer_slow_on_rank1_only_is_a_straggler(ddp_run) -> None:
     assert "straggler: rank 1 on 1:" in done.stdout
     html = (out / "report.html").read_text()
     assert "Ranks (2)" in html and "chart-rank_steps" in html and "(straggler)" in html
+
+
+def test_the_merged_view_has_each_ranks_memory_peak(ddp_run) -> None:
+    out, _ = ddp_run
+    merged = load_session(out / "session-merged.json")
+    assert merged.memory is not None
+    peaks = merged.memory.rank_peaks
+    assert [p.rank for p in peaks] == [0, 1]
+    for rank, peak in zip((0, 1), peaks, strict=True):
+        session = load_session(out / f"session-rank{rank}.json")
+        assert session.memory is not None
+        assert peak.peak_live_bytes == session.memory.devices[0].peak.live_bytes > 0
+    device = merged.memory.devices[0]
+    assert device.peak.live_bytes == max(p.peak_live_bytes for p in peaks)
+    assert {m.path for m in device.layers} >= {"0", "1", "3"}
+    assert "Peak per rank" in (out / "report.html").read_text()
 
 
 def test_merge_offline_gives_the_same_merged_view(ddp_run, tmp_path: Path) -> None:

@@ -66,7 +66,23 @@ def layer_columns(ctx: ReportContext) -> tuple[Column, ...]:
              f"Subtree time (forward{both}) as a share of the median iteration"),
     ]  # fmt: skip
     if ctx.has_memory:
-        cols.append(_num("memory", "Self CPU mem", "memory_bytes"))
+        cols.append(
+            _num("memory", "Net self mem", "memory_bytes",
+                 "Allocated less freed by its own ops in the forward (torchprof's Self CPU Mem): "
+                 "the one figure that can be negative")
+        )  # fmt: skip
+    if ctx.memory is not None:
+        cols += [
+            _num("mem_peak", "Peak (fwd)", "mem_peak_bytes",
+                 "The most bytes live in its forward calls above what was live when each began"),
+            _num("mem_saved", "Saved", "mem_saved_bytes",
+                 "Bytes its forward saved for backward (each storage once; parameters apart)"),
+        ]  # fmt: skip
+        if ctx.has_backward:
+            cols.append(
+                _num("mem_backward_peak", "Peak (bwd)", "mem_backward_peak_bytes",
+                     "The most bytes live during its backward above what was live when it began")
+            )  # fmt: skip
     if ctx.roofline:
         cols += [
             _num("flops", "FLOPs"),

@@ -22,6 +22,7 @@ from hybridprof.datamodel import (
 from hybridprof.reporting.findings import group_findings
 from hybridprof.reporting.format import format_bytes, format_calls, format_time_us
 from hybridprof.reporting.page.charts import Chart, session_charts
+from hybridprof.reporting.page.memory_view import MemoryView, memory_cells, memory_view
 from hybridprof.reporting.page.ranks import RanksView, ranks_view
 from hybridprof.reporting.page.roofline_view import RooflineView, cells, roofline_view
 from hybridprof.reporting.trust import (
@@ -100,6 +101,12 @@ class RowView:
     total_device_us: float = 0.0
     backward_us: float = 0.0
     backward_total_us: float = 0.0
+    mem_peak: str = ""  # --profile-memory: forward peak, saved for backward, backward peak
+    mem_peak_bytes: int = 0
+    mem_saved: str = ""
+    mem_saved_bytes: int = 0
+    mem_backward_peak: str = ""
+    mem_backward_peak_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +162,7 @@ class ReportContext:
     data: dict[str, Any] = field(default_factory=dict)  # for the page script, as |tojson
     roofline: RooflineView | None = None  # with --flops
     ranks: RanksView | None = None  # merged sessions of a torchrun run
+    memory: MemoryView | None = None  # --profile-memory: the step's peak, timeline, layers
 
 
 def _dash(us: float | None) -> str:
@@ -218,6 +226,7 @@ def _row_view(row: LayerRow, peak: float) -> RowView:
         total_device_us=row.total_device_us or 0.0,
         backward_us=row.backward_self_cpu_us or 0.0,
         backward_total_us=row.backward_total_cpu_us or 0.0,
+        **memory_cells(row),
     )
 
 
@@ -528,4 +537,5 @@ def build_context(
         data=_js_data(session) if mode == "html" else {},
         roofline=roofline_view(session),
         ranks=ranks_view(session),
+        memory=memory_view(session),
     )

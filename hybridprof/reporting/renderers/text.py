@@ -1,11 +1,13 @@
 """The .txt report: a line on the run, the layer table with each layer's ops, the roofline table
-with --flops, then what to know (warnings, never-called paths, ranks)."""
+with --flops, the memory section with --profile-memory, then what to know (warnings, never-called
+paths, ranks)."""
 
 from __future__ import annotations
 
 from hybridprof.analysis.roofline import session_rooflines, unattributed_flops
 from hybridprof.datamodel import ProfileSession
 from hybridprof.reporting.format import format_count, format_rate, peak_text, visible
+from hybridprof.reporting.memory_text import memory_section
 from hybridprof.reporting.page.ranks import rank_lines
 from hybridprof.reporting.text_table import format_table, render_text
 from hybridprof.reporting.trust import INTERVAL_NOTE, has_intervals, iterations_text, stability_text
@@ -28,6 +30,7 @@ def render_text_report(session: ProfileSession) -> str:
         stability = session.stability
         lines.append(f"stability: {stability.verdict}: {stability_text(stability)}")
     lines += ["", render_text(session, show_events=True), *roofline_section(session)]
+    lines += memory_section(session)
     if has_intervals(session):
         lines += ["", INTERVAL_NOTE]
     if session.ranks is not None:

@@ -116,6 +116,7 @@ def build_session(
         optimizer=optimizer_record(table, optimizer_ops, use_device=facts.use_device),
         steps=facts.steps,
         schedule=facts.schedule,
+        memory=table.memory.profile(),
     )
 
 

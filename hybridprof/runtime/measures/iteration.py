@@ -8,6 +8,10 @@ microseconds and bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hybridprof.runtime.memory.figures import IterationMemory
 
 # A backward op is kept apart from the forward op of the same name under one layer: its key in
 # `PathMeasure.ops` is its name plus this suffix, and its `OpMeasure.backward` is True. `op_key`
@@ -96,6 +100,7 @@ class IterationMeasure:
     outside_cpu_us: float | None = None
     optimizer: OptimizerMeasure | None = None
     backward: bool = False
+    memory: IterationMemory | None = None  # with profile_memory, the session strategy's replay
 
     def optimizer_measure(self) -> OptimizerMeasure:
         """The iteration's optimizer measure, made on first use."""

@@ -31,6 +31,7 @@ from hybridprof.runtime.measures.iteration import (
     OptimizerMeasure,
     PathMeasure,
 )
+from hybridprof.runtime.memory.table import MemoryTable
 
 Array = np.ndarray[Any, Any]
 
@@ -62,6 +63,7 @@ class MeasureTable:
         # (layer row, op name, backward) -> slot, numbered as pairs first appear: their order
         self._op_slots: dict[tuple[int, str, bool], int] = {}
         self._iterations: list[_Iteration] = []
+        self.memory = MemoryTable()  # per-layer memory, when the strategy measured it
 
     @classmethod
     def of(cls, measures: Iterable[IterationMeasure]) -> MeasureTable:
@@ -89,6 +91,8 @@ class MeasureTable:
             row = self._path_rows.setdefault(path.path, len(self._path_rows))
             rows.append(row)
             ops.extend((row, op) for op in path.ops.values())
+        if measure.memory is not None:
+            self.memory.add(measure.memory)
         slots = self._op_slots
         numbers = [slots.setdefault((row, op.name, op.backward), len(slots)) for row, op in ops]
         self._iterations.append(

@@ -22,10 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hybridprof.planner.compat import Compat
 from hybridprof.runtime.measures.iteration import IterationMeasure
+
+if TYPE_CHECKING:
+    from hybridprof.runtime.memory.capture import MemoryCapture
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,8 @@ class StrategyConfig:
     # A with-block around the user's own code: whether a backward pass or an optimizer ran is
     # decided from the events seen (a forward-only block keeps the cheap forward path).
     training: bool = False
+    # With profile_memory: the hooks that give per-layer memory (the session strategy uses them).
+    memory: MemoryCapture | None = None
 
 
 class IterationResult(Protocol):

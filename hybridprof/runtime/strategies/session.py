@@ -41,6 +41,8 @@ from hybridprof.runtime.events.frames import Frame
 from hybridprof.runtime.events.kineto import MEASURE_MARK, Event, TraceParts, read_events
 from hybridprof.runtime.events.steps import on_step_clock, split_columns, split_events
 from hybridprof.runtime.measures.iteration import IterationMeasure
+from hybridprof.runtime.memory.capture import MemoryCapture, StepRecords
+from hybridprof.runtime.memory.replay import replay
 from hybridprof.runtime.quiet import quiet_fd2
 from hybridprof.runtime.signals import sigint_deferred
 from hybridprof.runtime.strategies.base import StrategyConfig
@@ -60,6 +62,7 @@ class SessionStrategy:
         self._kernels: dict[int, list[tuple[str, int, float]]] = {}
         self._trace = TraceParts(config.trace_path) if config.trace_path else None
         self._mark_window: tuple[int, int] | None = None  # wall clock around the measure mark
+        self._memory = config.memory if config.profile_memory else None  # per-layer memory
 
     # -- the Strategy protocol
 
@@ -68,6 +71,8 @@ class SessionStrategy:
         iteration."""
         self._start()
         self._stop()
+        if self._memory is not None:
+            self._memory.install()
 
     def begin_iteration(self, warmup: bool = False) -> None:
         """A warm-up runs without the profiler: it warms the model, the allocator and the caches,
@@ -78,10 +83,14 @@ class SessionStrategy:
         self._mark_window = None
         if not warmup:
             self._start()
+            if self._memory is not None:
+                self._memory.begin()  # the step starts here, or at the mark if one comes
 
     def start_measuring(self) -> None:
         """Mark where the iteration's measure starts: events before the mark (the runner's warm
         step, run under this same profiler session) are dropped when the events are read."""
+        if self._memory is not None:
+            self._memory.begin()
         before = time.time_ns()
         with self._make_range(MEASURE_MARK):
             pass
@@ -94,8 +103,15 @@ class SessionStrategy:
         args: tuple[Any, ...],
         kwargs: Mapping[str, Any],
     ) -> Any:
+        memory = self._memory
         with self._make_range(self._range_names[path]):
-            return forward(*args, **kwargs)
+            if memory is None:
+                return forward(*args, **kwargs)
+            memory.enter(path)
+            try:
+                return forward(*args, **kwargs)
+            finally:
+                memory.exit()
 
     def end_iteration(self, warmup: bool = False) -> IterationMeasure:
         stopped = self.stop_iteration()
@@ -117,13 +133,21 @@ class SessionStrategy:
         For callers that may never need the ops (the library `Profile`): the caller decides when,
         and how much, to work out. The trace and the kept raw events are `end_iteration`'s job.
         """
+        records = self._memory.end() if self._memory is not None else None
         profiler = self._stop()
         if profiler is None:
             return None
-        return StoppedIteration(profiler, self.config, self._paths_by_range, self._mark_window)
+        memory = (
+            (self._memory, records) if self._memory is not None and records is not None else None
+        )
+        return StoppedIteration(
+            profiler, self.config, self._paths_by_range, self._mark_window, memory
+        )
 
     def end(self) -> None:
         self._stop()
+        if self._memory is not None:
+            self._memory.uninstall()
         if self._trace is not None:
             self._trace.write()
 
@@ -175,8 +199,10 @@ class StoppedIteration:
         config: StrategyConfig,
         names: Mapping[str, str],
         mark_window: tuple[int, int] | None = None,
+        memory: tuple[MemoryCapture, StepRecords] | None = None,
     ) -> None:
         self.profiler = profiler
+        self._memory = memory
         self._mark_window = mark_window
         self.config = config
         self._names = names
@@ -258,14 +284,17 @@ class StoppedIteration:
                     self._columns = columns.subset(np.concatenate([at for _, at in active]))
                 return measures
             events = self._read_events()
-            self.profiler = None
             found = [(s, part) for s, part in split_events(events) or [] if s.active]
             if keep_raw and found:
                 self._kept = self._walk_events([e for _, part in found for e in part])
-            return [
-                on_step_clock(self._walk_events(part, keep_raw=False).measure, step)
+            measures = [
+                on_step_clock(
+                    self._with_memory(self._walk_events(part, keep_raw=False), part).measure, step
+                )
                 for step, part in found
             ]
+            self.profiler = None
+            return measures
 
     def kept_calls(self) -> Attribution:
         """The attribution with each layer call's frames (empty unless `keep_raw_events`)."""
@@ -319,10 +348,13 @@ class StoppedIteration:
 
     def _read_events(self) -> list[Event]:
         config = self.config
+        # A step the runner did not mark (a with-block) may run a backward of its own: memory
+        # in it needs the links to attribute its nodes.
+        memory_links = self._memory is not None and self._mark_window is None
         return read_events(
             self.profiler,
             config.compat.raw_events,
-            links=config.backward or config.training,
+            links=config.backward or config.training or memory_links,
             device=config.use_device,
         )
 
@@ -331,9 +363,10 @@ class StoppedIteration:
         events = self._read_events()
         found = split_events(events)
         if found is None:
-            return self._walk_events(events)
+            return self._with_memory(self._walk_events(events), events)
         active = [(step, part) for step, part in found if step.active]
-        result = self._walk_events(active[0][1] if active else [])
+        part = active[0][1] if active else []
+        result = self._with_memory(self._walk_events(part), part)
         if active:
             on_step_clock(result.measure, active[0][0])
         return result
@@ -346,6 +379,16 @@ class StoppedIteration:
             backward=config.backward or config.training,
             keep_raw=keep_raw and config.keep_raw_events,
         )
+
+    def _with_memory(self, result: Attribution, events: list[Event]) -> Attribution:
+        """The measure with its per-layer memory replayed from `events` (with profile_memory).
+
+        A session with memory holds one measured step (the step loop restarts it for each), so
+        the capture's records are that step's."""
+        if self._memory is not None and self.config.compat.raw_events == "kineto":
+            capture, records = self._memory
+            result.measure.memory = replay(events, self.profiler, records, self._names, capture)
+        return result
 
 
 def list_options(config: StrategyConfig) -> ListOptions:

@@ -61,7 +61,10 @@ class StepLoop:
     ) -> None:
         self.driver = driver
         self.schedule = schedule
-        self.steps_per_session = steps_per_session
+        # With per-layer memory a session holds one measured step: the memory capture's records
+        # (saved tensors, what was alive at the start) are a session's, and are a step's then.
+        self._memory = driver.config.profile_memory and driver.config.memory is not None
+        self.steps_per_session = 1 if self._memory else steps_per_session
         self.measures = MeasureTable()
         self.steps = 0  # steps ended: the number of the current one
         self.warmup_steps = 0  # warm-up steps run under the profiler
@@ -118,7 +121,9 @@ class StepLoop:
             following = self.schedule.action(self.steps)
             if following == "none" or (kind == "active" and following == "warmup"):
                 self._close_window()
-            elif following == "active" and self._in_session >= self.steps_per_session:
+            elif following == "active" and (
+                self._in_session >= self.steps_per_session or (self._memory and kind == "warmup")
+            ):
                 self._restart_session()
             elif not self._room():
                 self._close_window()
