@@ -83,8 +83,13 @@ class CommandParser(argparse.ArgumentParser):
 
 def command_parser(command: str, doc: str | None) -> CommandParser:
     """The parser of `hybridprof <command>`: its module docstring is its help."""
+    # No abbreviations: `--iter 10` must not quietly mean `--iters` (nor `--flop` `--flops`); an
+    # option that is not spelt out is refused with the full name suggested.
     return CommandParser(
-        prog=f"hybridprof {command}", description=doc, formatter_class=HelpFormatter
+        prog=f"hybridprof {command}",
+        description=doc,
+        formatter_class=HelpFormatter,
+        allow_abbrev=False,
     )
 
 
@@ -178,6 +183,10 @@ def guarded(action: Callable[[], int], debug: bool) -> int:
     except KeyboardInterrupt:
         print("hybridprof: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # stdout's reader went away (`| head`): the output ends there
+        from hybridprof.cli import stdout_gone
+
+        return stdout_gone()
     except Exception as exc:
         if debug:
             raise

@@ -20,6 +20,7 @@ examples:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -216,6 +217,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             "(hybridprof run net.py profiles yours)",
             outputs.human,
         )
+        _demo_threads(args, outputs)
     with out_dir_locked(outputs.out_dir), sigterm_as_interrupt() as sigterm:
         try:
             with model_prints_to_stderr():
@@ -233,6 +235,31 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         notice(f"{_stopped_by(sigterm)} after {session.iterations}{of} iterations{where}")
         return 143 if sigterm.received else 130
     return 0
+
+
+DEMO_MIN_CORES = 4
+
+
+def _demo_threads(args: argparse.Namespace, outputs: RunOutputs) -> None:
+    """The demo is a first run: on a machine of few cores, torch's default threads wait for each
+    other and the small layers read by noise (a ReLU at milliseconds), so it runs on one thread,
+    and says so."""
+    cores = available_cores()
+    if args.threads is None and cores < DEMO_MIN_CORES:
+        args.threads = 1
+        notice(
+            f"this machine has {cores} core{'s' if cores != 1 else ''}: the demo runs with "
+            "--threads 1, as torch's default threads would time its small layers by noise "
+            "(give --threads N to choose)",
+            outputs.human,
+        )
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
 
 
 def _stopped_by(sigterm: TerminateHandler) -> str:

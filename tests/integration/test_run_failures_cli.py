@@ -20,7 +20,7 @@ def test_sys_exit_in_forward_is_a_model_failure(tmp_path: Path) -> None:
     assert done.returncode == 3
     assert done.stderr.strip().splitlines() == [
         "hybridprof: error: forward failed in 1 (Quits): it called sys.exit(0); a forward must "
-        "return or raise; check that the inputs fit the model"
+        f"return or raise; at {FIXTURES / 'run_sys_exit.py'}:13 in forward"
     ]
     assert not (tmp_path / "s.json").exists()
 
