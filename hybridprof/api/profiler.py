@@ -199,12 +199,15 @@ class Profile:
         return self._layer_session
 
     def display(self, show_events: bool = False) -> str:
-        """The torchprof-style tree table (with one row per op under each layer if show_events)."""
-        from hybridprof.reporting.text_table import render_text
+        """The torchprof-style tree table (with one row per op under each layer if show_events):
+        a str that also shows as the table where a value's repr is shown (a notebook cell)."""
+        from hybridprof.reporting.text_table import TableText, render_text
 
         if not self._profiled():
             why = "enabled=False" if not self.enabled else "not entered yet"
-            return f"<hybridprof.Profile of {self.plan.root_class}: nothing profiled ({why})>"
+            return TableText(
+                f"<hybridprof.Profile of {self.plan.root_class}: nothing profiled ({why})>"
+            )
         # torchprof's table: layer rows only (the session and its frame also carry the time in no
         # profiled module; the table from the layer ranges alone could not show it).
         session = self._table_session(show_events)
