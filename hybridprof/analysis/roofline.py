@@ -192,7 +192,8 @@ def _explained(
         why = (
             f"the peak ({peak.gflops:.4g} GFLOP/s, {peak.source}) is the number likely wrong: "
             "most layers beat it, so it was measured low (a busy machine?); measure it again "
-            "(delete hybridprof's peak.json cache) or give --peak-gflops"
+            "(delete ~/.cache/hybridprof/peak.json, or the one under $XDG_CACHE_HOME) or give "
+            "--peak-gflops"
         )
     elif suspect == "time":
         why = (

@@ -16,10 +16,13 @@ import textwrap
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from hybridprof.errors import HybridprofError, Terminated, UsageError
 from hybridprof.files.loader import DEFAULT_ENTRY
+
+if TYPE_CHECKING:
+    from hybridprof.reporting.fitted_table import TableChoice
 
 STDOUT = "-"  # as an output name: write to standard output (the usual Unix convention)
 MAX_HELP_WIDTH = 100
@@ -142,6 +145,52 @@ def add_selection_options(parser: argparse.ArgumentParser) -> None:
         help="with --paths/--depth/--leaves-only: also select parents whose forward runs ops "
         "directly (attention that uses its out_proj's weights, fused fast paths)",
     )
+
+
+def add_table_options(parser: argparse.ArgumentParser) -> None:
+    """How the printed tree table looks (run and report)."""
+    from hybridprof.reporting.fitted_table import COLUMN_KEYS, SORT_KEYS
+
+    parser.add_argument(
+        "--columns",
+        metavar="NAME",
+        help="printed table: these columns, comma-separated, from "
+        + ", ".join(COLUMN_KEYS)
+        + "; or all (default: as many as fit the terminal's width, the least telling left out "
+        "first, and a line says which)",
+    )
+    parser.add_argument(
+        "--sort",
+        default="module",
+        metavar="NAME",
+        help="printed table: order each level by this column, largest first: "
+        + ", ".join(k for k in SORT_KEYS if k != "module")
+        + ", or module, the order the model defines (default: module)",
+    )
+
+
+def table_choice(args: argparse.Namespace, stream: TextIO | None = None) -> TableChoice:
+    """The printed table's columns, width and order, checked (UsageError before any work)."""
+    from hybridprof.reporting.fitted_table import TableChoice, check_choice
+
+    columns = tuple(selectors([args.columns])) if args.columns else None
+    check_choice(columns, args.sort)
+    return TableChoice(columns=columns, width=terminal_width(stream), sort=args.sort)
+
+
+def terminal_width(stream: TextIO | None = None) -> int | None:
+    """The width to fit: $COLUMNS when set, else the terminal's; None when the table goes to a
+    file or a pipe (nothing to fit, and a script reading it gets every column)."""
+    import os
+
+    given = os.environ.get("COLUMNS", "")
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    out = stream or sys.stdout
+    try:
+        return shutil.get_terminal_size().columns if out is not None and out.isatty() else None
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:

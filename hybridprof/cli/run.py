@@ -30,11 +30,13 @@ from hybridprof.cli.common import (
     add_common_options,
     add_model_options,
     add_selection_options,
+    add_table_options,
     command_parser,
     guarded,
     model_prints_to_stderr,
     notice,
     parse_or_exit_code,
+    table_choice,
 )
 from hybridprof.cli.destinations import (
     DEFAULT_OUT_DIR,
@@ -76,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_selection_options(parser)
     _add_measure_options(parser)
     _add_output_options(parser)
+    add_table_options(parser)
     add_rank_options(parser)
     add_common_options(parser)
     return parser
@@ -226,7 +229,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             notice(f"{_stopped_by(sigterm)} before a measured iteration finished; nothing saved")
             return 143 if sigterm.received else 130
         replaced = _save(session, outputs, args.force)
-    _print_results(session, outputs)
+    _print_results(session, outputs, args)
     say_replaced(replaced, outputs.human)
     if session.interrupted:
         asked = session.requested_iterations
@@ -288,6 +291,7 @@ def _check_values(args: argparse.Namespace) -> None:
             "or edit the plan"
         )
     _check_peak_values(args)
+    table_choice(args)  # --columns and --sort: checked before the run, not after
     able = backward_strategies()
     if args.backward and args.strategy is not None and args.strategy not in able:
         raise UsageError(
@@ -361,10 +365,10 @@ def _kept(session_file: Path | None) -> str:
     return f"the session is in {session_file} (re-render: hybridprof report {session_file} -o FILE)"
 
 
-def _print_results(session: ProfileSession, outputs: RunOutputs) -> None:
+def _print_results(session: ProfileSession, outputs: RunOutputs, args: argparse.Namespace) -> None:
     traced = _traced_iterations(session) if outputs.trace else 0
     where = where_lines(session, outputs.session, outputs.reports, outputs.trace, traced)
-    lines = [*terminal_table(session), *where]
+    lines = [*terminal_table(session, table_choice(args, outputs.human)), *where]
     if outputs.human is sys.stdout:
         emit(lines)
     else:

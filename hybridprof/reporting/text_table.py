@@ -160,9 +160,14 @@ def render_text(
 
 
 def _op_rows(ops: tuple[OpStat, ...], prefix: str, cols: list[Column]) -> list[list[str]]:
-    # Ops hang under their layer: continue the layer's tree line, then indent the op name.
+    names = op_names(ops, prefix)
+    return [[name, *(c.of_op(op) for c in cols)] for op, name in zip(ops, names, strict=True)]
+
+
+def op_names(ops: tuple[OpStat, ...], prefix: str) -> list[str]:
+    """Ops hang under their layer: the layer's tree line continued, then the op name indented."""
     lead = prefix.replace("├──", "│  ").replace("└──", "   ") + "    "
-    return [[lead + op.name, *(c.of_op(op) for c in cols)] for op in ops]
+    return [lead + op.name for op in ops]
 
 
 def tree_prefixes(rows: list[LayerRow]) -> list[str]:
@@ -201,6 +206,7 @@ __all__ = [
     "TableText",
     "columns",
     "format_table",
+    "op_names",
     "render_text",
     "roofline_columns",
     "tree_prefixes",

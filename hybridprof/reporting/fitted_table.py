@@ -1,0 +1,434 @@
+"""The tree table as a terminal shows it: within the terminal's width, in module order unless asked
+otherwise, saying what it left out.
+
+Its columns are the layer table's (`analysis.layer_table`), named by short keys (`--columns
+self,total,verdict`), with a Class column torchprof's table did not have. Each column has a rank
+(`keep`): when the table is wider than the terminal, the lowest-ranked columns go first (FLOP/B,
+memory totals, GFLOP/s, the Class...), until it fits; Self CPU and the names stay. When even that
+is too wide, long names are cut in the middle (`blocks.1…attn`). `--sort KEY` orders each
+parent's children by that column, largest first; the tree stays a tree. Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+
+from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
+from hybridprof.datamodel import OpStat, ProfileSession
+from hybridprof.errors import UsageError
+from hybridprof.reporting.format import (
+    format_bytes,
+    format_calls,
+    format_count,
+    format_rate,
+    format_time_us,
+    visible,
+)
+from hybridprof.reporting.text_table import TableText, op_names, tree_prefixes
+from hybridprof.reporting.trust import timing_text
+
+ALWAYS = 100  # a column of this rank is never left out to fit
+MIN_NAME = 16  # the Module column is never cut narrower
+MODULE_ORDER = "module"
+# Every column a table can have (each session has those it measured), for checking --columns and
+# --sort before a run rather than after it.
+COLUMN_KEYS = (
+    "class", "self", "total", "bwd-self", "bwd-total", "dev-self", "dev-total", "share",
+    "mem-self", "mem", "dev-mem-self", "dev-mem", "flops", "intensity", "gflops", "verdict",
+    "calls",
+)  # fmt: skip
+SORT_KEYS = (MODULE_ORDER, "name", *(k for k in COLUMN_KEYS if k not in ("class", "verdict")))
+
+
+@dataclass(frozen=True, slots=True)
+class TermColumn:
+    key: str  # what --columns and --sort call it
+    title: str
+    of_row: Callable[[LayerRow], str]
+    keep: int  # the higher, the later it is left out to fit
+    value: Callable[[LayerRow], float | None] | None = None  # what --sort orders by
+    of_op: Callable[[OpStat], str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TableChoice:
+    """What the user asked of the table: columns (None: those the width allows), the width (None:
+    no limit, e.g. output to a file) and the order (a column key, or "module")."""
+
+    columns: tuple[str, ...] | None = None
+    width: int | None = None
+    sort: str = MODULE_ORDER
+
+
+@dataclass(frozen=True, slots=True)
+class FittedTable:
+    text: TableText
+    left_out: tuple[str, ...]  # titles of the columns dropped to fit the width
+    order: str  # the rows' order, in words
+    width: int | None = None
+    missing: tuple[str, ...] = ()  # columns asked for that this run has no data for
+
+    def notes(self) -> list[str]:
+        """What a reader should know about the table: its order, and what was left out."""
+        lines = [f"rows: {self.order}"]
+        if self.left_out:
+            lines.append(
+                f"columns left out to fit {self.width} characters: {', '.join(self.left_out)} "
+                "(--columns to choose, --columns all for every one)"
+            )
+        if self.missing:
+            lines.append(f"not measured in this run, so not shown: {', '.join(self.missing)}")
+        return lines
+
+
+def _time(us: float | None) -> str:
+    return "" if us is None else format_time_us(us)
+
+
+def _bytes(n: int | None) -> str:
+    return "" if n is None else format_bytes(n)
+
+
+def _pct(pct: float | None) -> str:
+    return "" if pct is None else f"{pct:.1f}%"
+
+
+def _median(row: LayerRow, which: str) -> float | None:
+    timing = row.self_cpu if which == "self" else row.total_cpu
+    return None if timing is None else timing.median
+
+
+def _work(show: Callable[[LayerRow], str]) -> Callable[[LayerRow], str]:
+    # only a profiled layer's own work is judged (a container's is its children's)
+    return lambda r: show(r) if r.roofline is not None and r.kind == "layer" else ""
+
+
+def term_columns(table: LayerTable) -> list[TermColumn]:
+    """Every column this table has data for, in display order."""
+    calls = "Calls" if table.calls_title == "Number of Calls" else "Calls/iter"
+    cols = [
+        TermColumn("class", "Class", lambda r: r.class_name, 40),
+        TermColumn(
+            "self",
+            "Self CPU",
+            lambda r: timing_text(r.self_cpu),
+            ALWAYS,
+            lambda r: _median(r, "self"),
+            lambda o: _time(o.self_cpu_us),
+        ),
+        TermColumn(
+            "total",
+            "Total CPU",
+            lambda r: timing_text(r.total_cpu),
+            90,
+            lambda r: _median(r, "total"),
+            lambda o: _time(o.total_cpu_us),
+        ),
+    ]
+    if table.has_backward:
+        cols += [
+            TermColumn(
+                "bwd-self",
+                "Self bwd",
+                lambda r: _time(r.backward_self_cpu_us),
+                85,
+                lambda r: r.backward_self_cpu_us,
+            ),
+            TermColumn(
+                "bwd-total",
+                "Total bwd",
+                lambda r: _time(r.backward_total_cpu_us),
+                60,
+                lambda r: r.backward_total_cpu_us,
+            ),
+        ]
+    if table.has_device:
+        cols += [
+            TermColumn(
+                "dev-self",
+                "Self CUDA",
+                lambda r: _time(r.self_device_us),
+                95,
+                lambda r: r.self_device_us,
+                lambda o: _time(o.self_device_us),
+            ),
+            TermColumn(
+                "dev-total",
+                "Total CUDA",
+                lambda r: _time(r.total_device_us),
+                70,
+                lambda r: r.total_device_us,
+            ),
+        ]
+    cols.append(
+        TermColumn(
+            "share",
+            "Self %",  # own time, forward and backward, as a share of the iteration
+            lambda r: _pct(r.pct_self) if r.measured else "",
+            88,
+            lambda r: r.pct_self if r.measured else None,
+        )
+    )
+    if table.has_memory:
+        cols += [
+            TermColumn(
+                "mem-self",
+                "Self mem",
+                lambda r: _bytes(r.self_cpu_mem),
+                35,
+                lambda r: r.self_cpu_mem,
+                lambda o: _bytes(o.self_cpu_mem),
+            ),
+            TermColumn("mem", "Mem", lambda r: _bytes(r.cpu_mem), 20, lambda r: r.cpu_mem),
+        ]
+        if table.has_device:
+            cols += [
+                TermColumn(
+                    "dev-mem-self",
+                    "Self CUDA mem",
+                    lambda r: _bytes(r.self_device_mem),
+                    34,
+                    lambda r: r.self_device_mem,
+                ),
+                TermColumn(
+                    "dev-mem",
+                    "CUDA mem",
+                    lambda r: _bytes(r.device_mem),
+                    19,
+                    lambda r: r.device_mem,
+                ),
+            ]
+    if table.has_flops:
+        cols += [
+            TermColumn(
+                "flops",
+                "FLOPs",
+                _work(lambda r: format_count(r.roofline.flops, "") if r.roofline else ""),
+                45,
+                lambda r: r.roofline.flops if r.roofline and r.kind == "layer" else None,
+            ),
+            TermColumn(
+                "intensity",
+                "FLOP/B",
+                _work(lambda r: format_rate(r.roofline.intensity, "") if r.roofline else ""),
+                10,
+                lambda r: r.roofline.intensity if r.roofline and r.kind == "layer" else None,
+            ),
+            TermColumn(
+                "gflops",
+                "GFLOP/s",
+                _work(lambda r: format_rate(r.roofline.gflops, "") if r.roofline else ""),
+                30,
+                lambda r: r.roofline.gflops if r.roofline and r.kind == "layer" else None,
+            ),
+            TermColumn(
+                "verdict", "Verdict", _work(lambda r: r.roofline.verdict if r.roofline else ""), 80
+            ),
+        ]
+    cols.append(
+        TermColumn(
+            "calls",
+            calls,
+            lambda r: "" if r.calls_per_iteration is None else format_calls(r.calls_per_iteration),
+            50,
+            lambda r: r.calls_per_iteration,
+            lambda o: str(o.calls),
+        )
+    )
+    return cols
+
+
+def check_choice(columns: Sequence[str] | None, sort: str) -> None:
+    """UsageError for a column or an order no table has (said before any work)."""
+    for key in columns or ():
+        if key not in (*COLUMN_KEYS, "all"):
+            raise UsageError(
+                f"unknown column '{key}' for --columns; give some of {', '.join(COLUMN_KEYS)}, "
+                "comma-separated, or all"
+            )
+    if sort not in SORT_KEYS:
+        raise UsageError(f"unknown --sort '{sort}'; give one of {', '.join(SORT_KEYS)}")
+
+
+def chosen_columns(
+    table: LayerTable, keys: Sequence[str] | None
+) -> tuple[list[TermColumn], list[str]]:
+    """The columns named by `keys` (in that order; "all" or None: every one), and the keys this
+    table has no data for (a backward column of a forward-only run)."""
+    check_choice(keys, MODULE_ORDER)
+    every = term_columns(table)
+    if keys is None or "all" in keys:
+        return every, []
+    by_key = {c.key: c for c in every}
+    wanted = list(dict.fromkeys(keys))
+    return [by_key[k] for k in wanted if k in by_key], [k for k in wanted if k not in by_key]
+
+
+def ordered_rows(rows: Sequence[LayerRow], sort: str, table: LayerTable) -> list[LayerRow]:
+    """The rows in tree order, each parent's children ordered by `sort` (module order, the name,
+    or a column's value, largest first; rows without a value keep their order after the rest)."""
+    check_choice(None, sort)
+    if sort == MODULE_ORDER or not _sortable(sort, table):
+        return list(rows)
+    value = _sort_value(sort, table)
+    children: dict[str | None, list[LayerRow]] = {}
+    paths = {r.path for r in rows}
+    for row in rows:
+        parent = row.parent if row.parent in paths else None
+        children.setdefault(parent, []).append(row)
+    ordered: list[LayerRow] = []
+
+    def place(row: LayerRow) -> None:
+        ordered.append(row)
+        for child in sorted(children.get(row.path, []), key=value):
+            place(child)
+
+    for top in sorted(children.get(None, []), key=value):
+        place(top)
+    return ordered
+
+
+def _sortable(sort: str, table: LayerTable) -> bool:
+    return sort == "name" or any(c.key == sort for c in term_columns(table))
+
+
+def _sort_value(sort: str, table: LayerTable) -> Callable[[LayerRow], tuple[float, str]]:
+    if sort == "name":
+        return lambda r: (0.0, r.name)
+    column = next(c for c in term_columns(table) if c.key == sort)
+    assert column.value is not None
+
+    def key(row: LayerRow) -> tuple[float, str]:
+        found = column.value(row) if column.value else None
+        return (math.inf if found is None else -float(found), "")
+
+    return key
+
+
+def order_text(sort: str, table: LayerTable) -> str:
+    if sort == MODULE_ORDER:
+        return "module order, as the model defines them (--sort share: each level heaviest first)"
+    if not _sortable(sort, table):
+        return f"module order (this run has no column {sort!r} to sort by)"
+    if sort == "name":
+        return "each level by name"
+    title = next(c.title for c in term_columns(table) if c.key == sort)
+    return f"each level by {title}, largest first (the tree kept)"
+
+
+def fitted_table(
+    session: ProfileSession,
+    choice: TableChoice,
+    show_events: bool = False,
+    max_depth: int | None = None,
+    only: Collection[str] | None = None,
+) -> FittedTable:
+    """The tree table for a terminal (see the module docstring)."""
+    table = layer_table(session)
+    cols, missing = chosen_columns(table, choice.columns)
+    rows = [
+        r
+        for r in table.tree()
+        if (max_depth is None or r.depth <= max_depth) and (only is None or r.path in only)
+    ]
+    rows = ordered_rows(rows, choice.sort, table)
+    names, cells = _cells(rows, cols, show_events)
+    outside = table.outside()
+    if outside is not None:
+        names.append(outside.name)
+        cells.append([c.of_row(outside) for c in cols])
+    kept = list(range(len(cols)))
+    if choice.width is not None and choice.columns is None:
+        kept = _fitting(cols, names, cells, choice.width)
+    header = ["Module", *(cols[i].title for i in kept)]
+    body = [[name, *(row[i] for i in kept)] for name, row in zip(names, cells, strict=True)]
+    text = _format(header, body, choice.width)
+    left_out = tuple(c.title for i, c in enumerate(cols) if i not in kept)
+    order = order_text(choice.sort, table)
+    return FittedTable(TableText(text), left_out, order, choice.width, tuple(missing))
+
+
+def _cells(
+    rows: list[LayerRow], cols: list[TermColumn], show_events: bool
+) -> tuple[list[str], list[list[str]]]:
+    names: list[str] = []
+    cells: list[list[str]] = []
+    for row, prefix in zip(rows, tree_prefixes(rows), strict=True):
+        names.append(prefix + row.name)
+        cells.append([c.of_row(row) for c in cols])
+        if show_events and row.record is not None and row.kind == "layer":
+            for op, name in zip(row.record.ops, op_names(row.record.ops, prefix), strict=True):
+                names.append(name)
+                cells.append([c.of_op(op) if c.of_op else "" for c in cols])
+    return names, cells
+
+
+def _width(names: list[str], cells: list[list[str]], cols: list[TermColumn], i: int) -> int:
+    return max([len(cols[i].title), *(len(visible(row[i])) for row in cells)])
+
+
+def _fitting(
+    cols: list[TermColumn], names: list[str], cells: list[list[str]], width: int
+) -> list[int]:
+    """The columns kept: the lowest-ranked left out (the rightmost first among equals) until the
+    table fits `width`, or only the ones never left out remain."""
+    widths = [_width(names, cells, cols, i) for i in range(len(cols))]
+    name_width = min(max(len("Module"), *(len(visible(n)) for n in names)), _name_room(width))
+    kept = list(range(len(cols)))
+
+    def total() -> int:
+        return name_width + sum(widths[i] + 3 for i in kept)
+
+    while total() > width:
+        droppable = [i for i in kept if cols[i].keep < ALWAYS]
+        if not droppable:
+            break
+        kept.remove(min(droppable, key=lambda i: (cols[i].keep, -i)))
+    return kept
+
+
+def _name_room(width: int) -> int:
+    """How wide the Module column may stay while columns are left out: half the width, so that
+    a deep tree's long names do not push every figure off the screen."""
+    return max(MIN_NAME, width // 2)
+
+
+def _format(header: list[str], body: list[list[str]], width: int | None) -> str:
+    body = [[visible(cell) for cell in row] for row in body]
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    if width is not None:
+        others = sum(w + 3 for w in widths[1:])
+        widths[0] = max(MIN_NAME, min(widths[0], width - others))
+        body = [[_cut(row[0], widths[0]), *row[1:]] for row in body]
+    lines = [_line(header, widths), "-|-".join("-" * w for w in widths)]
+    lines += [_line(r, widths) for r in body]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _cut(name: str, width: int) -> str:
+    """A name too long for its column, cut in the middle: the tree and the leaf name show."""
+    if len(name) <= width:
+        return name
+    head = (width - 1) // 2
+    return name[:head] + "…" + name[len(name) - (width - 1 - head) :]
+
+
+def _line(cells: list[str], widths: list[int]) -> str:
+    return " | ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
+
+
+__all__ = [
+    "COLUMN_KEYS",
+    "MODULE_ORDER",
+    "SORT_KEYS",
+    "FittedTable",
+    "TableChoice",
+    "TermColumn",
+    "check_choice",
+    "chosen_columns",
+    "fitted_table",
+    "ordered_rows",
+    "term_columns",
+]
