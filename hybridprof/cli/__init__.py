@@ -6,10 +6,8 @@ into one line on stderr and an exit code.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import importlib
-import os
 import sys
 
 from hybridprof import __version__
@@ -81,13 +79,7 @@ def run_main() -> None:
         if sys.stdout is not None:
             sys.stdout.flush()  # here, not at exit, where a closed pipe can only be reported
     except BrokenPipeError:
+        from hybridprof.cli.common import stdout_gone
+
         code = stdout_gone()
     sys.exit(code)
-
-
-def stdout_gone() -> int:
-    """A reader that went away (`hybridprof -h | head`) ends the printing quietly: stdout points at
-    /dev/null so the interpreter's last flush has nowhere to fail. Exit 0: nothing went wrong."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0

@@ -233,8 +233,6 @@ def guarded(action: Callable[[], int], debug: bool) -> int:
         print("hybridprof: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # stdout's reader went away (`| head`): the output ends there
-        from hybridprof.cli import stdout_gone
-
         return stdout_gone()
     except Exception as exc:
         if debug:
@@ -245,6 +243,16 @@ def guarded(action: Callable[[], int], debug: bool) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def stdout_gone() -> int:
+    """A reader that went away (`hybridprof -h | head`) ends the printing quietly: stdout points at
+    /dev/null so the interpreter's last flush has nowhere to fail. Exit 0: nothing went wrong."""
+    import os
+
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
 
 
 def parse_or_exit_code(
