@@ -61,7 +61,10 @@ FILTER = f"""async (text) => {{
   return performance.now() - t0;
 }}"""
 SCROLL_END = f"""async () => {{
+  const box = document.getElementById("layers-scroll");
+  if (box) {{ box.scrollIntoView(); }}
   const t0 = performance.now();
+  if (box) {{ box.scrollTop = box.scrollHeight; }}
   window.scrollTo(0, document.documentElement.scrollHeight);
   await {NEXT_FRAME};
   await {NEXT_FRAME};

@@ -210,6 +210,13 @@ def big_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_report(big_session(leaves=3000), tmp_path_factory.mktemp("big") / "big.html")
 
 
+# The layer table scrolls in its own box: bring the box into view, then scroll it to its end.
+SCROLL_TO_END = (
+    "() => { const box = document.getElementById('layers-scroll');"
+    " box.scrollIntoView(); box.scrollTop = box.scrollHeight; }"
+)
+
+
 def drawn(opened: Opened) -> int:
     return int(opened.page.eval_on_selector_all("#layers tr.row", "rs => rs.length"))
 
@@ -222,7 +229,7 @@ def test_a_big_table_draws_only_the_rows_on_screen(browser: Any, big_report: Pat
     table_height = opened.page.eval_on_selector("#layers tbody", "b => b.offsetHeight")
     row_height = opened.page.eval_on_selector("#layers tr.row", "r => r.offsetHeight")
     assert table_height == pytest.approx(3602 * row_height, abs=3602)  # spacers stand for the rest
-    opened.page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
+    opened.page.evaluate(SCROLL_TO_END)
     expect(opened.page.locator("#layers tr.row").last).to_have_attribute("data-i", "3601")
     last = opened.page.locator("#layers tr.row").last.bounding_box()
     foot = opened.page.eval_on_selector("#layers", "t => t.getBoundingClientRect().bottom")
@@ -266,7 +273,7 @@ def test_an_open_op_table_pushes_the_rows_below_it_down(browser: Any, big_report
         "tr.detail", "d => d.nextElementSibling.classList.contains('row')"
     )
     # the whole table is taller by the op table: scrolling to the end still ends on the last row
-    opened.page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
+    opened.page.evaluate(SCROLL_TO_END)
     expect(opened.page.locator("#layers tr.row").last).to_have_attribute("data-i", "3601")
     assert opened.problems == []
     opened.page.close()

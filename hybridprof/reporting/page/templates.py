@@ -47,7 +47,17 @@ def template_env() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["dotted"] = breakable_at_dots
+    env.filters["op_name"] = breakable_op_name
     return env
+
+
+def breakable_op_name(name: object) -> Markup:
+    """An op name that may wrap after `::`, `_` or `.` (`aten::_scaled_dot_product_flash_...`):
+    a long one fits a narrow column of the PDF without cutting a word of it."""
+    text = str(escape(str(name)))
+    for mark in ("::", "_", "."):
+        text = text.replace(mark, mark + "<wbr>")
+    return Markup(text)
 
 
 def breakable_at_dots(path: object) -> Markup:
