@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -194,12 +193,9 @@ def test_big_report_renders_and_filters(browser: Any, tmp_path: Path) -> None:
     assert shown.endswith(" of 2402 rows") and int(shown.split()[0]) < 2402  # opens collapsed
     opened.page.click("#expand-all")
     assert opened.page.text_content("#shown") == "2402 of 2402 rows"
-    started = time.perf_counter()
     opened.page.fill("#filter", "blocks.150.layers.7")
+    # the expectation's own timeout is the hang guard; how fast it is, bench_reports.py measures
     expect(opened.page.locator("#shown")).to_have_text(re.compile(r"^5 of"), timeout=10_000)
-    assert (
-        time.perf_counter() - started < 10
-    )  # a hang guard, not a benchmark (bench_reports.py times it)
     assert opened.visible()[-1] == "blocks.150.layers.7"
     assert opened.problems == []
     opened.page.close()
