@@ -3,9 +3,9 @@
 // colour, time, share], x in fractions of the pass. Clicking a block zooms both passes into it
 // (it fills the width, its subtree below it, its ancestors above it stretched across); clicking
 // an ancestor zooms out to it. Names are set as text (textContent), never as markup.
-(function () {
+// report.js calls it with the page's data, which it has parsed already (once: it is megabytes).
+var hybridprofIcicle = function (data) {
   "use strict";
-  var data = JSON.parse(document.getElementById("hp-data").textContent);
   var passes = data.icicle || [];
   var svgs = document.querySelectorAll("svg.icicle[data-pass]");
   if (!passes.length || !svgs.length) { return; }
@@ -98,4 +98,4 @@
     window.requestAnimationFrame(function () { pending = false; drawAll(); });
   });
   drawAll();
-}());
+};

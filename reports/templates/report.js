@@ -398,4 +398,5 @@
 
   setWidths();
   update();
+  hybridprofIcicle(data);  // icicle.js, inlined before this script
 }());

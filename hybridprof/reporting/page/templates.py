@@ -78,8 +78,9 @@ class Assets:
 
 @functools.cache
 def assets() -> Assets:
-    # One inline script (the CSP allows it by its hash): the table's, then the icicle chart's.
-    js = _read_template("report.js") + "\n" + _read_template("icicle.js")
+    # One inline script (the CSP allows it by its hash): the icicle chart's function, then the
+    # table's script, which parses the page's data once and hands it to the chart.
+    js = _read_template("icicle.js") + "\n" + _read_template("report.js")
     return Assets(
         css=Markup(_read_template("report.css")),
         print_css=Markup(_read_template("print.css")),
