@@ -373,7 +373,8 @@ def _fitting(
     cols: list[TermColumn], names: list[str], cells: list[list[str]], width: int
 ) -> list[int]:
     """The columns kept: the lowest-ranked left out (the rightmost first among equals) until the
-    table fits `width`, or only the ones never left out remain."""
+    table fits `width`, or only the ones never left out remain; then any left out that fit in the
+    room that made."""
     widths = [_width(names, cells, cols, i) for i in range(len(cols))]
     name_width = min(max(len("Module"), *(len(visible(n)) for n in names)), _name_room(width))
     kept = list(range(len(cols)))
@@ -386,7 +387,12 @@ def _fitting(
         if not droppable:
             break
         kept.remove(min(droppable, key=lambda i: (cols[i].keep, -i)))
-    return kept
+    # A wide column left out can leave room for narrower ones of lower rank: take them back,
+    # the highest-ranked first, while the table still fits.
+    for i in sorted(set(range(len(cols))) - set(kept), key=lambda i: -cols[i].keep):
+        if total() + widths[i] + 3 <= width:
+            kept.append(i)
+    return sorted(kept)
 
 
 def _name_room(width: int) -> int:

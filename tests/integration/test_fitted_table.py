@@ -15,7 +15,12 @@ from hybridprof.api import profile
 from hybridprof.cli import main
 from hybridprof.datamodel import ProfileSession
 from hybridprof.errors import UsageError
-from hybridprof.reporting.fitted_table import TableChoice, fitted_table, ordered_rows
+from hybridprof.reporting.fitted_table import (
+    TableChoice,
+    fitted_table,
+    ordered_rows,
+    term_columns,
+)
 from hybridprof.reporting.renderers.text import render_text_report
 from tests.wide_run import wide_session
 
@@ -50,6 +55,18 @@ def test_the_table_fits_the_width_and_says_what_it_left_out(
     assert f"columns left out to fit {width} characters: " in "\n".join(fitted.notes())
     # the least telling go first: the intensity before the verdict, the verdict before Self CPU
     assert "FLOP/B" in fitted.left_out
+
+
+@pytest.mark.parametrize("width", [120, 100])
+def test_room_left_by_a_wide_column_goes_to_narrower_ones(wide: ProfileSession, width: int) -> None:
+    fitted = fitted_table(wide, TableChoice(width=width))
+    titles = {c.title: c.key for c in term_columns(layer_table(wide))}
+    header = [cell.strip() for cell in fitted.text.splitlines()[0].split(" | ")][1:]
+    kept = [titles[t] for t in header]
+    for title in fitted.left_out:  # each one left out would not have fitted beside the rest
+        order = [k for k in titles.values() if k in {*kept, titles[title]}]
+        wider = fitted_table(wide, TableChoice(columns=tuple(order)))
+        assert widest(wider.text) > width, title
 
 
 def test_long_names_are_cut_in_the_middle_when_nothing_else_can_go(wide: ProfileSession) -> None:
