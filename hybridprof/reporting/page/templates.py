@@ -48,6 +48,7 @@ def template_env() -> jinja2.Environment:
     )
     env.filters["dotted"] = breakable_at_dots
     env.filters["op_name"] = breakable_op_name
+    env.filters["file_path"] = breakable_file_path
     return env
 
 
@@ -58,6 +59,11 @@ def breakable_op_name(name: object) -> Markup:
     for mark in ("::", "_", "."):
         text = text.replace(mark, mark + "<wbr>")
     return Markup(text)
+
+
+def breakable_file_path(path: object) -> Markup:
+    """A file path that may wrap after each `/` (the header's model file)."""
+    return Markup(str(escape(str(path))).replace("/", "/<wbr>"))
 
 
 def breakable_at_dots(path: object) -> Markup:
