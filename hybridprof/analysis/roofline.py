@@ -17,8 +17,9 @@ measured step (the forward, plus the backward in a training step):
   "inconsistent: N% of peak FLOP/s" (or bandwidth), and `inconsistencies` says which number is the
   likely culprit: the peak, when most layers doing real arithmetic beat it (it was measured low,
   e.g. on a busy machine); the time, when the layer's own time is too short or too noisy to trust;
-  else the count (FLOPs from a formula that overcounts, or bytes served from cache rather than
-  memory, which the measured bandwidth is of).
+  the count, when it is far over (FLOPs from a formula that overcounts) or over the bandwidth
+  (bytes served from cache rather than memory, which the measured bandwidth is of); a layer a
+  little over the peak FLOP/s is said as such (the peak or the time, no one number stands out).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ OVERHEAD_FRACTION = 0.10
 INCONSISTENT = "inconsistent"
 SHORT_TIME_US = 20.0  # a layer's own time this short is a few timer ticks and calls' overhead
 NOISY_PCT = 50.0  # ... or this wide a 95% interval around its median
+FAR_OVER_PCT = 150.0  # this far over the peak FLOP/s, a count is wrong, not a margin
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +127,9 @@ def is_inconsistent(line: LayerRoofline) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Inconsistency:
-    """Layers whose figures beat a roof, and the number most likely wrong: "peak", "time" or
-    "count" (FLOPs or bytes), with the sentence that says so and what to do."""
+    """Layers whose figures beat a roof, and the number most likely wrong: "peak", "time",
+    "count" (FLOPs or bytes) or "margin" (a little over: any of them), with the sentence that says
+    so and what to do."""
 
     suspect: str
     paths: tuple[str, ...]
@@ -170,6 +173,8 @@ def _suspect(line: LayerRoofline, record: ModuleRecord | None, roof: str, peak_l
         return "peak"
     if (line.self_us or 0) < SHORT_TIME_US or _noisy(record):
         return "time"
+    if roof == "peak FLOP/s" and (line.pct_peak or 0) < FAR_OVER_PCT:
+        return "margin"  # a little over: no one number stands out
     return "count"
 
 
@@ -199,6 +204,11 @@ def _explained(
         why = (
             "their own times are likely wrong: too short or too noisy to trust "
             "(more iterations, --threads 1, a quieter machine)"
+        )
+    elif suspect == "margin":
+        why = (
+            "a little over it, which no one number explains: the peak may have been measured "
+            "low or the time caught short (give --peak-gflops, or run again with more iterations)"
         )
     elif roof == "peak bandwidth":
         why = (

@@ -89,6 +89,18 @@ def test_inconsistent_layers_name_the_number_likely_wrong() -> None:
     assert [(x.suspect, x.paths) for x in inconsistencies(short) if x.roof == "peak FLOP/s"] == [
         ("time", ("fc1",))
     ]
+
+    # fc1 alone, three times the peak in a steady 520 us: its count; a little over: no culprit
+    def fc1_flops(flops: int) -> ProfileSession:
+        layers = tuple(replace(w, flops=flops) if w.path == "fc1" else w for w in work.layers)
+        return replace(session, flops=replace(work, layers=layers))
+
+    far = [x for x in inconsistencies(fc1_flops(156_000_000)) if x.roof == "peak FLOP/s"]
+    assert [(x.suspect, x.paths) for x in far] == [("count", ("fc1",))]
+    assert "FLOP counts are likely too high" in far[0].text
+    near = [x for x in inconsistencies(fc1_flops(62_400_000)) if x.roof == "peak FLOP/s"]
+    assert [(x.suspect, x.paths) for x in near] == [("margin", ("fc1",))]
+    assert "--peak-gflops" in near[0].text
     # act moves 2 MB in 100 us, twice the peak bandwidth: bytes from cache, not memory
     (moved,) = [x for x in inconsistencies(session) if x.roof == "peak bandwidth"]
     assert moved.suspect == "count" and moved.paths == ("act",) and "cache" in moved.text
