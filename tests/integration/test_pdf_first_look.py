@@ -18,6 +18,7 @@ from hybridprof.datamodel import ProfileSession
 from hybridprof.reporting import write_report
 from hybridprof.reporting.page.columns import PDF_LINE_PT, _pdf_width, layer_columns, pdf_parts
 from hybridprof.reporting.page.context import build_context
+from hybridprof.reporting.page.icicle import WIDTH, _label
 from tests.wide_run import wide_session
 
 
@@ -77,7 +78,11 @@ def test_the_icicle_chart_is_drawn(pdf: Path, session: ProfileSession) -> None:
     first = text_of(pdf)[0]
     assert re.search(r"Forward pass: [\d.]+(us|ms|s)", first)
     assert re.search(r"Backward pass: [\d.]+(us|ms|s)", first)
-    assert "lm_head" in first  # a block wide enough for its name
+    # the widest block below the root is labelled with its name (cut with … if need be)
+    (forward, _) = build_context(session, "pdf").icicles
+    widest = max((b for b in forward.blocks if b.depth > 0), key=lambda b: b.x1 - b.x0)
+    label = _label(widest.name, (widest.x1 - widest.x0) * WIDTH)
+    assert label and label in first, label
 
 
 @pytest.mark.skipif(shutil.which("pdftoppm") is None, reason="needs poppler-utils' pdftoppm")
