@@ -308,18 +308,21 @@ class Profile:
         return self._layer_session
 
     def display(self, show_events: bool = False) -> str:
-        """The torchprof-style tree table (with one row per op under each layer if show_events).
+        """The torchprof-style tree table (with one row per op under each layer if show_events):
+        a str that also shows as the table where a value's repr is shown (a notebook cell).
 
         A block that trained adds the backward columns, the `(optimizer)` rows and the
         `(outside modules)` row, so the rows add up to the steps; a forward-only block prints
         torchprof's table, layer rows only."""
-        from hybridprof.reporting.text_table import render_text
+        from hybridprof.reporting.text_table import TableText, render_text
 
         if not self._profiled():
             why = "enabled=False" if not self.enabled else "not entered yet"
             if self.exited:
                 why = f"no measured step in {self.steps} steps"
-            return f"<hybridprof.Profile of {self.plan.root_class}: nothing profiled ({why})>"
+            return TableText(
+                f"<hybridprof.Profile of {self.plan.root_class}: nothing profiled ({why})>"
+            )
         session = self._table_session(show_events)
         trained = session.backward or session.optimizer is not None
         return render_text(session, show_events=show_events, outside_row=trained)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import fields, replace
 from typing import Any
 
 from torch import nn
@@ -40,6 +41,7 @@ def profile(
     model's own device. The model is left
     exactly as it was.
     """
+    check_option_names(option_fields)
     opts = replace(options or RunOptions(), **option_fields)
     opts.check()
     warnings: list[str] = []
@@ -49,3 +51,19 @@ def profile(
     else:
         plan = checked_plan(plan, model, probe(), warnings)  # it comes from outside: check it
     return run(model, inputs, plan, opts, warnings=warnings, progress=progress)
+
+
+def check_option_names(given: Mapping[str, Any]) -> None:
+    """A keyword `profile()` does not take is a TypeError naming the one meant (`iter` ->
+    `iters`), not RunOptions' own error, which names a class the caller never wrote."""
+    known = [f.name for f in fields(RunOptions)]
+    for name in given:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = (
+                f"did you mean '{close[0]}'?" if close else f"it takes {', '.join(known[:8])}, ..."
+            )
+            raise TypeError(
+                f"profile() got an unexpected keyword argument '{name}'; {hint} "
+                "(see help(hybridprof.profile) and RunOptions)"
+            )

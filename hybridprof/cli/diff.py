@@ -62,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--all", action="store_true", help="print every layer, not only the changed ones"
     )
+    parser.add_argument(
+        "--match-across-models",
+        action="store_true",
+        help="pair the layers of runs of different models (other root classes) by path, class "
+        "and position (default: runs of different models share no layer)",
+    )
     add_common_options(parser)
     return parser
 
@@ -100,7 +106,14 @@ def run_diff(args: argparse.Namespace) -> int:
 
     base = load_session(args.base)
     new = load_session(args.new)
-    diff = diff_sessions(base, new, threshold, base_label=args.base, new_label=args.new)
+    diff = diff_sessions(
+        base,
+        new,
+        threshold,
+        base_label=args.base,
+        new_label=args.new,
+        across_models=args.match_across_models,
+    )
     from hybridprof.reporting.diff_text import render_diff_text
 
     emit([render_diff_text(diff, all_layers=args.all).rstrip("\n")])

@@ -22,12 +22,14 @@ from hybridprof.cli.common import (
     command_parser,
     guarded,
     parse_or_exit_code,
+    terminal_width,
 )
 from hybridprof.cli.destinations import check_outputs
 from hybridprof.cli.terminal import emit, terminal_table
 from hybridprof.datamodel import ProfileSession
 from hybridprof.files.outputs import write_atomic
 from hybridprof.reporting import known_extensions, renderer_for, write_report
+from hybridprof.reporting.fitted_table import TableChoice
 from hybridprof.reporting.page.ranks import rank_lines
 
 
@@ -78,7 +80,7 @@ def merge(args: argparse.Namespace) -> int:
     else:
         for report in reports:
             write_report(merged, report, force=args.force)
-    lines = [*terminal_table(merged), *rank_lines(merged)]
+    lines = [*terminal_table(merged, TableChoice(width=terminal_width())), *rank_lines(merged)]
     lines += [f"merged: {output}"] if output else []
     lines += [f"report:  {r}" for r in reports]
     emit(lines)

@@ -20,6 +20,7 @@ examples:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,11 +30,13 @@ from hybridprof.cli.common import (
     add_common_options,
     add_model_options,
     add_selection_options,
+    add_table_options,
     command_parser,
     guarded,
     model_prints_to_stderr,
     notice,
     parse_or_exit_code,
+    table_choice,
 )
 from hybridprof.cli.destinations import (
     DEFAULT_OUT_DIR,
@@ -75,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_selection_options(parser)
     _add_measure_options(parser)
     _add_output_options(parser)
+    add_table_options(parser)
     add_rank_options(parser)
     add_common_options(parser)
     return parser
@@ -216,6 +220,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             "(hybridprof run net.py profiles yours)",
             outputs.human,
         )
+        _demo_threads(args, outputs)
     with out_dir_locked(outputs.out_dir), sigterm_as_interrupt() as sigterm:
         try:
             with model_prints_to_stderr():
@@ -224,7 +229,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             notice(f"{_stopped_by(sigterm)} before a measured iteration finished; nothing saved")
             return 143 if sigterm.received else 130
         replaced = _save(session, outputs, args.force)
-    _print_results(session, outputs)
+    _print_results(session, outputs, args)
     say_replaced(replaced, outputs.human)
     if session.interrupted:
         asked = session.requested_iterations
@@ -233,6 +238,31 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         notice(f"{_stopped_by(sigterm)} after {session.iterations}{of} iterations{where}")
         return 143 if sigterm.received else 130
     return 0
+
+
+DEMO_MIN_CORES = 4
+
+
+def _demo_threads(args: argparse.Namespace, outputs: RunOutputs) -> None:
+    """The demo is a first run: on a machine of few cores, torch's default threads wait for each
+    other and the small layers read by noise (a ReLU at milliseconds), so it runs on one thread,
+    and says so."""
+    cores = available_cores()
+    if args.threads is None and cores < DEMO_MIN_CORES:
+        args.threads = 1
+        notice(
+            f"this machine has {cores} core{'s' if cores != 1 else ''}: the demo runs with "
+            "--threads 1, as torch's default threads would time its small layers by noise "
+            "(give --threads N to choose)",
+            outputs.human,
+        )
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
 
 
 def _stopped_by(sigterm: TerminateHandler) -> str:
@@ -261,6 +291,7 @@ def _check_values(args: argparse.Namespace) -> None:
             "or edit the plan"
         )
     _check_peak_values(args)
+    table_choice(args)  # --columns and --sort: checked before the run, not after
     able = backward_strategies()
     if args.backward and args.strategy is not None and args.strategy not in able:
         raise UsageError(
@@ -334,10 +365,10 @@ def _kept(session_file: Path | None) -> str:
     return f"the session is in {session_file} (re-render: hybridprof report {session_file} -o FILE)"
 
 
-def _print_results(session: ProfileSession, outputs: RunOutputs) -> None:
+def _print_results(session: ProfileSession, outputs: RunOutputs, args: argparse.Namespace) -> None:
     traced = _traced_iterations(session) if outputs.trace else 0
     where = where_lines(session, outputs.session, outputs.reports, outputs.trace, traced)
-    lines = [*terminal_table(session), *where]
+    lines = [*terminal_table(session, table_choice(args, outputs.human)), *where]
     if outputs.human is sys.stdout:
         emit(lines)
     else:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hybridprof.cli.common import model_prints_to_stderr, one_line
+from hybridprof.cli.common import model_prints_to_stderr, one_line, table_choice
 from hybridprof.cli.terminal import emit, terminal_table
 from hybridprof.errors import DistributedError, HybridprofError, UsageError
 from hybridprof.files.outputs import check_output_path, write_atomic
@@ -243,7 +243,7 @@ class _Rank:
         out = self.outputs
         assert out.merged is not None
         write_merged(merged, out.merged, out.reports, lambda p: out.force_for(p, self.args.force))
-        lines = [*terminal_table(merged), *rank_lines(merged)]
+        lines = [*terminal_table(merged, table_choice(self.args)), *rank_lines(merged)]
         lines.append(f"rank sessions: {out.rank_session.parent}/session-rank*.json (one per host)")
         lines.append(f"merged: {out.merged}")
         lines += [f"report:  {r}" for r in out.reports]

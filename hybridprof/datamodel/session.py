@@ -98,6 +98,23 @@ class ProfileSession(Views):
     memory: MemoryProfile | None = None  # --profile-memory: per-layer memory and the step's peak
     schema_version: int = SCHEMA_VERSION
 
+    def __repr__(self) -> str:
+        """One line: which model, how much was measured, how long a step took (the whole data
+        class would print tens of kilobytes)."""
+        kind = "training step" if self.backward else "forward"
+        steps = f"{self.iterations} measured {kind}{'s' if self.iterations != 1 else ''}"
+        times = sorted(self.iteration_cpu_us)
+        median = f", median {_time(times[len(times) // 2])} each" if times else ""
+        model = self.plan.root_class + (f" ({self.model_file})" if self.model_file else "")
+        return (
+            f"<ProfileSession of {model}: {len(self.records)} layers, {steps}{median}, "
+            f"strategy {self.strategy}>"
+        )
+
+    def __str__(self) -> str:
+        """The tree table (as `hybridprof report` prints it), once reporting is imported."""
+        return self._text_view() or repr(self)
+
     def calls_title(self) -> str:
         """torchprof's column title for one with-block; per iteration once there are several."""
         return "Number of Calls" if self.iterations <= 1 else "Calls per iteration"
@@ -122,6 +139,10 @@ class ProfileSession(Views):
                 f"hold {session.iterations} values (its iterations); write it again with hybridprof"
             )
         return session
+
+
+def _time(us: float) -> str:
+    return f"{us:.1f} us" if us < 1000 else f"{us / 1000:.2f} ms"
 
 
 def _series_fit(record: ModuleRecord, iterations: int) -> bool:

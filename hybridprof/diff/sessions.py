@@ -8,9 +8,9 @@ from dataclasses import replace
 from typing import Literal
 
 from hybridprof.datamodel import ModuleRecord, ProfileSession, Series
-from hybridprof.diff.fairness import comparability, identity
+from hybridprof.diff.fairness import comparability, identity, model_warnings
 from hybridprof.diff.judge import diff_series, plain_change
-from hybridprof.diff.match import Pair, match_records
+from hybridprof.diff.match import Pair, match_sessions
 from hybridprof.diff.result import (
     DEFAULT_THRESHOLD_PCT,
     MEMORY_FIGURES,
@@ -32,14 +32,17 @@ def diff_sessions(
     threshold_pct: float = DEFAULT_THRESHOLD_PCT,
     base_label: str = "base",
     new_label: str = "new",
+    across_models: bool = False,
 ) -> DiffResult:
-    """Match the layers of two sessions and judge every change against noise and the threshold."""
-    pairs = match_records(base.records, new.records)
+    """Match the layers of two sessions and judge every change against noise and the threshold
+    (layers of different models are paired only with `across_models`)."""
+    pairs = match_sessions(base, new, across_models)
     shifts = run_shifts(pairs)
     layers = [_layer_diff(b, n, rule, threshold_pct, shifts) for b, n, rule in pairs]
     layers = _mark_knock_on(layers, pairs, base.iterations, new.iterations)
     layers.sort(key=_layer_order)
     warnings, notes = comparability(base, new)
+    warnings = [*model_warnings(base, new, across_models), *warnings]
     total_shift = _total_shift(base, new, shifts.get("self_cpu_us"), threshold_pct)
     total = diff_series(
         "iteration_cpu_us",

@@ -184,15 +184,15 @@ def parse_shape(spec: str) -> tuple[tuple[int, ...], str]:
         raise UsageError(
             f"bad --input-shape '{spec}': unknown dtype '{dtype}'; use one of {', '.join(_DTYPES)}"
         )
-    parts = [p for p in text.replace("x", ",").split(",") if p.strip()]
+    parts = text.replace("x", ",").split(",")  # `8x3x64x64x` has an empty last part: refused
     try:
         dims = tuple(int(p) for p in parts)
-    except ValueError:
+    except ValueError:  # int("") too
         dims = ()
     if not dims or any(d <= 0 for d in dims):
         raise UsageError(
-            f"bad --input-shape '{spec}': give positive integers separated by commas, "
-            "e.g. --input-shape 1,3,224,224"
+            f"bad --input-shape '{spec}': give positive integers separated by commas or x, "
+            "e.g. --input-shape 1,3,224,224 or 8x128:long"
         )
     return dims, dtype_name
 

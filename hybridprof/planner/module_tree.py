@@ -197,12 +197,16 @@ def _selection_reasons(
     root: str,
 ) -> dict[str, str]:
     canonical = {alias: t.path for t in targets for alias in (t.path, *t.aliases)}
+    by_path = {t.path: t for t in targets}
+    children = _children_of(targets)
     reasons: dict[str, str] = {}
     for selector in paths:
         path = _dotted(selector, root)
         if path not in canonical:
             raise SelectionError(_no_match_message(_show(selector), list(canonical), path))
-        reasons.setdefault(canonical[path], f"path {path or '(root)'}")
+        found = _runs_for(by_path[canonical[path]], children, f"path {path or '(root)'}")
+        for hit, reason in found.items():
+            reasons.setdefault(hit, reason)
     for pattern in globs:
         hits = [canonical[p] for p in canonical if fnmatch.fnmatchcase(p, pattern)]
         if not hits:
@@ -220,11 +224,39 @@ def _depth_reasons(
     if depth < 0:
         raise SelectionError(f"depth must be 0 or more, got {depth}; 0 is the root, 1 its children")
     # A depth past a branch's bottom keeps that branch's leaves, as torchinfo's depth does.
-    return {
-        t.path: f"depth {depth}"
+    chosen = [
+        t
         for t in targets
         if t.path not in taken and (t.depth == depth or (t.is_leaf and t.depth < depth))
-    }
+    ]
+    reasons: dict[str, str] = {}
+    children = _children_of(targets)
+    for target in chosen:
+        reasons.update(_runs_for(target, children, f"depth {depth}"))
+    return reasons
+
+
+def _children_of(targets: tuple[ModuleTarget, ...]) -> dict[str, list[ModuleTarget]]:
+    kids: dict[str, list[ModuleTarget]] = {}
+    for t in targets:
+        if t.path:
+            kids.setdefault(t.path.rpartition(".")[0], []).append(t)
+    return kids
+
+
+def _runs_for(
+    target: ModuleTarget, children: dict[str, list[ModuleTarget]], reason: str
+) -> dict[str, str]:
+    """`target`, or, for a container that never runs (a ModuleList, a ModuleDict), its entries
+    in its place (theirs if they are containers too): a never-called layer would leave its time
+    to "(outside profiled modules)"."""
+    if target.has_forward or target.is_leaf or not children.get(target.path):
+        return {target.path: reason}
+    stand_in = f"{reason}, in place of {target.path} ({target.class_name}, which never runs)"
+    found: dict[str, str] = {}
+    for child in children[target.path]:
+        found.update(_runs_for(child, children, stand_in))
+    return found
 
 
 def _dotted(selector: Selector, root: str) -> str:

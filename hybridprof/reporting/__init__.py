@@ -112,12 +112,20 @@ def _dataframe_of(session: ProfileSession) -> Any:
     return frame(session)
 
 
+def _text_of(session: ProfileSession) -> str:
+    from hybridprof.reporting.text_table import render_text
+
+    return render_text(session)
+
+
 def install_views() -> None:
-    """Show sessions as HTML in notebooks and give them `to_dataframe()` (idempotent)."""
+    """Show sessions as HTML in notebooks, print them as their tree table and give them
+    `to_dataframe()` (idempotent)."""
     from hybridprof.reporting.notebook import session_html
 
     register_view("html", ProfileSession, session_html)
     register_view("dataframe", ProfileSession, _dataframe_of)
+    register_view("text", ProfileSession, _text_of)
 
 
 install_views()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from hybridprof.datamodel import MachinePeak
+from hybridprof.datamodel import MachinePeak, ProfileSession
 
 
 def format_time_us(us: float) -> str:
@@ -47,6 +47,20 @@ def format_count(value: float, unit: str) -> str:
 
 def format_rate(value: float | None, unit: str) -> str:
     return "-" if value is None else f"{value:.3g} {unit}"
+
+
+def flops_total_text(session: ProfileSession) -> str:
+    """`FLOPs per step: 176 MFLOP forward+backward (58.5 MFLOP forward, 117 MFLOP backward)`, or
+    `FLOPs per step: 58.5 MFLOP forward`; empty without --flops."""
+    work = session.flops
+    if work is None:
+        return ""
+    forward = format_count(work.forward_flops, "FLOP")
+    if not session.backward:
+        return f"FLOPs per step: {forward} forward"
+    both = format_count(work.forward_flops + work.backward_flops, "FLOP")
+    backward = format_count(work.backward_flops, "FLOP")
+    return f"FLOPs per step: {both} forward+backward ({forward} forward, {backward} backward)"
 
 
 def peak_text(peak: MachinePeak) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import Any
 
 from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
 from hybridprof.analysis.roofline import LayerRoofline
@@ -35,6 +36,20 @@ from hybridprof.reporting.format import (
     visible,
 )
 from hybridprof.reporting.trust import timing_text
+
+
+class TableText(str):
+    """A table as text that also shows as itself where Python shows a value's repr: a notebook
+    cell ending in `prof.display(show_events=True)` shows the table, not a quoted string full of
+    `\n`. It is a `str` in every other way (torchprof's `display` returned one)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython's text view
+        printer.text(str(self))
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +141,7 @@ def render_text(
     max_depth: int | None = None,
     outside_row: bool = True,
     only: Collection[str] | None = None,
-) -> str:
+) -> TableText:
     """The tree table as one string (no trailing newline); `outside_row=False` leaves out the
     `(outside modules)` row (torchprof's table had none), `only` keeps just those paths' rows."""
     table = layer_table(session)
@@ -149,13 +164,18 @@ def render_text(
     outside = table.outside()
     if outside_row and outside is not None:
         body.append([outside.name, *(c.of_row(outside) for c in cols)])
-    return format_table(["Module", *(c.title for c in cols)], body)
+    return TableText(format_table(["Module", *(c.title for c in cols)], body))
 
 
 def _op_rows(ops: tuple[OpStat, ...], prefix: str, cols: list[Column]) -> list[list[str]]:
-    # Ops hang under their layer: continue the layer's tree line, then indent the op name.
+    names = op_names(ops, prefix)
+    return [[name, *(c.of_op(op) for c in cols)] for op, name in zip(ops, names, strict=True)]
+
+
+def op_names(ops: tuple[OpStat, ...], prefix: str) -> list[str]:
+    """Ops hang under their layer: the layer's tree line continued, then the op name indented."""
     lead = prefix.replace("├──", "│  ").replace("└──", "   ") + "    "
-    return [[lead + op.name, *(c.of_op(op) for c in cols)] for op in ops]
+    return [lead + op.name for op in ops]
 
 
 def tree_prefixes(rows: list[LayerRow]) -> list[str]:
@@ -189,4 +209,13 @@ def _line(cells: list[str], widths: list[int]) -> str:
     return " | ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
 
 
-__all__ = ["Column", "columns", "format_table", "render_text", "roofline_columns", "tree_prefixes"]
+__all__ = [
+    "Column",
+    "TableText",
+    "columns",
+    "format_table",
+    "op_names",
+    "render_text",
+    "roofline_columns",
+    "tree_prefixes",
+]

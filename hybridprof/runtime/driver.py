@@ -38,6 +38,7 @@ from hybridprof.errors import HybridprofError, ModelRunError, UsageError
 from hybridprof.files.loader import ModelInputs, as_model_inputs, keeping_cwd
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import module_at
+from hybridprof.runtime.failure import failure_hint
 from hybridprof.runtime.flops.counter import with_work
 from hybridprof.runtime.guards import first_line, refuse_nesting
 from hybridprof.runtime.machine import LoadWatch
@@ -307,15 +308,16 @@ class Driver:
         path = self.patcher.failed_path
         if path is None:
             where = "the training step" if self.config.backward else "the forward"
-            return (
-                f"{where} of {type(self.model).__name__} failed outside the profiled layers: {text}"
-            )
+            failed = f"{where} of {type(self.model).__name__} failed outside the profiled layers"
+            return _with_hint(f"{failed}: {text}", exc)
         target = self.plan.target(path)
         cls = target.class_name if target else type(module_at(self.model, path)).__name__
-        return (
-            f"forward failed in {path or '(root)'} ({cls}): {text}; check that the inputs fit "
-            "the model"
-        )
+        return _with_hint(f"forward failed in {path or '(root)'} ({cls}): {text}", exc)
+
+
+def _with_hint(message: str, exc: BaseException) -> str:
+    hint = failure_hint(exc)
+    return f"{message}; {hint}" if hint else message
 
 
 def run(

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -166,9 +165,11 @@ def test_a_rank_that_raises_ends_both_ranks_with_one_line_each(tmp_path: Path) -
         tmp_path,
         env={"FAILED_AT_FILE": str(stamp)},
     )
-    ended = time.time()
     assert done.returncode != 0
-    assert ended - float(stamp.read_text()) < 60
+    assert stamp.exists()  # rank 1 failed in its forward, as the model makes it
+    # The other rank was told through the store, not by a collective timing out (which would
+    # take gloo's 30 minutes and end the run by torchrun's timeout above, a hang guard).
+    assert "timed out" not in done.stderr.lower() and "timeout" not in done.stderr.lower()
     ours = [line for line in done.stderr.splitlines() if line.startswith("hybridprof:")]
     ours.append(done.stderr[-4000:])  # shown when an assertion below fails
     cause = "forward failed in 1 (Broken): ValueError: rank one is broken here"

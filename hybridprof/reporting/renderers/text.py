@@ -4,9 +4,15 @@ paths, ranks)."""
 
 from __future__ import annotations
 
-from hybridprof.analysis.roofline import session_rooflines, unattributed_flops
+from hybridprof.analysis.roofline import inconsistencies, session_rooflines, unattributed_flops
 from hybridprof.datamodel import ProfileSession
-from hybridprof.reporting.format import format_count, format_rate, peak_text, visible
+from hybridprof.reporting.format import (
+    flops_total_text,
+    format_count,
+    format_rate,
+    peak_text,
+    visible,
+)
 from hybridprof.reporting.memory_text import memory_section
 from hybridprof.reporting.page.ranks import rank_lines
 from hybridprof.reporting.text_table import format_table, render_text
@@ -25,6 +31,7 @@ def render_text_report(session: ProfileSession) -> str:
         f"({session.model_file or plan.model_file or 'library'}), strategy {session.strategy}, "
         f"iterations: {iterations_text(session)}, torch {env.torch_version}, {env.device}, "
         f"{env.threads} thread(s)",
+        *([flops_total_text(session)] if session.flops is not None else []),
     ]
     if session.stability is not None:
         stability = session.stability
@@ -66,10 +73,12 @@ def roofline_section(session: ProfileSession) -> list[str]:
     outside = unattributed_flops(session)
     return [
         "",
+        flops_total_text(session),
         f"roofline, self figures per step ({peak_text(work.peak)}):",
         format_table(header, body),
         f"counted in one extra pass ({work.pass_s:.2f} s) by a {work.method}"
         + (f"; {format_count(outside, 'FLOP')} outside the model" if outside else ""),
+        *(f"inconsistent: {x.text}" for x in inconsistencies(session)),
     ]
 
 
