@@ -251,15 +251,17 @@ def heaviest_first(rows: list[RowView]) -> list[RowView]:
     children: dict[str | None, list[RowView]] = {}
     for row in rows:
         children.setdefault(row.parent, []).append(row)
+
+    def lightest_first(kids: list[RowView]) -> list[RowView]:
+        return sorted(kids, key=lambda r: -r.pct)[::-1]  # a stack: the heaviest on top
+
+    # depth first with a stack, not recursion: a tree 3,000 layers deep is a valid session
     ordered: list[RowView] = []
-
-    def place(row: RowView) -> None:
+    pending = lightest_first(children.get(None, []))
+    while pending:
+        row = pending.pop()
         ordered.append(row)
-        for child in sorted(children.get(row.path, []), key=lambda r: -r.pct):
-            place(child)
-
-    for top in sorted(children.get(None, []), key=lambda r: -r.pct):
-        place(top)
+        pending.extend(lightest_first(children.get(row.path, [])))
     return ordered
 
 
