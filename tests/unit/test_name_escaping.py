@@ -79,3 +79,11 @@ def test_rank_lines_print_names_escaped(field: str) -> None:
         info = replace(RankInfo(rank, 2, rank, "h", "gloo", "cpu"), **{field: "x\nFORGED\u202e"})
         ranks.append(replace(hostile(), rank=RankRun(info, (1.0,) * 3, (0.0,) * 3)))
     assert_inert(rank_lines(merge_sessions(ranks)))
+
+
+def test_the_txt_report_prints_names_escaped() -> None:
+    from hybridprof.reporting.renderers.text import render_text_report
+
+    session = replace(hostile(), never_called=("x\nFORGED never called",))
+    session = replace(session, plan=replace(session.plan, root_class="Net\nFORGED root"))
+    assert_inert(render_text_report(session).splitlines())
