@@ -357,7 +357,7 @@ def _columns_decoder(cls: type) -> Decoder:
             raise ValueError(f"{cls.__name__} has an unknown column {_unknown(data, names)!r}")
         lengths = {len(column) if type(column) is list else -1 for column in data.values()}
         if len(lengths) != 1 or -1 in lengths:
-            raise ValueError(f"the columns of {cls.__name__} are not lists of one length")
+            raise ValueError(_uneven_columns(cls, data))
         columns: list[Any] = []
         for name, read_column, required in fields:
             if name in data:
@@ -372,6 +372,22 @@ def _columns_decoder(cls: type) -> Decoder:
             raise _column_error(data, item_decoders, exc) from exc
 
     return read_columns
+
+
+def _uneven_columns(cls: type, data: dict[str, Any]) -> str:
+    """Which column is no list, or is not as long as the first (named: the file is columns)."""
+    bad = next((name for name, column in data.items() if type(column) is not list), None)
+    if bad is not None:
+        return f"column '{bad[:50]}' of {cls.__name__} is not a list"
+    lengths = {name: len(column) for name, column in data.items()}
+    first, count = next(iter(lengths.items()), ("", 0))
+    other = next((name for name, length in lengths.items() if length != count), None)
+    if other is not None:
+        return (
+            f"column '{other[:50]}' of {cls.__name__} holds {lengths[other]} values, column "
+            f"'{first}' {count}"
+        )
+    return f"the columns of {cls.__name__} are not lists of one length"
 
 
 def _column_error(
