@@ -303,3 +303,17 @@ def test_a_merged_session_must_hold_as_many_ranks_as_its_world_size() -> None:
     rank["rank"]["info"].update(world_size=2, rank=10**18)
     with pytest.raises(SessionFileError, match=r"rank 1000000000000000000 is outside the world"):
         ProfileSession.from_json(json.dumps(rank))
+
+
+def test_merge_prints_the_warning_of_ranks_that_ran_different_numbers_of_iterations(
+    tmp_path, capsys
+) -> None:
+    from hybridprof.cli import main
+
+    files = []
+    for rank, iterations in ((0, 3), (1, 2)):
+        files.append(tmp_path / f"session-rank{rank}.json")
+        files[-1].write_text(_series_session(rank, iterations).to_json())
+    assert main(["merge", *map(str, files)]) == 0
+    out = capsys.readouterr().out
+    assert "warning: the ranks ran different numbers of measured iterations (rank 0: 3, " in out
