@@ -28,6 +28,7 @@ from hybridprof.cli.destinations import check_outputs, is_stdout
 from hybridprof.cli.terminal import emit
 from hybridprof.datamodel import ProfileSession
 from hybridprof.diff import DiffResult
+from hybridprof.errors import UsageError
 from hybridprof.reporting import known_extensions, renderer_for, write_diff_report, write_report
 from hybridprof.reporting.fitted_table import TableChoice
 
@@ -69,18 +70,20 @@ def main(argv: Sequence[str]) -> int:
 
 def render(args: argparse.Namespace) -> int:
     """Check every output first, then read the session, then write each report."""
+    if args.max_depth is not None and args.max_depth < 0:
+        raise UsageError(f"--max-depth must be 0 (the root only) or more, got {args.max_depth}")
     files = [Path(o) for o in args.output if not is_stdout(o)]
     choice = table_choice(args)
     for output in files:
         renderer_for(output)  # a known format, and its renderer importable
     check_outputs(files, (), args.force, [Path(args.session)])
     check_pdf_support(files)
-    from hybridprof.files.storage import is_diff_file, load_diff, load_session
+    from hybridprof.files.storage import load_session_or_diff
 
     printed = not files or len(files) < len(args.output)  # no -o, or -o - among them
-    if is_diff_file(args.session):
-        return render_saved_diff(load_diff(args.session), files, printed, args.force)
-    session = load_session(args.session)
+    session = load_session_or_diff(args.session)
+    if isinstance(session, DiffResult):
+        return render_saved_diff(session, files, printed, args.force)
     if printed:
         emit(printed_lines(session, choice, args.show_events, args.max_depth))
     for output in files:

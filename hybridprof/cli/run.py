@@ -41,8 +41,9 @@ from hybridprof.cli.common import (
 from hybridprof.cli.destinations import (
     DEFAULT_OUT_DIR,
     RunOutputs,
+    check_outputs,
     make_folders,
-    out_dir_locked,
+    outputs_locked,
     own_files_present,
     plan_run_outputs,
     say_replaced,
@@ -221,7 +222,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             outputs.human,
         )
         _demo_threads(args, outputs)
-    with out_dir_locked(outputs.out_dir), sigterm_as_interrupt() as sigterm:
+    with outputs_locked(outputs), sigterm_as_interrupt() as sigterm:
         try:
             with model_prints_to_stderr():
                 session = _profile(args, argv, model_file, entry, plan, outputs)
@@ -335,24 +336,28 @@ def _profile(
 
 
 def _save(session: ProfileSession, outputs: RunOutputs, force: bool) -> list[Path]:
-    """Session first, then reports; returns hybridprof's own files that were there before. A file
-    that cannot be written does not lose the measurements: the error says where the session is
-    (where asked, else a copy in the system temp folder)."""
+    """Every output checked again, then the session, then the reports; returns hybridprof's own
+    files that were there before. A file that cannot be written does not lose the measurements:
+    the error says where the session is (where asked, else a copy in the system temp folder)."""
     text = session.to_json()
     written = [p for p in (outputs.session, *outputs.reports) if p is not None]
+    try:  # a file made meanwhile refuses the run before it writes any, not halfway through
+        check_outputs(written, outputs.own, force, outputs.inputs)
+    except OutputError as exc:
+        raise OutputError(f"{exc}; {_kept(rescue_copy(text, 'hybridprof-session'))}") from exc
     replaced = own_files_present(written, outputs.own)
     make_folders(written)
     if outputs.session is not None:
         try:
-            force_session = outputs.force_for(outputs.session, force)
-            write_atomic(outputs.session, text, force_session, outputs.inputs)
+            own = outputs.session in outputs.own
+            write_atomic(outputs.session, text, force, outputs.inputs, own=own)
         except OutputError as exc:
             raise OutputError(f"{exc}; {_kept(rescue_copy(text, 'hybridprof-session'))}") from exc
     else:
         emit([text])
     for report in outputs.reports:
         try:
-            write_report(session, report, force=outputs.force_for(report, force))
+            write_report(session, report, force=force, own=report in outputs.own)
         except OutputError as exc:
             kept = outputs.session or rescue_copy(text, "hybridprof-session")
             raise OutputError(f"{exc}; {_kept(kept)}") from exc

@@ -76,10 +76,7 @@ class RankOutputs:
     merged: Path | None
     reports: tuple[Path, ...]
     trace: Path | None
-    own: frozenset[Path]
-
-    def force_for(self, path: Path, force: bool) -> bool:
-        return force or path in self.own
+    own: frozenset[Path]  # names hybridprof chose: replaced only over files it wrote
 
 
 def plan_rank_outputs(args: argparse.Namespace, launch: Launch) -> RankOutputs:
@@ -103,7 +100,7 @@ def plan_rank_outputs(args: argparse.Namespace, launch: Launch) -> RankOutputs:
         trace = given.with_name(f"{given.stem}-rank{launch.rank}{given.suffix}")
     for path in (rank_session, merged, *reports, trace):
         if path is not None:
-            check_output_path(path, args.force or path in own)
+            check_output_path(path, args.force, own=path in own)
     return RankOutputs(rank_session, merged, reports, trace, frozenset(own))
 
 
@@ -214,9 +211,8 @@ class _Rank:
 
     def _finish(self, session: ProfileSession) -> int:
         out = self.outputs
-        write_atomic(
-            out.rank_session, session.to_json(), out.force_for(out.rank_session, self.args.force)
-        )
+        own = out.rank_session in out.own
+        write_atomic(out.rank_session, session.to_json(), self.args.force, own=own)
         if session.interrupted:
             print(
                 f"hybridprof: rank {self.launch.rank} interrupted after {session.iterations} "
@@ -242,7 +238,7 @@ class _Rank:
         merged = merge_sessions([ProfileSession.from_json(p) for p in payloads])
         out = self.outputs
         assert out.merged is not None
-        write_merged(merged, out.merged, out.reports, lambda p: out.force_for(p, self.args.force))
+        write_merged(merged, out.merged, out.reports, self.args.force, out.own)
         lines = [*terminal_table(merged, table_choice(self.args)), *rank_lines(merged)]
         lines.append(f"rank sessions: {out.rank_session.parent}/session-rank*.json (one per host)")
         lines.append(f"merged: {out.merged}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from hybridprof.datamodel.jsonbounds import MAX_PATH_PARTS
 from hybridprof.datamodel.jsonio import dump, load
 from hybridprof.datamodel.measures import ModuleRecord, Stat
 from hybridprof.datamodel.memory import MemoryProfile
@@ -135,8 +136,16 @@ class ProfileSession(Views):
             short.append("(optimizer)")
         if short:
             raise SessionFileError(
-                f"corrupt {SESSION_KIND} file: the per-iteration series of {short[0]!r} do not "
-                f"hold {session.iterations} values (its iterations); write it again with hybridprof"
+                f"corrupt {SESSION_KIND} file: the per-iteration series of {short[0][:60]!r} do "
+                f"not hold {session.iterations} values (its iterations); write it again with "
+                "hybridprof"
+            )
+        deep = next((r for r in session.records if r.path.count(".") >= MAX_PATH_PARTS), None)
+        if deep is not None:
+            raise SessionFileError(
+                f"corrupt {SESSION_KIND} file: the path of records[{session.records.index(deep)}] "
+                f"is {deep.path.count('.') + 1:,} modules deep (hybridprof writes none over "
+                f"{MAX_PATH_PARTS:,}); write it again with hybridprof"
             )
         return session
 

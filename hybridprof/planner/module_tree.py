@@ -317,6 +317,7 @@ def tree_plan(
     import torch
 
     from hybridprof.planner.compat import probe
+    from hybridprof.planner.name_bounds import checked_names
 
     selectors = [_show(p) for p in paths or ()] + [f"glob {g}" for g in globs]
     if depth is not None:
@@ -325,7 +326,7 @@ def tree_plan(
         selectors.append("leaves only")
     return ProfilePlan(
         root_class=type(model).__name__,
-        targets=select_targets(model, paths, globs, depth, leaves_only=leaves_only),
+        targets=checked_names(select_targets(model, paths, globs, depth, leaves_only=leaves_only)),
         compat=probe().choices(),
         strategy=strategy,
         selectors=tuple(selectors),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hybridprof.diff import Change, DiffResult, LayerDiff, OpChange
-from hybridprof.reporting.format import format_bytes, format_time_us
+from hybridprof.reporting.format import format_bytes, format_time_us, visible_lines
 
 TOP = 5  # regressions and improvements named in the summary
 QUANTITY_TITLES = {
@@ -165,4 +165,4 @@ def render_diff_text(diff: DiffResult, all_layers: bool = False) -> str:
     hidden = len(diff.layers) - len(shown)
     if hidden:
         lines.append(f"({hidden} layer(s) within noise not listed)")
-    return "\n".join(lines) + "\n"
+    return visible_lines(lines) + "\n"

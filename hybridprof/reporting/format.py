@@ -73,9 +73,14 @@ def peak_text(peak: MachinePeak) -> str:
 
 
 # Characters a terminal or editor acts on instead of showing: C0/C1 controls (ESC starts colour and
-# title sequences, CR rewrites the line), and the invisible and bidirectional-override marks that
-# make text read differently from what it is. Module names come from user models and session files.
-_HIDDEN = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+# title sequences, CR rewrites the line), and the invisible and bidirectional marks that make text
+# read differently from what it is: zero-width and bidi overrides and isolates, the Arabic letter
+# mark (U+061C), the Mongolian vowel separator (U+180E), and the tag characters (U+E0000-E007F,
+# invisible letters that can smuggle text). Module names come from user models and session files.
+_HIDDEN = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff"
+    "\U000e0000-\U000e007f]"
+)
 _HIDDEN_OR_NEWLINE = re.compile(_HIDDEN.pattern[:-1] + "\n]")
 
 
@@ -86,6 +91,12 @@ def visible(text: str, newlines: bool = False) -> str:
     """
     pattern = _HIDDEN if newlines else _HIDDEN_OR_NEWLINE
     return pattern.sub(_escaped, text)
+
+
+def visible_lines(lines: list[str]) -> str:
+    """Lines joined into one text, each made `visible`: a newline inside a line (a module name
+    holding one) is shown escaped, so it cannot start a forged line of its own."""
+    return "\n".join(visible(line) for line in lines)
 
 
 def _escaped(match: re.Match[str]) -> str:

@@ -140,3 +140,29 @@ def test_report_never_imports_torch(saved: Path, tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "r.html").is_file()
+
+
+def test_a_session_through_a_pipe_is_read(saved: Path) -> None:
+    # bash's <(...) hands over /dev/fd/63, a pipe: a session file that is no regular file
+    script = Path(sys.executable).with_name("hybridprof")
+    for command in (
+        f"'{script}' report <(cat '{saved}')",
+        f"cat '{saved}' | '{script}' report /dev/stdin",
+        f"'{script}' diff <(cat '{saved}') <(cat '{saved}')",
+    ):
+        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, (command, done.stderr)
+        assert done.stderr == ""
+
+
+@pytest.mark.parametrize("depth", ["-1", "-5"])
+def test_a_negative_max_depth_is_refused(
+    saved: Path, depth: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", str(saved), "--max-depth", depth]) == 2
+    assert error_line(capsys) == (
+        f"hybridprof: error: --max-depth must be 0 (the root only) or more, got {depth}"
+    )
+    assert capsys.readouterr().out == ""
+    assert main(["report", str(saved), "--max-depth", "0"]) == 0
+    assert capsys.readouterr().out.splitlines()[2].startswith("Sequential ")  # the root row

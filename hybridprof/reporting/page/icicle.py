@@ -129,11 +129,13 @@ def _place(
     width: dict[int, float],
     blocks: list[Block],
 ) -> None:
-    x = start
-    for i in level:
-        w = width.get(i, 0.0)
-        if w <= 0:
-            continue
+    """Lay out each row's block after its parent's, children side by side from the parent's
+    left edge; depth first with a stack, not recursion (a valid session can be 1,000 deep)."""
+    pending: list[tuple[int, float]] = []  # (row index, left edge), the next on top
+    pending.extend(reversed(list(_lefts(level, start, width))))
+    while pending:
+        i, x = pending.pop()
+        w = width[i]
         row = rows[i]
         color = -1 if (row.derived or not row.profiled) else _color(row.class_name)
         blocks.append(
@@ -149,8 +151,18 @@ def _place(
                 color,
             )
         )
-        _place(children.get(row.path, []), x, total, rows, children, width, blocks)
-        x += w
+        pending.extend(reversed(list(_lefts(children.get(row.path, []), x, width))))
+
+
+def _lefts(level: list[int], start: float, width: dict[int, float]) -> list[tuple[int, float]]:
+    """The rows of one level that have width, each with its left edge."""
+    placed, x = [], start
+    for i in level:
+        w = width.get(i, 0.0)
+        if w > 0:
+            placed.append((i, x))
+            x += w
+    return placed
 
 
 def _color(class_name: str) -> int:

@@ -43,9 +43,11 @@ def render_text_report(session: ProfileSession) -> str:
     if session.ranks is not None:
         lines += ["", *rank_lines(session)]
     if session.never_called:
-        lines += ["", "selected but never called: " + ", ".join(session.never_called)]
+        lines += ["", "selected but never called: " + ", ".join(map(visible, session.never_called))]
     if session.warnings:
-        lines += ["", "warnings:", *(f"- {w}" for w in session.warnings)]
+        lines += ["", "warnings:", *(f"- {visible(w)}" for w in session.warnings)]
+    # The tables escape their cells; a name in the other lines must not break its line either.
+    lines[0] = visible(lines[0])
     return "\n".join(visible(line, newlines=True) for line in lines) + "\n"
 
 
