@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from hybridprof.datamodel.compiled import CompileSection
 from hybridprof.datamodel.jsonio import dump, load
 from hybridprof.datamodel.measures import ModuleRecord, Stat
 from hybridprof.datamodel.plan import ProfilePlan
@@ -88,6 +89,7 @@ class ProfileSession(Views):
     rank: RankRun | None = None  # one rank of a torch.distributed run
     collectives: tuple[CollectiveStat, ...] = ()
     ranks: MergedRanks | None = None  # a merged session: records are medians across ranks
+    compiled: CompileSection | None = None  # a torch.compile'd model (None: eager, older files)
     schema_version: int = SCHEMA_VERSION
 
     def calls_title(self) -> str:
@@ -98,7 +100,7 @@ class ProfileSession(Views):
         return next((r for r in self.records if r.path == path), None)
 
     def to_json(self) -> str:
-        return dump(SESSION_KIND, self, omit_none=("flops", "rank", "ranks"), compact=True)
+        return dump(SESSION_KIND, self, omit_none=("flops", "rank", "ranks", "compiled"), compact=True)
 
     @classmethod
     def from_json(cls, text: str) -> ProfileSession:

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from hybridprof.datamodel import DEFAULT_STRATEGY, ModuleTarget, ProfilePlan
-from hybridprof.errors import SelectionError, UsageError
+from hybridprof.errors import SelectionError
 
 Selector = str | Sequence[str]
 
@@ -50,14 +50,16 @@ def walk(model: nn.Module) -> list[TreeNode]:
 
 
 def named_modules(model: nn.Module, prefix: str = "") -> Iterator[tuple[str, nn.Module]]:
-    """`named_modules(remove_duplicate=False)`, except that a TorchScript module is a leaf.
+    """`named_modules(remove_duplicate=False)`, except that a TorchScript module is a leaf and a
+    `torch.compile` wrapper is its eager module under the wrapper's path.
 
     A scripted (or traced) module runs its children inside TorchScript, where no Python `forward`
     is ever called, so they cannot be measured one by one: the module is profiled as one layer.
-    A `torch.compile`d module is refused (see `refuse_compiled`).
+    `torch.compile(module)` wraps the module in an `OptimizedModule` whose only child is the
+    module itself (`_orig_mod`): its layers keep the paths they have without the wrapper, and are
+    measured from the kernels compiled for them (runtime/compiled/).
     """
-    if prefix == "":
-        refuse_compiled(model)
+    model = eager_module(model)
     yield prefix, model
     if is_scripted(model):
         return
@@ -70,16 +72,12 @@ def is_scripted(module: nn.Module) -> bool:
     return isinstance(module, torch.jit.ScriptModule)
 
 
-def refuse_compiled(model: nn.Module) -> None:
-    """Layer-by-layer profiling needs eager modules; a torch.compile wrapper would trace our
-    ranges."""
-    for path, module in model.named_modules():
-        if type(module).__module__.startswith("torch._dynamo"):
-            where = "the model" if path == "" else f"'{path}'"
-            raise UsageError(
-                f"{where} is torch.compile'd ({type(module).__name__}); layer-by-layer profiling "
-                "needs the eager modules: profile its _orig_mod (the model before torch.compile)"
-            )
+def eager_module(module: nn.Module) -> nn.Module:
+    """The module a `torch.compile` wrapper (dynamo's `OptimizedModule`) holds; else itself."""
+    inner = module.__dict__.get("_modules", {}).get("_orig_mod")
+    if isinstance(inner, nn.Module) and type(module).__module__.startswith("torch._dynamo"):
+        return eager_module(inner)
+    return module
 
 
 def class_name_of(module: nn.Module) -> str:

@@ -28,6 +28,15 @@ from hybridprof.planner.compat import Compat
 from hybridprof.runtime.measures.iteration import IterationMeasure
 
 
+class EventAttribution(Protocol):
+    """Attributes one iteration's raw events (`events.attribution.attribute`'s signature), for
+    what the plain attribution cannot see by itself (compiled code)."""
+
+    def attribute(
+        self, events: list[Any], names: Mapping[str, str], *, backward: bool, keep_raw: bool
+    ) -> Any: ...
+
+
 @dataclass(frozen=True, slots=True)
 class StrategyConfig:
     """What every strategy is told before it starts."""
@@ -39,6 +48,8 @@ class StrategyConfig:
     backward: bool = False  # attribute backward ops to the layer whose forward made them
     keep_raw_events: bool = False  # keep per-call event lists for Profile.raw()
     trace_path: str | None = None  # write a Chrome/Perfetto trace of the measured iterations
+    # A model with compiled code: attributes each iteration's events (runtime/compiled/run.py).
+    compiled: EventAttribution | None = None
 
 
 class IterationResult(Protocol):

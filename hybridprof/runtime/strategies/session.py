@@ -182,7 +182,7 @@ class StoppedIteration:
         memory, device or backward time, and raw kineto events to read them from."""
         config = self.config
         plain = not (config.profile_memory or config.use_device or config.backward)
-        return plain and config.compat.raw_events == "kineto"
+        return plain and config.compat.raw_events == "kineto" and config.compiled is None
 
     def layer_measure(self) -> IterationMeasure:
         """Per-layer calls and self/total CPU time; no ops, and `total_cpu_us` is 0 unless the
@@ -248,6 +248,11 @@ class StoppedIteration:
             links=config.backward,
             device=config.use_device,
         )
+        if config.compiled is not None:  # kernels of compiled code: runtime/compiled/events.py
+            found: Attribution = config.compiled.attribute(
+                events, self._names, backward=config.backward, keep_raw=config.keep_raw_events
+            )
+            return found
         return attribute(
             events, self._names, backward=config.backward, keep_raw=config.keep_raw_events
         )
