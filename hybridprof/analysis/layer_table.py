@@ -100,6 +100,9 @@ class LayerRow:
     op_count: int
     roofline: LayerRoofline | None = None  # a --flops session's figures for the path
     work: LayerWork | None = None  # and its FLOPs and bytes, forward and backward
+    # A compiled session: the modules below this one whose work ran in its fused kernels, named
+    # relative to it (`ln_2, mlp.c_fc`).
+    fused: tuple[str, ...] = ()
 
     @property
     def measured(self) -> bool:
@@ -121,6 +124,7 @@ class LayerTable:
     has_device: bool
     has_memory: bool
     has_flops: bool
+    has_compiled: bool = False  # a torch.compile'd model (rows may say what fused)
 
     def tree(self) -> tuple[LayerRow, ...]:
         """The rows of the module tree, without the outside row."""
@@ -143,6 +147,8 @@ def layer_table(session: ProfileSession) -> LayerTable:
     if session.flops is not None:
         rows = _with_work(rows, session)
     rows = [_with_target(row, targets.get(row.path)) for row in rows]
+    if session.compiled is not None:
+        rows = _with_fused(rows, session)
     outside = _outside_row(session, shares_of)
     return LayerTable(
         rows=tuple(rows + ([outside] if outside is not None else [])),
@@ -154,6 +160,7 @@ def layer_table(session: ProfileSession) -> LayerTable:
         has_device=session.use_device,
         has_memory=session.profile_memory,
         has_flops=session.flops is not None,
+        has_compiled=session.compiled is not None,
     )
 
 
@@ -245,6 +252,22 @@ def _with_work(rows: list[LayerRow], session: ProfileSession) -> list[LayerRow]:
         else row
         for row in rows
     ]
+
+
+def _with_fused(rows: list[LayerRow], session: ProfileSession) -> list[LayerRow]:
+    """Rows with the modules their compiled kernels fused, relative to the row's path."""
+    assert session.compiled is not None
+    fused = {layer.path: layer.fused for layer in session.compiled.layers}
+    return [
+        replace(row, fused=tuple(_below(row.path, f) for f in fused[row.path]))
+        if row.path in fused
+        else row
+        for row in rows
+    ]
+
+
+def _below(parent: str, path: str) -> str:
+    return path[len(parent) + 1 :] if parent and path.startswith(parent + ".") else path
 
 
 def _outside_row(session: ProfileSession, shares_of: float) -> LayerRow | None:
