@@ -23,7 +23,7 @@ class Snapshot:
     frames: int
     graphs: int
     breaks: int  # graph breaks counted by reason
-    metrics: int  # compilation records so far
+    last_metric: Any  # the newest compilation record (dynamo keeps only the latest 64)
     reasons: int  # graph-break records so far
 
 
@@ -58,13 +58,13 @@ def _utils() -> Any:
 def snapshot() -> Snapshot:
     utils = _utils()
     if utils is None:
-        return Snapshot(0, 0, 0, 0, 0)
+        return Snapshot(0, 0, 0, None, 0)
     counters = utils.counters
     return Snapshot(
         frames=int(counters["frames"].get("total", 0)),
         graphs=int(counters["stats"].get("unique_graphs", 0)),
         breaks=int(sum(counters["graph_break"].values())),
-        metrics=len(_metrics(utils)),
+        last_metric=(_metrics(utils) or [None])[-1],
         reasons=len(getattr(utils, "graph_break_reasons", ())),
     )
 
@@ -80,7 +80,7 @@ def since(before: Snapshot) -> Delta:
     """What dynamo did after `before` was taken."""
     after = snapshot()
     utils = _utils()
-    records = _metrics(utils)[before.metrics :] if utils is not None else []
+    records = _newer(_metrics(utils), before.last_metric) if utils is not None else []
     reasons = list(getattr(utils, "graph_break_reasons", ()))[before.reasons :] if utils else []
     forward = [r for r in records if getattr(r, "is_forward", True) is not False]
     backward = [r for r in records if getattr(r, "is_forward", True) is False]
@@ -99,6 +99,16 @@ def since(before: Snapshot) -> Delta:
         ),
         graph_breaks=tuple(_break(r) for r in reasons),
     )
+
+
+def _newer(records: list[Any], last: Any) -> list[Any]:
+    """The records after `last` (all of them when it is gone or there was none)."""
+    if last is None:
+        return records
+    for index in range(len(records) - 1, -1, -1):
+        if records[index] is last:
+            return records[index + 1 :]
+    return records
 
 
 def _first_line(text: Any) -> str:

@@ -33,15 +33,18 @@ class IslandRanges:
     def __init__(self, paths: Mapping[int, str]) -> None:
         self.paths = dict(paths)
         self.names = {range_name(path): path for path in self.paths.values()}
+        # Named up front: the profile function calls no Python function (a frame dynamo's hook
+        # would see, and count, when it runs inside a compiled region).
+        self._range_names = {key: range_name(path) for key, path in self.paths.items()}
         self._code = nn.Module._call_impl.__code__
         self._open: dict[int, Any] = {}
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
         if event == "call":
             if frame.f_code is self._code:
-                path = self.paths.get(id(frame.f_locals.get("self")))
-                if path is not None:
-                    handle = _RANGE(range_name(path))
+                name = self._range_names.get(id(frame.f_locals.get("self")))
+                if name is not None:
+                    handle = _RANGE(name)
                     handle.__enter__()
                     self._open[id(frame)] = handle
         elif event == "return" and self._open:

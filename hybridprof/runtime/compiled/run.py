@@ -193,8 +193,8 @@ class CompiledRun:
         for found in self._found:
             for path, modules in found.fused.items():
                 fused.setdefault(path, set()).update(modules)
-        classes = {t.path: t.qualname for t in plan.targets}
-        breaks = tuple(_graph_break(b, classes) for b in _unique_breaks(self.warmup.graph_breaks))
+        modules = sorted(_named(self.model, self.layout), key=lambda item: _order(plan, item[0]))
+        breaks = tuple(_graph_break(b, modules) for b in _unique_breaks(self.warmup.graph_breaks))
         return CompileSection(
             backend=first.backend,
             mode=first.mode,
@@ -275,6 +275,10 @@ def _named(model: nn.Module, layout: CompiledLayout) -> list[tuple[str, nn.Modul
     return list(seen.values())
 
 
+def _order(plan: ProfilePlan, path: str) -> int:
+    return next((i for i, t in enumerate(plan.targets) if t.path == path), len(plan.targets))
+
+
 def _median(values: Iterable[int]) -> int:
     listed = list(values)
     return round(statistics.median(listed)) if listed else 0
@@ -287,26 +291,20 @@ def _unique_breaks(breaks: Iterable[dynamo_facts.Break]) -> list[dynamo_facts.Br
     return list(seen.values())
 
 
-def _graph_break(found: dynamo_facts.Break, classes: dict[str, str]) -> GraphBreak:
-    """The break with the modules whose class has the function it is in (by file and name)."""
-    modules = tuple(
-        path for path, qualname in classes.items() if _defines(qualname, found.file, found.frame)
-    )
-    return GraphBreak(found.reason, found.file, found.line, found.code, found.frame, modules)
+def _graph_break(
+    found: dynamo_facts.Break, modules: list[tuple[str, nn.Module]]
+) -> GraphBreak:
+    """The break with the modules whose class has the function it is in (same file, same name)."""
+    paths = tuple(path for path, module in modules if _defines(module, found.file, found.frame, found.line))
+    return GraphBreak(found.reason, found.file, found.line, found.code, found.frame, paths)
 
 
-def _defines(qualname: str, file: str, function: str) -> bool:
-    import importlib
-    import inspect
-
-    module_name, _, class_name = qualname.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module_name), class_name)
-        method = getattr(cls, function, None)
-        code = getattr(method, "__code__", None)
-        return code is not None and code.co_filename == file and inspect.isfunction(method)
-    except Exception:  # a class that cannot be found again: no module named for it
+def _defines(module: nn.Module, file: str, function: str, line: int) -> bool:
+    code = getattr(getattr(type(module), function, None), "__code__", None)
+    if code is None or code.co_filename != file:
         return False
+    lines = [number for _, _, number in code.co_lines() if number is not None]
+    return bool(lines) and code.co_firstlineno <= line <= max(lines)
 
 
 def _break_finding(found: GraphBreak) -> Finding:
