@@ -68,7 +68,11 @@ def test_every_attention_and_mlp_block_has_time(profiled: dict[str, Any]) -> Non
 
 
 def test_dynamo_counts_the_same_with_and_without_hybridprof(profiled: dict[str, Any]) -> None:
-    assert profiled["during"] == profiled["without"]
+    # Graphs, graph breaks and recompiles the same; frames no more: frames of torch's own module
+    # code (Linear.forward, ...) are shared by every copy of the model and seen first by whichever
+    # run comes first.
+    assert profiled["during"][1:] == profiled["without"][1:]
+    assert profiled["during"][0] <= profiled["without"][0]
     assert profiled["next"] == (0, 0, 0, 0)
 
 
