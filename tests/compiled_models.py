@@ -1,4 +1,5 @@
-"""Fresh copies of tests/fixtures/compiled_models.py and dynamo's counters, for the compiled tests."""
+"""Fresh copies of tests/fixtures/compiled_models.py, and dynamo's counters: for the compiled
+tests."""
 
 from __future__ import annotations
 

@@ -20,10 +20,12 @@ of the forwards (benchmarks/bench_overhead.py), and the numbers are the same eit
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import warnings
 from collections import defaultdict, namedtuple
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -31,6 +33,7 @@ from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession
 from hybridprof.planner.module_tree import Selector, is_scripted, tree_plan
+from hybridprof.runtime.compiled.run import CompiledRun, compiled_run
 from hybridprof.runtime.driver import Driver
 from hybridprof.runtime.measures.aggregate import RunFacts, environment
 from hybridprof.runtime.measures.iteration import IterationMeasure
@@ -84,6 +87,8 @@ class Profile:
         self._raw: dict[str, list[Any]] | None = None
         self._session: ProfileSession | None = None
         self._layer_session: ProfileSession | None = None
+        self._compiled: CompiledRun | None = None  # the model's compiled parts, if any
+        self._instrumented: contextlib.ExitStack | None = None
 
     @property
     def failed_path(self) -> str | None:
@@ -105,7 +110,14 @@ class Profile:
         config = Driver.config_for(
             self.plan, device, profile_memory=self.profile_memory, keep_raw_events=True
         )
-        driver = self._driver = Driver(self._model, self.plan, self.strategy_name, config)
+        compiled = self._compiled = compiled_run(self._model, self.strategy_name)
+        if compiled is not None:  # kernels of compiled code, mapped by a compile in the block
+            config = replace(config, compiled=compiled)
+            self._instrumented = contextlib.ExitStack()
+            self._instrumented.enter_context(compiled.instrumented())
+        driver = self._driver = Driver(
+            self._model, self.plan, self.strategy_name, config, compiled=compiled
+        )
         # The cyclic GC waits until the block ends: a collection inside it (tens of ms in a
         # process holding torch) would land in whichever layer was running.
         self._gc_paused = gc.isenabled()
@@ -131,6 +143,10 @@ class Profile:
         try:
             self._driver.restore()
         finally:
+            if self._instrumented is not None:
+                self._instrumented.close()
+            if self._compiled is not None:
+                self._compiled.warmup_done(self.plan.selected_paths())
             self.exited = True
             self._finish(failed=exc_type is not None)
         said = self._driver.thread_warning()
@@ -147,6 +163,8 @@ class Profile:
         driver = self._driver
         if driver is None:
             return
+        if self._instrumented is not None:
+            self._instrumented.close()  # the compile settings back as they were
         with quiet_fd2():
             try:
                 self._result = driver.stop()  # worked out when first read
@@ -184,7 +202,8 @@ class Profile:
             environment=environment("cuda" if self.use_cuda else None),
             duration_s=round(driver.seconds, 3),
         )
-        return driver.build_session([measure], facts)
+        session = driver.build_session([measure], facts)
+        return self._compiled.finish(session) if self._compiled is not None else session
 
     def _table_session(self, show_events: bool) -> ProfileSession:
         """What `display` renders: the full session once built or needed, else one built from the

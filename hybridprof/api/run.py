@@ -9,6 +9,7 @@ from typing import Any
 from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession
+from hybridprof.diff.speedup import CompileComparison
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import Selector, tree_plan
 from hybridprof.planner.plan_check import checked_plan
@@ -32,7 +33,7 @@ def profile(
     compile_mode: str | None = None,
     compare_eager: bool = False,
     **option_fields: Any,
-) -> Any:
+) -> ProfileSession | CompileComparison:
     """Profile `model` on `inputs` (a tensor, a tuple of args, a dict of kwargs or `ModelInputs`).
 
     Options go in `options` or as keywords (`warmup=3, iters=20, backward=True, ...`, see
@@ -59,10 +60,14 @@ def profile(
         plan = tree_plan(model, paths, globs, depth, strategy=strategy, leaves_only=leaves_only)
     else:
         plan = checked_plan(plan, model, probe(), warnings)  # it comes from outside: check it
-    setup = compiled_for_run(model, compile or compile_mode is not None, compile_mode, compare_eager)
+    setup = compiled_for_run(
+        model, compile or compile_mode is not None, compile_mode, compare_eager
+    )
     if setup is None:
         return run(model, inputs, plan, opts, warnings=warnings, progress=progress)
     opts = replace(opts, compiled_by_hybridprof=setup.by_hybridprof)
     if compare_eager:
         return setup.compare(inputs, plan, opts)
-    return run(setup.model, inputs, plan, opts, warnings=warnings, progress=progress, step=setup.step(opts))
+    return run(
+        setup.model, inputs, plan, opts, warnings=warnings, progress=progress, step=setup.step(opts)
+    )

@@ -90,7 +90,9 @@ def profile_loaded(
             from hybridprof.cli.compare_eager import compared
 
             folder = getattr(args, "compare_folder", None) or Path("hybridprof-out")
-            return compared(setup, loaded.inputs, with_model(plan, model_file, entry), options, folder)
+            return compared(
+                setup, loaded.inputs, with_model(plan, model_file, entry), options, folder
+            )
     with ProgressBar(progress and wanted()) as bar:
         return run(
             setup.model if setup is not None else loaded.module,

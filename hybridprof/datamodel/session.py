@@ -100,7 +100,9 @@ class ProfileSession(Views):
         return next((r for r in self.records if r.path == path), None)
 
     def to_json(self) -> str:
-        return dump(SESSION_KIND, self, omit_none=("flops", "rank", "ranks", "compiled"), compact=True)
+        return dump(
+            SESSION_KIND, self, omit_none=("flops", "rank", "ranks", "compiled"), compact=True
+        )
 
     @classmethod
     def from_json(cls, text: str) -> ProfileSession:

@@ -372,7 +372,9 @@ class _RunLoop:
         compiled = self.compiled = compiled_run(self.model, self.strategy_name, compiled_by=by)
         if compiled is not None:
             config = replace(config, compiled=compiled)
-            compiled.grad_enabled = opts.backward or (self.step is not None and torch.is_grad_enabled())
+            compiled.grad_enabled = opts.backward or (
+                self.step is not None and torch.is_grad_enabled()
+            )
         driver = Driver(
             self.model, self.plan, self.strategy_name, config, record_shapes=True, compiled=compiled
         )

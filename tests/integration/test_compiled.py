@@ -53,7 +53,9 @@ def _adds_up(session: ProfileSession) -> float:
 def test_the_compiled_part_is_detected(compiled_mlp: dict[str, Any]) -> None:
     section = compiled_mlp["session"].compiled
     assert section is not None
-    kind = "torch.compile(module)" if compiled_mlp["style"] == "torch.compile" else "module.compile()"
+    kind = (
+        "torch.compile(module)" if compiled_mlp["style"] == "torch.compile" else "module.compile()"
+    )
     assert [(w.path, w.kind, w.backend, w.mode) for w in section.where] == [
         ("", kind, "inductor", "default")
     ]
@@ -156,7 +158,9 @@ def test_compile_true_leaves_the_model_eager_and_compare_eager_lists_every_layer
         assert _adds_up(side) < 0.001
     assert comparison.diff.base.label == "eager" and comparison.diff.new.label == "compiled"
     assert all("forward" not in m.__dict__ for m in eager.modules())
-    assert "_compiled_call_impl" not in eager.__dict__  # still eager: its next call compiles nothing
+    assert (
+        "_compiled_call_impl" not in eager.__dict__
+    )  # still eager: its next call compiles nothing
     before = counters()
     eager(x)
     assert delta(before, counters()) == (0, 0, 0, 0)
@@ -180,5 +184,28 @@ def test_refusals_are_one_line() -> None:
         hybridprof.profile(eager, x, iters=1, compare_eager=True)
     with pytest.raises(UsageError, match="unknown compile mode 'fast'"):
         hybridprof.profile(eager, x, iters=1, compile=True, compile_mode="fast")
-    with pytest.raises(UsageError, match="torch.compile.d already"):
+    with pytest.raises(UsageError, match=r"torch\.compile'd already"):
         hybridprof.profile(torch.compile(eager), x, iters=1, compile=True)
+
+
+def test_profile_block_with_a_first_compile_inside_it() -> None:
+    torch.manual_seed(0)
+    eager = fresh().MLP().eval()
+    model = torch.compile(eager)
+    x = torch.randn(4, 32)
+    before = counters()
+    with torch.no_grad(), hybridprof.Profile(model, leaves_only=False) as prof:
+        model(x)  # compiles here, inside the block, with hybridprof's hooks in
+    assert delta(before, counters()) == (1, 1, 0, 0)
+    session = prof.session()
+    records = {r.path: r for r in session.records}
+    assert records["head"].self_cpu_us.median > 0
+    assert any(op.name == "aten::addmm" for op in records["layers.0.0"].ops)
+    assert any("compiling ran inside the profiled block" in w for w in session.warnings)
+    assert _adds_up(session) < 0.001
+    compile_us = session.compiled.compile_s * 1e6
+    assert max(r.total_cpu_us.median for r in session.records) < compile_us / 4
+    before = counters()
+    with torch.no_grad():
+        model(x)
+    assert delta(before, counters()) == (0, 0, 0, 0)

@@ -110,7 +110,9 @@ def test_fused_kernels_name_what_they_fused(profiled: dict[str, Any]) -> None:
     table = layer_table(profiled["session"])
     fused = {row.path: row.fused for row in table.rows if row.fused}
     assert fused == {
-        layer.path: tuple(f.removeprefix(layer.path + ".") if layer.path else f for f in layer.fused)
+        layer.path: tuple(
+            f.removeprefix(layer.path + ".") if layer.path else f for f in layer.fused
+        )
         for layer in section.layers
     }
     if not profiled["breaks"]:

@@ -102,7 +102,9 @@ def _grad_enabled() -> bool:
     return torch.is_grad_enabled()
 
 
-def _iteration(driver: Any, model: nn.Module, run_step: Callable[[nn.Module], Any], **kw: Any) -> Any:
+def _iteration(
+    driver: Any, model: nn.Module, run_step: Callable[[nn.Module], Any], **kw: Any
+) -> Any:
     driver.patch()
     try:
         return driver.iteration(lambda: run_step(model), **kw)
@@ -110,7 +112,9 @@ def _iteration(driver: Any, model: nn.Module, run_step: Callable[[nn.Module], An
         driver.restore()
 
 
-def _warm_up(sides: tuple[Any, Any], run: CompiledRun, count: int, step: Callable[[nn.Module], Any]) -> None:
+def _warm_up(
+    sides: tuple[Any, Any], run: CompiledRun, count: int, step: Callable[[nn.Module], Any]
+) -> None:
     eager, compiled = sides
     for _ in range(count):
         _iteration(eager, eager.model, step, warmup=True)

@@ -60,9 +60,9 @@ class CompiledLayout:
         """The compiled part whose subtree holds `path` (the innermost one)."""
         found = None
         for part in self.parts:
-            if part.path == "" or path == part.path or path.startswith(part.path + "."):
-                if found is None or len(part.path) >= len(found.path):
-                    found = part
+            holds = part.path == "" or path == part.path or path.startswith(part.path + ".")
+            if holds and (found is None or len(part.path) >= len(found.path)):
+                found = part
         return found
 
 
@@ -99,7 +99,7 @@ def find_compiled(model: nn.Module) -> CompiledLayout | None:
     if not parts:
         return None
     inside: set[int] = set()
-    for raw_root, root in roots:
+    for _, root in roots:
         for sub_path, sub in root.named_modules(remove_duplicate=False):
             if sub_path:  # the root itself runs eagerly: the wrapper, or Module.__call__
                 inside.add(id(sub))

@@ -80,7 +80,7 @@ def probe() -> HookProbe:
                 return HookProbe(False, f"{name}.{HOOK_NAME} takes {parameters}")
         for module_name, key, _ in CONFIG:
             config = importlib.import_module(module_name)
-            with config.patch({key: getattr_dotted(config, key)}):  # type: ignore[attr-defined]
+            with config.patch({key: getattr_dotted(config, key)}):
                 pass
         utils = importlib.import_module("torch._dynamo.utils")
         for name in ("counters", "graph_break_reasons", "get_compilation_metrics"):
@@ -117,7 +117,7 @@ def instrumented(recorder: SiteRecorder) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         for module_name, key, value in CONFIG:
             config = importlib.import_module(module_name)
-            stack.enter_context(config.patch({key: value}))  # type: ignore[attr-defined]
+            stack.enter_context(config.patch({key: value}))
         stack.enter_context(_hooked(recorder))
         yield
 

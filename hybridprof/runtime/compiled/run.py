@@ -32,6 +32,7 @@ from hybridprof.datamodel import (
     ProfileSession,
     SourceSpan,
 )
+from hybridprof.datamodel.compiled import KernelMapState
 from hybridprof.errors import UsageError
 from hybridprof.runtime.compiled import dynamo_facts
 from hybridprof.runtime.compiled.detect import CompiledLayout, find_compiled
@@ -191,8 +192,8 @@ class CompiledRun:
         first = self.layout.parts[0]
         fused: dict[str, set[str]] = {}
         for found in self._found:
-            for path, modules in found.fused.items():
-                fused.setdefault(path, set()).update(modules)
+            for path, spanned in found.fused.items():
+                fused.setdefault(path, set()).update(spanned)
         modules = sorted(_named(self.model, self.layout), key=lambda item: _order(plan, item[0]))
         breaks = tuple(_graph_break(b, modules) for b in _unique_breaks(self.warmup.graph_breaks))
         return CompileSection(
@@ -221,7 +222,7 @@ class CompiledRun:
             notes=self.notes(),
         )
 
-    def _state(self) -> str:
+    def _state(self) -> KernelMapState:
         if self._opaque_owner() is not None:
             return "opaque"
         opaque = any(f.opaque for f in self._found)
@@ -234,8 +235,9 @@ class CompiledRun:
         if not self.layout.inductor:
             backends = sorted({p.backend for p in self.layout.parts if p.backend != "inductor"})
             notes.append(
-                f"compiled with backend '{', '.join(backends)}': hybridprof splits compiled code by "
-                "layer only for backend 'inductor' (the default); its time is shown as one layer"
+                f"compiled with backend '{', '.join(backends)}': hybridprof splits compiled code "
+                "by layer only for backend 'inductor' (the default); its time is shown as one "
+                "layer"
             )
         elif self.hook is not None and not self.hook.usable:
             notes.append(
@@ -258,6 +260,12 @@ class CompiledRun:
             f"iteration {e.iteration} recompiled ({e.reason}); it is left out of the medians"
             for e in section.excluded
         ]
+        compile_s = max((f.compile_ns for f in self._found), default=0) / 1e9
+        if compile_s:
+            said.append(
+                f"{compile_s:.2f} s of compiling ran inside the profiled block: it is in "
+                "(outside modules), in no layer; hybridprof.profile() compiles in its warm-up"
+            )
         if section.unmatched_events:
             said.append(
                 f"{section.unmatched_events} compiled kernel events per iteration matched no "
@@ -291,11 +299,11 @@ def _unique_breaks(breaks: Iterable[dynamo_facts.Break]) -> list[dynamo_facts.Br
     return list(seen.values())
 
 
-def _graph_break(
-    found: dynamo_facts.Break, modules: list[tuple[str, nn.Module]]
-) -> GraphBreak:
+def _graph_break(found: dynamo_facts.Break, modules: list[tuple[str, nn.Module]]) -> GraphBreak:
     """The break with the modules whose class has the function it is in (same file, same name)."""
-    paths = tuple(path for path, module in modules if _defines(module, found.file, found.frame, found.line))
+    paths = tuple(
+        path for path, module in modules if _defines(module, found.file, found.frame, found.line)
+    )
     return GraphBreak(found.reason, found.file, found.line, found.code, found.frame, paths)
 
 

@@ -68,10 +68,14 @@ def compiled_for_run(
                 "(hybridprof profiles compiled models as they are)"
             )
         if mode is not None and mode not in COMPILE_MODES:
-            raise UsageError(f"unknown compile mode '{mode}'; use one of: {', '.join(COMPILE_MODES)}")
+            raise UsageError(
+                f"unknown compile mode '{mode}'; use one of: {', '.join(COMPILE_MODES)}"
+            )
         import torch
 
-        compiled = torch.compile(model, mode=None if mode == "default" else mode)
+        compiled: nn.Module = torch.compile(  # type: ignore[assignment]
+            model, mode=None if mode == "default" else mode
+        )
         return CompiledSetup(compiled, model, True, grad_as_called)
     if mode is not None:
         raise UsageError("a compile mode needs compile=True / --compile")
