@@ -39,7 +39,7 @@ def compiled_mlp(request: pytest.FixtureRequest) -> dict[str, Any]:
     else:
         eager.compile()
         model = eager
-    return {"style": request.param, "eager": eager, "x": x, **_profile(model, x)}
+    return {"style": request.param, "eager": eager, "model": model, "x": x, **_profile(model, x)}
 
 
 def _adds_up(session: ProfileSession) -> float:
@@ -209,3 +209,22 @@ def test_profile_block_with_a_first_compile_inside_it() -> None:
     with torch.no_grad():
         model(x)
     assert delta(before, counters()) == (0, 0, 0, 0)
+
+
+def test_a_second_profile_of_the_same_model_is_still_split_by_layer(
+    compiled_mlp: dict[str, Any],
+) -> None:
+    # Dynamo compiles a model once per process: the kernels the first profile's compile recorded
+    # map the second profile's too.
+    again = _profile(compiled_mlp["model"], compiled_mlp["x"])
+    assert again["during"] == (0, 0, 0, 0)
+    assert again["session"].compiled.kernel_map == "mapped"
+    assert again["session"].record("head").self_cpu_us.median > 0
+
+
+def test_flops_count_the_eager_ops_and_leave_dynamo_alone(compiled_mlp: dict[str, Any]) -> None:
+    run = _profile(compiled_mlp["model"], compiled_mlp["x"], flops=True, peak_gflops=10.0,
+                   peak_gbps=10.0)  # fmt: skip
+    work = {layer.path: layer for layer in run["session"].flops.layers}
+    assert work["layers.0.0"].flops == 2 * 4 * 32 * 64  # batch 4, 32 -> 64 features
+    assert run["during"] == (0, 0, 0, 0) and run["next"] == (0, 0, 0, 0)

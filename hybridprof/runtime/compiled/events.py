@@ -61,6 +61,7 @@ class Rewritten:
     unmatched: int = 0
     opaque: int = 0  # events in graphs without a map
     compile_ns: int = 0  # time of compiles inside the profiled block
+    graphs: dict[int, int] = field(default_factory=dict)  # graphs run: id of its sites -> count
 
 
 @dataclass(slots=True)
@@ -170,6 +171,7 @@ class Rewriter:
             if children and not context.backward:
                 self._count(owner, found)
             return
+        found.graphs[id(sites)] = len(sites)
         position = 0
         seen: set[str] = set()
         for child in children:

@@ -97,16 +97,26 @@ def getattr_dotted(obj: Any, dotted: str) -> Any:
     return obj
 
 
+# Every call site hybridprof's hook saw in this process. Dynamo keeps compiled code for the
+# process's life and never compiles it again, so a second profile of the same compiled model (or
+# of another instance of its classes) finds its kernels here. Graph ids are unique per process.
+_RECORDED: list[CallSite] = []
+
+
 class SiteRecorder:
     """The call sites inductor generated while `instrumented()` was in, in order."""
 
     def __init__(self) -> None:
-        self.sites: list[CallSite] = []
         self.errors = 0  # call sites the hook could not read (their kernels stay unmatched)
+
+    @property
+    def sites(self) -> list[CallSite]:
+        """The sites recorded in this process so far (this run's and earlier runs')."""
+        return _RECORDED
 
     def record(self, node_schedule: Any, kernel_name: str, is_extern: bool) -> None:
         try:
-            self.sites.append(_site(node_schedule, kernel_name, is_extern))
+            _RECORDED.append(_site(node_schedule, kernel_name, is_extern))
         except Exception:  # never break the user's compile
             self.errors += 1
 

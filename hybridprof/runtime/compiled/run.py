@@ -72,7 +72,7 @@ class CompiledRun:
         self.compiled_by = compiled_by
         self.hook = probe() if layout.inductor else None
         self.recorder = SiteRecorder()
-        self.kmap = KernelMap((), layout.paths)
+        self.kmap = KernelMap(self.recorder.sites, layout.paths)
         self.start = dynamo_facts.snapshot()
         self.warmup = dynamo_facts.Delta(0, 0, 0, 0.0, 0.0, (), ())
         self.compiled_last = False
@@ -170,10 +170,13 @@ class CompiledRun:
         return result
 
     def _opaque_owner(self) -> str | None:
-        """Where a compiled region's whole time goes when its kernels cannot be split."""
-        if self.mapping and len(self.kmap):
-            return None
-        return self.layout.parts[0].path
+        """Where a compiled region's whole time goes when no kernel can be split (another
+        backend, no hook point); None: split them, graph by graph."""
+        return None if self.mapping else self.layout.parts[0].path
+
+    def _unmapped(self) -> bool:
+        """Every compiled graph ran without a map (compiled before hybridprof saw it)."""
+        return any(f.opaque for f in self._found) and not any(f.matched for f in self._found)
 
     # -- the session
 
@@ -214,7 +217,7 @@ class CompiledRun:
             warmup_recompiles=self.warmup.recompile_reasons,
             excluded=tuple(self.excluded),
             kernel_map=self._state(),
-            call_sites=len(self.kmap),
+            call_sites=sum({k: n for f in self._found for k, n in f.graphs.items()}.values()),
             matched_events=_median(f.matched for f in self._found),
             unmatched_events=_median(f.unmatched for f in self._found),
             eager_islands=len(self.islands.paths) if self.islands is not None else 0,
@@ -223,7 +226,7 @@ class CompiledRun:
         )
 
     def _state(self) -> KernelMapState:
-        if self._opaque_owner() is not None:
+        if self._opaque_owner() is not None or self._unmapped():
             return "opaque"
         opaque = any(f.opaque for f in self._found)
         unmatched = any(f.unmatched for f in self._found)
@@ -244,14 +247,14 @@ class CompiledRun:
                 f"this torch lacks the inductor hook hybridprof reads ({self.hook.reason}): each "
                 "compiled module's time is shown as one layer"
             )
-        elif not len(self.kmap):
+        elif self._unmapped():
             notes.append(
                 f"{part.path or 'the model'} was compiled before hybridprof saw it (it was called "
                 "already), so its kernels cannot be split by layer and its time is shown as one "
                 "layer: profile it before its first call, or let hybridprof compile it "
                 "(--compile, profile(compile=True))"
             )
-        if any(f.opaque for f in self._found) and len(self.kmap):
+        elif any(f.opaque for f in self._found):
             notes.append("some compiled graphs ran without a kernel map: shown as one layer each")
         return tuple(notes)
 
