@@ -35,6 +35,41 @@ def compile_lines(session: ProfileSession) -> list[str]:
     return lines
 
 
+def compile_header(session: ProfileSession) -> list[tuple[str, str]]:
+    """The report header's items about compiling (none for an eager session)."""
+    section = session.compiled
+    if section is None:
+        return []
+    where = ", ".join(f"{w.path or '(root)'}: {w.kind}, backend {w.backend}" for w in section.where)
+    breaks = len(section.graph_breaks)
+    return [
+        ("Compiled", where + (f", mode {section.mode}" if section.mode else "")),
+        (
+            "Compile time",
+            f"{section.compile_s:.2f} s in warm-up, in no layer's time ({section.graphs} graph"
+            f"{'s' if section.graphs != 1 else ''}, {breaks} graph break{'s' if breaks != 1 else ''})",
+        ),
+        ("Kernels", f"{section.kernel_map} to layers ({section.call_sites} call sites)"),
+    ]
+
+
+def compile_notes(session: ProfileSession) -> list[str]:
+    """What fused in compiled kernels, and the compile section's notes, as report notes."""
+    section = session.compiled
+    if section is None:
+        return []
+    fused = [
+        f"compiled kernels of {layer.path or '(root)'} also did the work of: "
+        + ", ".join(f.removeprefix(layer.path + ".") if layer.path else f for f in layer.fused)
+        for layer in section.layers
+        if layer.fused
+    ]
+    excluded = [
+        f"iteration {e.iteration} recompiled and is left out: {e.reason}" for e in section.excluded
+    ]
+    return [*fused, *excluded, *section.notes]
+
+
 def _pattern(paths: tuple[str, ...]) -> str:
     if len(paths) <= 1:
         return paths[0] if paths else ""

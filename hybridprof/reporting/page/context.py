@@ -314,7 +314,9 @@ def _header(session: ProfileSession, table: LayerTable) -> tuple[HeaderItem, ...
         ("Date", session.started_at or plan.created_at or "-"),
         ("Total profiled time", _total_time_text(table.iteration_us, table.shares_of_us)),
     ]
-    return tuple(HeaderItem(k, v) for k, v in items)
+    from hybridprof.reporting.compiled_text import compile_header
+
+    return tuple(HeaderItem(k, v) for k, v in [*items, *compile_header(session)])
 
 
 def _stability(session: ProfileSession) -> StabilityView | None:
@@ -478,6 +480,9 @@ def build_context(
     )
     if has_intervals(session):
         notes = [INTERVAL_NOTE, *notes]
+    from hybridprof.reporting.compiled_text import compile_notes
+
+    notes = [*notes, *compile_notes(session)]
     plan = session.plan
     model_name = Path(session.model_file or plan.model_file or plan.root_class).name
     return ReportContext(
