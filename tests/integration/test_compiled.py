@@ -228,3 +228,25 @@ def test_flops_count_the_eager_ops_and_leave_dynamo_alone(compiled_mlp: dict[str
     work = {layer.path: layer for layer in run["session"].flops.layers}
     assert work["layers.0.0"].flops == 2 * 4 * 32 * 64  # batch 4, 32 -> 64 features
     assert run["during"] == (0, 0, 0, 0) and run["next"] == (0, 0, 0, 0)
+
+
+def test_an_iteration_that_recompiles_is_left_out_with_the_guard() -> None:
+    torch.manual_seed(0)
+    eager = fresh().Switch().eval()
+    model = torch.compile(eager)
+    calls = []
+
+    def flip_after_the_fourth_call(module: Any, args: Any, output: Any) -> None:
+        calls.append(1)
+        if len(calls) == 4:  # warm-up 1 call, then 2 per measured iteration: the 3rd recompiles
+            eager.double = True
+
+    handle = model.register_forward_hook(flip_after_the_fourth_call)
+    try:
+        session = hybridprof.profile(model, torch.randn(2, 8), warmup=1, iters=3)
+    finally:
+        handle.remove()
+    (excluded,) = session.compiled.excluded
+    assert excluded.iteration == 2 and "double" in excluded.reason
+    assert session.iterations == 3  # one more iteration ran in its place
+    assert any("recompiled" in w and "left out of the medians" in w for w in session.warnings)
