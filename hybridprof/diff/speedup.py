@@ -41,25 +41,21 @@ class CompileComparison:
     diff: DiffResult
 
     def rows(self) -> tuple[SpeedupRow, ...]:
-        eager = {r.path: r for r in self.eager.records}
-        compiled = {r.path: r for r in self.compiled.records}
+        """Every layer in tree order; a container that never runs (a ModuleList) sums its
+        children, as the layer table does."""
+        eager, compiled = _totals(self.eager), _totals(self.compiled)
         section = self.compiled.compiled
-        rows = []
-        for target in self.compiled.plan.targets:
-            path = target.path
-            e, c = eager.get(path), compiled.get(path)
-            if e is None and c is None:
-                continue
-            rows.append(
-                SpeedupRow(
-                    path=path,
-                    depth=target.depth,
-                    eager_us=e.total_cpu_us.median if e else None,
-                    compiled_us=c.total_cpu_us.median if c else None,
-                    fused=section.fused_of(path) if section is not None else (),
-                )
+        return tuple(
+            SpeedupRow(
+                path=target.path,
+                depth=target.depth,
+                eager_us=eager.get(target.path),
+                compiled_us=compiled.get(target.path),
+                fused=section.fused_of(target.path) if section is not None else (),
             )
-        return tuple(rows)
+            for target in self.compiled.plan.targets
+            if target.path in eager or target.path in compiled
+        )
 
     def iteration_us(self) -> tuple[float, float]:
         return _median(self.eager.iteration_cpu_us), _median(self.compiled.iteration_cpu_us)
@@ -67,6 +63,21 @@ class CompileComparison:
     def speedup(self) -> float | None:
         eager, compiled = self.iteration_us()
         return eager / compiled if compiled else None
+
+
+def _totals(session: ProfileSession) -> dict[str, float]:
+    """Each layer's median total, and each container's (a parent with no record) as the sum of
+    its children's."""
+    totals = {r.path: r.total_cpu_us.median for r in session.records}
+    for target in sorted(session.plan.targets, key=lambda t: -t.depth):
+        if target.path in totals or target.has_forward:
+            continue
+        children = [
+            us for path, us in totals.items() if path.rpartition(".")[0] == target.path and path
+        ]
+        if children:
+            totals[target.path] = sum(children)
+    return totals
 
 
 def compare_sessions(
