@@ -11,9 +11,9 @@ first profile's warm-up), round after round: the bare compiled forward is timed 
 profiled iteration (the median of the session's iterations: the time the rows add up to) to the
 bare forward is taken per round, and the median over rounds is printed, with the wall time of the
 whole `profile()` call per step it ran (each measured iteration runs the step twice: a warm step
-and the measured one; profiler start and stop, and reading the events, included) against it. Also: the
-dynamo counters over the run (hybridprof must add no frame, graph, break or recompile) and the
-load of the machine.
+and the measured one; profiler start and stop, and reading the events, included) against it.
+Also: the dynamo counters over the run (hybridprof must add no frame, graph, break or
+recompile) and the load of the machine.
 """
 
 from __future__ import annotations
@@ -107,8 +107,8 @@ def main() -> None:
     except ImportError:
         print("transformers not installed: GPT-2 left out")
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"{'model':6} {'style':14} {'profiled/bare':>14} {'profile() wall/step/bare':>25}  dynamo "
-          "(frames, graphs, breaks, recompiles) over the run")  # fmt: skip
+    print(f"{'model':6} {'style':14} {'profiled/bare':>14} {'profile() wall/step/bare':>25}  "
+          "dynamo (frames, graphs, breaks, recompiles) over the run")  # fmt: skip
     for name in models:
         for style in ("torch.compile", "model.compile"):
             argv = [sys.executable, __file__, "--child", name, style]

@@ -42,12 +42,13 @@ def compile_header(session: ProfileSession) -> list[tuple[str, str]]:
         return []
     where = ", ".join(f"{w.path or '(root)'}: {w.kind}, backend {w.backend}" for w in section.where)
     breaks = len(section.graph_breaks)
+    plural = ("s" if section.graphs != 1 else "", "s" if breaks != 1 else "")
     return [
         ("Compiled", where + (f", mode {section.mode}" if section.mode else "")),
         (
             "Compile time",
-            f"{section.compile_s:.2f} s in warm-up, in no layer's time ({section.graphs} graph"
-            f"{'s' if section.graphs != 1 else ''}, {breaks} graph break{'s' if breaks != 1 else ''})",
+            f"{section.compile_s:.2f} s in warm-up, in no layer's time ({section.graphs} "
+            f"graph{plural[0]}, {breaks} graph break{plural[1]})",
         ),
         ("Kernels", f"{section.kernel_map} to layers ({section.call_sites} call sites)"),
     ]
