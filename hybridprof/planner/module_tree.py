@@ -74,10 +74,10 @@ def is_scripted(module: nn.Module) -> bool:
 
 def eager_module(module: nn.Module) -> nn.Module:
     """The module a `torch.compile` wrapper (dynamo's `OptimizedModule`) holds; else itself."""
-    inner = module.__dict__.get("_modules", {}).get("_orig_mod")
-    if isinstance(inner, nn.Module) and type(module).__module__.startswith("torch._dynamo"):
-        return eager_module(inner)
-    return module
+    if not type(module).__module__.startswith("torch._dynamo"):
+        return module
+    inner = module._modules.get("_orig_mod")
+    return eager_module(inner) if isinstance(inner, nn.Module) else module
 
 
 def class_name_of(module: nn.Module) -> str:
@@ -152,7 +152,12 @@ def select_targets(
     selectors is selected. A selector that matches nothing raises `SelectionError`.
     """
     return select_among(
-        module_targets(model), paths, globs, depth, root_name or type(model).__name__, leaves_only
+        module_targets(model),
+        paths,
+        globs,
+        depth,
+        root_name or type(eager_module(model)).__name__,
+        leaves_only,
     )
 
 
@@ -247,7 +252,7 @@ def partition_selectors(
 ) -> tuple[list[Selector], list[tuple[Selector, list[str]]]]:
     """Split `paths` into the selectors naming a module and the others, each with its closest
     dotted paths (for torchprof's mode, which ignored an unknown path instead of failing)."""
-    root = type(model).__name__
+    root = type(eager_module(model)).__name__
     known_paths = [p for t in module_targets(model) for p in (t.path, *t.aliases)]
     known: list[Selector] = []
     unknown: list[tuple[Selector, list[str]]] = []
@@ -290,7 +295,7 @@ def tree_plan(
     if leaves_only and not selectors:
         selectors.append("leaves only")
     return ProfilePlan(
-        root_class=type(model).__name__,
+        root_class=type(eager_module(model)).__name__,
         targets=select_targets(model, paths, globs, depth, leaves_only=leaves_only),
         compat=probe().choices(),
         strategy=strategy,
