@@ -33,6 +33,7 @@ from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession
 from hybridprof.planner.module_tree import Selector, is_scripted, tree_plan
+from hybridprof.runtime.compiled import dynamo_facts
 from hybridprof.runtime.compiled.run import CompiledRun, compiled_run
 from hybridprof.runtime.driver import Driver
 from hybridprof.runtime.measures.aggregate import RunFacts, environment
@@ -89,6 +90,7 @@ class Profile:
         self._layer_session: ProfileSession | None = None
         self._compiled: CompiledRun | None = None  # the model's compiled parts, if any
         self._instrumented: contextlib.ExitStack | None = None
+        self._dynamo = dynamo_facts.snapshot()  # a compiled caller is seen by what dynamo did
 
     @property
     def failed_path(self) -> str | None:
@@ -110,6 +112,7 @@ class Profile:
         config = Driver.config_for(
             self.plan, device, profile_memory=self.profile_memory, keep_raw_events=True
         )
+        self._dynamo = dynamo_facts.snapshot()
         compiled = self._compiled = compiled_run(self._model, self.strategy_name)
         if compiled is not None:  # kernels of compiled code, mapped by a compile in the block
             config = replace(config, compiled=compiled)
@@ -203,7 +206,10 @@ class Profile:
             duration_s=round(driver.seconds, 3),
         )
         session = driver.build_session([measure], facts)
-        return self._compiled.finish(session) if self._compiled is not None else session
+        if self._compiled is not None:
+            return self._compiled.finish(session)
+        said = dynamo_facts.compiled_caller_warning(self._dynamo)
+        return replace(session, warnings=(*session.warnings, said)) if said else session
 
     def _table_session(self, show_events: bool) -> ProfileSession:
         """What `display` renders: the full session once built or needed, else one built from the

@@ -261,3 +261,20 @@ def test_an_iteration_that_recompiles_is_left_out_with_the_guard() -> None:
     assert excluded.iteration == 2 and "double" in excluded.reason
     assert session.iterations == 3  # one more iteration ran in its place
     assert any("recompiled" in w and "left out of the medians" in w for w in session.warnings)
+
+
+def test_a_compiled_function_calling_a_profiled_model_breaks_no_graph_and_is_said() -> None:
+    torch.manual_seed(0)
+    model = fresh().MLP().eval()
+    x = torch.randn(4, 32)
+
+    @torch.compile
+    def step(inputs: torch.Tensor) -> torch.Tensor:
+        return model(inputs).sum()
+
+    before = counters()
+    with torch.no_grad(), hybridprof.Profile(model, leaves_only=False) as prof:
+        step(x)  # compiled here, through hybridprof's patched forwards: they step aside
+    frames, graphs, breaks, _ = delta(before, counters())
+    assert (graphs, breaks) == (1, 0)
+    assert any("a torch.compile'd function called it" in w for w in prof.session().warnings)

@@ -101,6 +101,23 @@ def since(before: Snapshot) -> Delta:
     )
 
 
+def compiled_caller_warning(before: Snapshot) -> str | None:
+    """What to say when dynamo compiled while an eager model was profiled: a compiled function
+    called it (hybridprof cannot see that caller before it runs). Its patched forwards then ran
+    inside compiled code: they stepped aside (no graph break), but dynamo guarded on them."""
+    if "torch._dynamo.utils" not in sys.modules:
+        return None
+    delta = since(before)
+    if not delta.compiled:
+        return None
+    return (
+        f"dynamo compiled {delta.frames} frame{'s' if delta.frames != 1 else ''} while the model "
+        "was profiled: a torch.compile'd function called it, so its layers ran inside compiled "
+        "code and are not measured one by one, and that function may compile again on its next "
+        "call; profile the model itself (torch.compile(model) or model.compile())"
+    )
+
+
 def _newer(records: list[Any], last: Any) -> list[Any]:
     """The records after `last` (all of them when it is gone or there was none)."""
     if last is None:
@@ -131,4 +148,4 @@ def _break(reason: Any) -> Break:
     )
 
 
-__all__ = ["Break", "Delta", "Snapshot", "since", "snapshot"]
+__all__ = ["Break", "Delta", "Snapshot", "compiled_caller_warning", "since", "snapshot"]
