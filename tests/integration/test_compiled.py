@@ -212,10 +212,11 @@ def test_profile_block_with_a_first_compile_inside_it() -> None:
     records = {r.path: r for r in session.records}
     assert records["head"].self_cpu_us.median > 0
     assert any(op.name == "aten::addmm" for op in records["layers.0.0"].ops)
-    assert any("compiling ran inside the profiled block" in w for w in session.warnings)
+    (said,) = [w for w in session.warnings if "compiling ran inside the profiled block" in w]
     assert _adds_up(session) < 0.001
-    compile_us = session.compiled.compile_s * 1e6
-    assert max(r.total_cpu_us.median for r in session.records) < compile_us / 4
+    # The compile's own event is outside every layer: the outside row holds at least its time.
+    compile_us = float(said.split(" s of compiling")[0]) * 1e6
+    assert compile_us > 0 and session.outside_cpu_us.median >= compile_us - 10_000  # 0.01 s shown
     before = counters()
     with torch.no_grad():
         model(x)

@@ -41,7 +41,10 @@ class CompiledLayout:
 
     inside: ids of the modules that run inside compiled code (the strict descendants of a
     compiled module, and a `torch.compile` wrapper's `_orig_mod`): dynamo guards on their
-    `forward` not being an instance attribute, so they are never patched. call_impl: ids of the
+    `forward` not being an instance attribute, so they are never patched. A model compiled as a
+    whole is not patched either: a range around the compiled call would only add hybridprof's
+    Python and the profiler's cost of dynamo's entry (~15 us a call) to the iteration; its rows
+    come from its kernels, and the compiled region's glue is outside. call_impl: ids of the
     `module.compile()`d modules, ranged through their `_compiled_call_impl` instead of `forward`.
     paths: `str(id(module))` -> hybridprof path (the key dynamo writes into `nn_module_stack`).
     """
@@ -107,6 +110,7 @@ def find_compiled(model: nn.Module) -> CompiledLayout | None:
     for raw_path, module in named:
         paths.setdefault(str(id(module)), clean_path(raw_path))
     call_impl = {id(m) for _, m in roots if compiled_call_impl(m) is not None}
+    inside.update(id(m) for raw_path, m in roots if raw_path == "")  # compiled as a whole
     return CompiledLayout(
         parts=tuple(_unique(parts)),
         inside=frozenset(inside),

@@ -206,7 +206,8 @@ class Rewriter:
     def _opaque_path(self, owner: str | None) -> str:
         if owner is not None:
             return owner
-        return self._selected(self.opaque_owner or "") or OUTSIDE
+        path = self._selected(self.opaque_owner or "")
+        return OUTSIDE if path is None else path
 
     def _selected(self, path: str) -> str | None:
         """The path, or its nearest selected ancestor (None: no selected layer above it)."""
