@@ -170,8 +170,8 @@ def _typed(frame: pd.DataFrame, floats: tuple[str, ...], ints: tuple[str, ...]) 
 def session_frame(session: ProfileSession) -> pd.DataFrame:
     """One row per profiled path, in module-tree order, then one for time outside every profiled
     module; columns as `COLUMNS` (times us, memory bytes), then `WORK_COLUMNS` when the session
-    counted FLOPs (`run --flops`), and `fused` for a compiled model. A container that never runs itself (ModuleList) has a row with
-    its children's totals and no calls or self time."""
+    counted FLOPs (`run --flops`), and `fused` for a compiled model. A container that never runs
+    itself (ModuleList) has a row with its children's totals and no calls or self time."""
     table = layer_table(session)
     shown = [row for row in table.rows if row.kind != "unprofiled"]
     rows = [_outside_row(r) if r.kind == "outside" else _tree_row(r, table) for r in shown]

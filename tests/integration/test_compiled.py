@@ -276,6 +276,6 @@ def test_a_compiled_function_calling_a_profiled_model_breaks_no_graph_and_is_sai
     before = counters()
     with torch.no_grad(), hybridprof.Profile(model, leaves_only=False) as prof:
         step(x)  # compiled here, through hybridprof's patched forwards: they step aside
-    frames, graphs, breaks, _ = delta(before, counters())
+    _, graphs, breaks, _ = delta(before, counters())
     assert (graphs, breaks) == (1, 0)
     assert any("a torch.compile'd function called it" in w for w in prof.session().warnings)
