@@ -9,7 +9,8 @@ with `torch.compile(model)` and once with `model.compile()`, at 1 thread. After 
 first profile's warm-up), round after round: the bare compiled forward is timed (the median of
 `CALLS` calls), then `hybridprof.profile` measures `ITERS` iterations of it; the ratio of the
 profiled iteration (the median of the session's iterations: the time the rows add up to) to the
-bare forward is taken per round, and the median over rounds is printed, with the wall time of the
+bare forward is taken per round, and the median over rounds is printed; beside it the same ratio
+for torch's own profiler alone (the time it sees in one call), and the wall time of the
 whole `profile()` call per step it ran (each measured iteration runs the step twice: a warm step
 and the measured one; profiler start and stop, and reading the events, included) against it.
 Also: the dynamo counters over the run (hybridprof must add no frame, graph, break or
@@ -64,7 +65,7 @@ def child(name: str, style: str, rounds: int) -> dict[str, Any]:
         model = eager
     else:
         model = torch.compile(eager)
-    ratios, walls = [], []
+    ratios, walls, plain = [], [], []
     with torch.no_grad():  # the grad mode of every call: dynamo compiles the model for one
         before = counters()
         first = hybridprof.profile(model, x, warmup=1, iters=ITERS)  # compiles, hooked
@@ -75,6 +76,7 @@ def child(name: str, style: str, rounds: int) -> dict[str, Any]:
                 model(x)
                 bare.append((time.perf_counter_ns() - start) / 1000)
             bare_us = statistics.median(bare)
+            plain.append(_plain_profiler_us(model, x) / bare_us)
             session = hybridprof.profile(model, x, warmup=1, iters=ITERS)
             ratios.append(statistics.median(session.iteration_cpu_us) / bare_us)
             walls.append(session.duration_s * 1e6 / (2 * ITERS + 1) / bare_us)
@@ -84,10 +86,32 @@ def child(name: str, style: str, rounds: int) -> dict[str, Any]:
         "style": style,
         "ratio": statistics.median(ratios),
         "wall_ratio": statistics.median(walls),
+        "plain_ratio": statistics.median(plain),
         "counters": after,
         "kernel_map": first.compiled.kernel_map if first.compiled else None,
         "compile_s": first.compiled.compile_s if first.compiled else None,
     }
+
+
+def _plain_profiler_us(model: Any, x: Any) -> float:
+    """The time torch's own profiler sees in one call (its second in the session, as hybridprof
+    measures its step's second run): the floor any profiler-based measure stands on."""
+    import torch
+
+    profiler = torch.autograd.profiler.profile()
+    profiler.__enter__()
+    model(x)
+    mark = time.time_ns()
+    model(x)
+    profiler.__exit__(None, None, None)
+    spans = sorted(
+        (e.start_ns(), e.end_ns()) for e in profiler.kineto_results.events() if e.start_ns() >= mark
+    )
+    covered, end = 0, -1
+    for start, stop in spans:
+        if start >= end:
+            covered, end = covered + stop - start, stop
+    return covered / 1000
 
 
 def main() -> None:
@@ -107,8 +131,8 @@ def main() -> None:
     except ImportError:
         print("transformers not installed: GPT-2 left out")
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"{'model':6} {'style':14} {'profiled/bare':>14} {'profile() wall/step/bare':>25}  "
-          "dynamo (frames, graphs, breaks, recompiles) over the run")  # fmt: skip
+    header = f"{'model':6} {'style':14} {'profiled/bare':>14} {'torch profiler/bare':>20} "
+    print(header + f"{'profile() wall/step/bare':>25}  dynamo (frames, graphs, breaks, recompiles)")
     for name in models:
         for style in ("torch.compile", "model.compile"):
             argv = [sys.executable, __file__, "--child", name, style]
@@ -119,7 +143,8 @@ def main() -> None:
                 print(f"{name} {style}: failed: {done.stderr.strip().splitlines()[-1:]}")
                 continue
             found = json.loads(done.stdout.strip().splitlines()[-1])
-            print(f"{name:6} {style:14} {found['ratio']:13.2f}x {found['wall_ratio']:24.2f}x  "
+            print(f"{name:6} {style:14} {found['ratio']:13.2f}x {found['plain_ratio']:19.2f}x "
+                  f"{found['wall_ratio']:24.2f}x  "
                   f"{tuple(found['counters'])} (map {found['kernel_map']}, compile "
                   f"{found['compile_s']:.1f} s)")  # fmt: skip
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
