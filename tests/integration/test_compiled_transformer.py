@@ -144,3 +144,13 @@ def test_every_format_shows_what_fused(profiled: dict[str, Any]) -> None:
     for layer in session.compiled.layers:
         assert fused[layer.path]
         assert fused[layer.path].split(", ")[0] in text
+
+
+def test_modules_fused_away_are_not_said_to_be_never_called(profiled: dict[str, Any]) -> None:
+    session = profiled["session"]
+    without_kernels = {r.path for r in session.records} ^ {t.path for t in session.plan.targets}
+    fused_away = [p for p in without_kernels if session.plan.target(p).has_forward]
+    assert session.never_called == ()
+    if fused_away:
+        (note,) = [n for n in session.compiled.notes if n.startswith("no kernel of their own")]
+        assert all(path in note for path in fused_away[:8])

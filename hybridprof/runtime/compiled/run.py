@@ -181,12 +181,25 @@ class CompiledRun:
     # -- the session
 
     def finish(self, session: ProfileSession) -> ProfileSession:
+        # A module inside compiled code with no kernel of its own was not skipped: its work ran
+        # in other layers' kernels (fused), or compiled away. Said so, not "never called".
+        fused_away = tuple(p for p in session.never_called if self.layout.part_at(p) is not None)
         section = self.section(session.plan)
+        if fused_away:
+            shown = ", ".join(fused_away[:8]) + (" ..." if len(fused_away) > 8 else "")
+            section = replace(
+                section,
+                notes=(
+                    *section.notes,
+                    f"no kernel of their own (their work ran in other layers' kernels): {shown}",
+                ),
+            )
         findings = tuple(_break_finding(b) for b in section.graph_breaks)
         plan = replace(session.plan, findings=session.plan.findings + findings)
         return replace(
             session,
             plan=plan,
+            never_called=tuple(p for p in session.never_called if p not in fused_away),
             compiled=section,
             warnings=session.warnings + self.warnings(section),
         )
