@@ -5,7 +5,9 @@
 #   2. CUDA runs of transformers (torch's nn.MultiheadAttention; Hugging Face GPT-2 from a config
 #      when transformers is importable), forward, training step, --flops;
 #   3. torchrun with nccl, one rank per GPU, --backward --ddp --profile-memory (per-rank peaks);
-#   4. scripts/check_coverage.py on that machine's CPU (quieter than a shared 2-core one).
+#   4. scripts/check_coverage.py on that machine's CPU (quieter than a shared 2-core one);
+#   5. compiled models on CUDA (inductor's Triton kernels per layer): tests/gpu/test_compiled_cuda.py
+#      runs in step 1; here a --compile --compare-eager run of the transformer.
 # Sessions and logs go to $OUT (default ./gpu-out); render them anywhere with `hybridprof report`.
 #   bash scripts/gpu_check.sh
 # Wheels in .whl/ (e.g. libcst for another Python) are installed first when present; hybridprof is
@@ -59,7 +61,8 @@ if "$PY" -c "import transformers" 2>/dev/null; then
 else
   echo "transformers not importable: GPT-2 skipped" | tee -a "$LOG"
 fi
-rm -f "$OUT/mha-bwd-flops.json" "$OUT/gpt2.json"   # at most 8 files come back: keep the others
+run mha-compiled "$REPO/tests/fixtures/compiled_models.py" --compile --compare-eager
+rm -f "$OUT/mha-bwd-flops.json" "$OUT/gpt2.json" "$OUT/compare.json"   # at most 8 files come back
 echo "== torchrun nccl, $("$PY" -c 'import torch; print(torch.cuda.device_count())') GPU(s)" | tee -a "$LOG"
 (cd /tmp && timeout 300 "$PY" -m torch.distributed.run --standalone \
   --nproc-per-node "$("$PY" -c 'import torch; print(torch.cuda.device_count())')" \

@@ -112,6 +112,9 @@ class LayerRow:
     roofline: LayerRoofline | None = None  # a --flops session's figures for the path
     work: LayerWork | None = None  # and its FLOPs and bytes, forward and backward
     memory: LayerMemory | None = None  # --profile-memory: its memory on the model's device
+    # A compiled session: the modules below this one whose work ran in its fused kernels, named
+    # relative to it (`ln_2, mlp.c_fc`).
+    fused: tuple[str, ...] = ()
 
     @property
     def measured(self) -> bool:
@@ -135,6 +138,7 @@ class LayerTable:
     has_memory: bool
     has_flops: bool
     memory: DeviceMemory | None = None  # the model's device, whose figures the rows' `memory` are
+    has_compiled: bool = False  # a torch.compile'd model (rows may say what fused)
 
     def tree(self) -> tuple[LayerRow, ...]:
         """The rows of the module tree, without the optimizer's and the outside row."""
@@ -162,6 +166,8 @@ def layer_table(session: ProfileSession) -> LayerTable:
         rows = _with_work(rows, session)
     rows = [_with_target(row, targets.get(row.path)) for row in rows]
     rows += _optimizer_rows(session, shares_of)
+    if session.compiled is not None:
+        rows = _with_fused(rows, session)
     outside = _outside_row(session, shares_of)
     device = session.memory.primary if session.memory is not None else None
     if device is not None:
@@ -177,6 +183,7 @@ def layer_table(session: ProfileSession) -> LayerTable:
         has_memory=session.profile_memory,
         has_flops=session.flops is not None,
         memory=device,
+        has_compiled=session.compiled is not None,
     )
 
 
@@ -277,6 +284,20 @@ def _with_memory(
     found = memory_by_path(device)
     rows = [replace(r, memory=found.get(r.path)) if r.kind == "layer" else r for r in rows]
     return rows, replace(outside, memory=device.outside) if outside is not None else None
+def _with_fused(rows: list[LayerRow], session: ProfileSession) -> list[LayerRow]:
+    """Rows with the modules their compiled kernels fused, relative to the row's path."""
+    assert session.compiled is not None
+    fused = {layer.path: layer.fused for layer in session.compiled.layers}
+    return [
+        replace(row, fused=tuple(_below(row.path, f) for f in fused[row.path]))
+        if row.path in fused
+        else row
+        for row in rows
+    ]
+
+
+def _below(parent: str, path: str) -> str:
+    return path[len(parent) + 1 :] if parent and path.startswith(parent + ".") else path
 
 
 def _outside_row(session: ProfileSession, shares_of: float) -> LayerRow | None:

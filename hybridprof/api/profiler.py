@@ -29,9 +29,11 @@ block's steps are worked out as each window of them ends.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections import defaultdict, namedtuple
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -40,6 +42,8 @@ from torch import nn
 from hybridprof.datamodel import ProfilePlan, ProfileSession
 from hybridprof.errors import BadValueError
 from hybridprof.planner.module_tree import Selector, is_scripted, tree_plan
+from hybridprof.runtime.compiled import dynamo_facts
+from hybridprof.runtime.compiled.run import CompiledRun, compiled_run
 from hybridprof.runtime.driver import Driver
 from hybridprof.runtime.measures.aggregate import RunFacts, environment
 from hybridprof.runtime.quiet import quiet_fd2
@@ -115,6 +119,9 @@ class Profile:
         self._raw: dict[str, list[Any]] | None = None
         self._session: ProfileSession | None = None
         self._layer_session: ProfileSession | None = None
+        self._compiled: CompiledRun | None = None  # the model's compiled parts, if any
+        self._instrumented: contextlib.ExitStack | None = None
+        self._dynamo = dynamo_facts.snapshot()  # a compiled caller is seen by what dynamo did
 
     @property
     def failed_path(self) -> str | None:
@@ -140,6 +147,12 @@ class Profile:
             keep_raw_events=True,
             training=True,
         )
+        self._dynamo = dynamo_facts.snapshot()
+        compiled = self._compiled = compiled_run(self._model, self.strategy_name)
+        if compiled is not None:  # kernels of compiled code, mapped by a compile in the block
+            config = replace(config, compiled=compiled)
+            self._instrumented = contextlib.ExitStack()
+            self._instrumented.enter_context(compiled.instrumented())
         # The user's own code may change train/eval modes in the block: they are the user's.
         driver = self._driver = Driver(
             self._model,
@@ -148,6 +161,7 @@ class Profile:
             config,
             reset_modes=False,
             optimizers=self._optimizers,
+            compiled=compiled,
         )
         if not spec_of(self.strategy_name).backward:
             self._grads = grads_state(self._model)
@@ -172,6 +186,10 @@ class Profile:
         try:
             self._finish(failed=exc_type is not None)
         finally:
+            if self._instrumented is not None:
+                self._instrumented.close()
+            if self._compiled is not None:
+                self._compiled.warmup_done(self.plan.selected_paths())
             self.exited = True
         if self._loop is not None:
             self._said = block_warnings(self._loop, self._grads, self._model)
@@ -245,6 +263,8 @@ class Profile:
         driver, loop = self._driver, self._loop
         if driver is None or loop is None:
             return
+        if self._instrumented is not None:
+            self._instrumented.close()  # the compile settings back as they were
         try:  # the open step's range closes first: nothing of hybridprof's lands in it
             self._result = loop.finish(failed)  # worked out when first read
         except Exception:
@@ -293,7 +313,11 @@ class Profile:
             steps=loop.steps,
             schedule=self.schedule.info() if self.schedule is not None else None,
         )
-        return driver.build_session(measures, facts)
+        session = driver.build_session(measures, facts)
+        if self._compiled is not None:
+            return self._compiled.finish(session)
+        said = dynamo_facts.compiled_caller_warning(self._dynamo)
+        return replace(session, warnings=(*session.warnings, said)) if said else session
 
     def _table_session(self, show_events: bool) -> ProfileSession:
         """What `display` renders: the full session once built or needed, else one built from the

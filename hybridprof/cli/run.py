@@ -15,6 +15,7 @@ examples:
   hybridprof run net.py --leaves-only    # torchprof's selection: leaves only
   hybridprof run net.py --flops           # FLOPs, bytes and a roofline verdict per layer
   hybridprof run net.py --warmup auto --iters auto --max-time 60 --threads 1
+  hybridprof run net.py --compile --compare-eager   # what torch.compile changed, per layer
 """
 
 from __future__ import annotations
@@ -137,6 +138,26 @@ def _add_measure_options(parser: argparse.ArgumentParser) -> None:
         "peak once (cached), and say per layer whether it is compute-, memory- or overhead-bound",
     )
     parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="profile torch.compile(model) (its kernels attributed to layers; the compile runs in "
+        "warm-up and is reported, never timed) (default: the model as the entry returns it)",
+    )
+    parser.add_argument(
+        "--compile-mode",
+        choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+        metavar="NAME",
+        help="with --compile: torch.compile's mode: default, reduce-overhead, max-autotune or "
+        "max-autotune-no-cudagraphs (default: default)",
+    )
+    parser.add_argument(
+        "--compare-eager",
+        action="store_true",
+        help="run the model eager and compiled, interleaved, and compare them per layer (eager "
+        "and compiled time, speed-up, what fused): compare.html and compare.json beside the "
+        "session",
+    )
+    parser.add_argument(
         "--peak-gflops",
         type=float,
         metavar="N",
@@ -215,6 +236,10 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     read_model_source(model_file)  # missing file or syntax error: said before anything is created
     inputs = (model_file, *([Path(args.plan)] if args.plan else []))
     outputs = plan_run_outputs(args, inputs)
+    if args.compare_eager:
+        from hybridprof.cli.compare_eager import compare_folder
+
+        args.compare_folder = compare_folder(outputs.session, outputs.out_dir or DEFAULT_OUT_DIR)
     if model_file == DEMO_FILE:
         notice(
             "no model file given: profiling the bundled AlexNet-like demo "

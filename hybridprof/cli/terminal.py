@@ -102,9 +102,15 @@ def where_lines(
     traced_iterations: int = 0,
 ) -> list[str]:
     """The lines under the table: the summary, where each file went, and the run's warnings."""
+    from hybridprof.reporting.compiled_text import compile_lines
     from hybridprof.reporting.memory_text import memory_lines
 
-    lines = [summary_line(session), *roofline_lines(session), *memory_lines(session)]
+    lines = [
+        summary_line(session),
+        *roofline_lines(session),
+        *memory_lines(session),
+        *compile_lines(session),
+    ]
     if session_file is not None:
         lines.append(
             f"session: {session_file}  (re-render: hybridprof report {session_file} -o FILE)"

@@ -7,6 +7,13 @@ Module paths are PyTorch's dotted form (`features.0`); the root module is `""`.
 
 from __future__ import annotations
 
+from hybridprof.datamodel.compiled import (
+    CompiledLayer,
+    CompiledWhere,
+    CompileSection,
+    ExcludedIteration,
+    GraphBreak,
+)
 from hybridprof.datamodel.measures import (
     IterationSeries,
     ModuleRecord,
@@ -71,9 +78,14 @@ __all__ = [
     "CollectiveStat",
     "CompatChoice",
     "DeviceMemory",
+    "CompileSection",
+    "CompiledLayer",
+    "CompiledWhere",
     "Environment",
+    "ExcludedIteration",
     "Finding",
     "FindingKind",
+    "GraphBreak",
     "InlineOp",
     "IterationSeries",
     "LayerMemory",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from hybridprof.datamodel.jsonbounds import MAX_PATH_PARTS
+from hybridprof.datamodel.compiled import CompileSection
 from hybridprof.datamodel.jsonio import dump, load
 from hybridprof.datamodel.measures import ModuleRecord, Stat
 from hybridprof.datamodel.memory import MemoryProfile
@@ -97,6 +98,7 @@ class ProfileSession(Views):
     steps: int = 0
     schedule: ScheduleInfo | None = None
     memory: MemoryProfile | None = None  # --profile-memory: per-layer memory and the step's peak
+    compiled: CompileSection | None = None  # a torch.compile'd model (None: eager, older files)
     schema_version: int = SCHEMA_VERSION
 
     def __repr__(self) -> str:
@@ -124,7 +126,7 @@ class ProfileSession(Views):
         return next((r for r in self.records if r.path == path), None)
 
     def to_json(self) -> str:
-        omit = ("flops", "rank", "ranks", "optimizer", "schedule", "memory")
+        omit = ("flops", "rank", "ranks", "optimizer", "schedule", "memory", "compiled")
         return dump(SESSION_KIND, self, omit_none=omit, compact=True)
 
     @classmethod

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from hybridprof.datamodel import DEFAULT_STRATEGY, ModuleTarget, ProfilePlan
-from hybridprof.errors import SelectionError, UsageError
+from hybridprof.errors import SelectionError
 
 Selector = str | Sequence[str]
 
@@ -50,14 +50,16 @@ def walk(model: nn.Module) -> list[TreeNode]:
 
 
 def named_modules(model: nn.Module, prefix: str = "") -> Iterator[tuple[str, nn.Module]]:
-    """`named_modules(remove_duplicate=False)`, except that a TorchScript module is a leaf.
+    """`named_modules(remove_duplicate=False)`, except that a TorchScript module is a leaf and a
+    `torch.compile` wrapper is its eager module under the wrapper's path.
 
     A scripted (or traced) module runs its children inside TorchScript, where no Python `forward`
     is ever called, so they cannot be measured one by one: the module is profiled as one layer.
-    A `torch.compile`d module is refused (see `refuse_compiled`).
+    `torch.compile(module)` wraps the module in an `OptimizedModule` whose only child is the
+    module itself (`_orig_mod`): its layers keep the paths they have without the wrapper, and are
+    measured from the kernels compiled for them (runtime/compiled/).
     """
-    if prefix == "":
-        refuse_compiled(model)
+    model = eager_module(model)
     yield prefix, model
     if is_scripted(model):
         return
@@ -70,16 +72,12 @@ def is_scripted(module: nn.Module) -> bool:
     return isinstance(module, torch.jit.ScriptModule)
 
 
-def refuse_compiled(model: nn.Module) -> None:
-    """Layer-by-layer profiling needs eager modules; a torch.compile wrapper would trace our
-    ranges."""
-    for path, module in model.named_modules():
-        if type(module).__module__.startswith("torch._dynamo"):
-            where = "the model" if path == "" else f"'{path}'"
-            raise UsageError(
-                f"{where} is torch.compile'd ({type(module).__name__}); layer-by-layer profiling "
-                "needs the eager modules: profile its _orig_mod (the model before torch.compile)"
-            )
+def eager_module(module: nn.Module) -> nn.Module:
+    """The module a `torch.compile` wrapper (dynamo's `OptimizedModule`) holds; else itself."""
+    if not type(module).__module__.startswith("torch._dynamo"):
+        return module
+    inner = module._modules.get("_orig_mod")
+    return eager_module(inner) if isinstance(inner, nn.Module) else module
 
 
 def class_name_of(module: nn.Module) -> str:
@@ -154,7 +152,12 @@ def select_targets(
     selectors is selected. A selector that matches nothing raises `SelectionError`.
     """
     return select_among(
-        module_targets(model), paths, globs, depth, root_name or type(model).__name__, leaves_only
+        module_targets(model),
+        paths,
+        globs,
+        depth,
+        root_name or type(eager_module(model)).__name__,
+        leaves_only,
     )
 
 
@@ -281,7 +284,7 @@ def partition_selectors(
 ) -> tuple[list[Selector], list[tuple[Selector, list[str]]]]:
     """Split `paths` into the selectors naming a module and the others, each with its closest
     dotted paths (for torchprof's mode, which ignored an unknown path instead of failing)."""
-    root = type(model).__name__
+    root = type(eager_module(model)).__name__
     known_paths = [p for t in module_targets(model) for p in (t.path, *t.aliases)]
     known: list[Selector] = []
     unknown: list[tuple[Selector, list[str]]] = []
@@ -325,7 +328,7 @@ def tree_plan(
     if leaves_only and not selectors:
         selectors.append("leaves only")
     return ProfilePlan(
-        root_class=type(model).__name__,
+        root_class=type(eager_module(model)).__name__,
         targets=checked_names(select_targets(model, paths, globs, depth, leaves_only=leaves_only)),
         compat=probe().choices(),
         strategy=strategy,

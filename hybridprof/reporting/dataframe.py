@@ -212,15 +212,16 @@ def _typed(frame: pd.DataFrame, floats: tuple[str, ...], ints: tuple[str, ...]) 
 def session_frame(session: ProfileSession) -> pd.DataFrame:
     """One row per profiled path, in module-tree order, then the optimizer's of a training step,
     then one for time outside every profiled module; columns as `COLUMNS` (times us, memory
-    bytes), then `WORK_COLUMNS` when the session counted FLOPs (`run --flops`), then
-    `MEMORY_COLUMNS` when it has the memory section (`--profile-memory`, bytes on the model's
-    device; 0 where a row has none). A container that
-    never runs itself (ModuleList) has a row with its children's totals and no calls or self
-    time."""
+    bytes), then `fused` for a compiled model, `WORK_COLUMNS` when the session counted FLOPs
+    (`run --flops`), and `MEMORY_COLUMNS` when it has the memory section (`--profile-memory`,
+    bytes on the model's device; 0 where a row has none). A container that never runs itself
+    (ModuleList) has a row with its children's totals and no calls or self time."""
     table = layer_table(session)
     shown = [row for row in table.rows if row.kind != "unprofiled"]
     rows = [_frame_row(r, table) for r in shown]
     frame = _typed(pd.DataFrame(rows, columns=list(COLUMNS)), FLOAT_COLUMNS, INT_COLUMNS)
+    if session.compiled is not None:  # what each layer's compiled kernels fused ("ln_2, mlp.0")
+        frame["fused"] = pd.Series([", ".join(r.fused) for r in shown], dtype="str").values
     frame = frame if session.flops is None else _with_work(frame, shown)
     return frame if table.memory is None else _with_memory(frame, shown)
 

@@ -111,6 +111,8 @@ def columns(table: LayerTable) -> list[Column]:
             ]
     cols += roofline_columns(table)
     cols.append(Column(table.calls_title, _calls, lambda o: str(o.calls)))
+    if table.has_compiled:
+        cols.append(Column("Fused", lambda r: ", ".join(r.fused), lambda o: ""))
     return cols
 
 

@@ -39,6 +39,7 @@ from hybridprof.files.loader import ModelInputs, as_model_inputs, keeping_cwd
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import module_at
 from hybridprof.runtime.failure import failure_hint
+from hybridprof.runtime.compiled.run import EXTRA_WARMUP, CompiledRun, compiled_run
 from hybridprof.runtime.flops.counter import with_work
 from hybridprof.runtime.guards import first_line, refuse_nesting
 from hybridprof.runtime.machine import LoadWatch
@@ -108,6 +109,7 @@ class RunOptions:
     flops: bool = False  # count FLOPs and bytes per layer in one extra pass, measure the peak
     peak_gflops: float | None = None  # the machine's peak, given instead of measured
     peak_gbps: float | None = None
+    compiled_by_hybridprof: bool = False  # the model is hybridprof's torch.compile of the user's
 
     def check(self) -> IterationRule:
         """Refuse bad values; the rule that decides how many iterations run."""
@@ -133,6 +135,7 @@ class Driver:
         reset_modes: bool = True,
         optimizers: Sequence[Any] = (),
         inputs: Any = None,
+        compiled: CompiledRun | None = None,
     ) -> None:
         refuse_nesting(strategy_name)
         self.model = model
@@ -147,7 +150,15 @@ class Driver:
         # Shapes are noted in the first iteration only, outside the strategy's ranges.
         self.shapes = ShapeRecorder(self.strategy) if record_shapes else None
         call = self.shapes.call if self.shapes is not None else self.strategy.call
-        self.patcher = ForwardPatcher(model, plan.selected_paths(), call, reset_modes=reset_modes)
+        layout = compiled.layout if compiled is not None else None
+        self.patcher = ForwardPatcher(
+            model,
+            plan.selected_paths(),
+            call,
+            reset_modes=reset_modes,
+            skip=layout.inside if layout else frozenset(),
+            call_impl=layout.call_impl if layout else frozenset(),
+        )
         self.started_at = ""
         self.seconds = 0.0
         self.step_us = 0.0  # wall time of the last iteration's step (what an auto warm-up judges)
@@ -368,6 +379,7 @@ class _RunLoop:
     device: torch.device | None
     progress: ProgressFn | None
     step: StepFn | None = None
+    compiled: CompiledRun | None = None  # the model's compiled parts, if any
     measures: MeasureTable = field(default_factory=MeasureTable)  # arrays, not objects: flat memory
     iteration_us: list[float] = field(default_factory=list)  # what `--iters auto` judges
     warmup_done: int = 0
@@ -384,6 +396,13 @@ class _RunLoop:
             backward=opts.backward,
             trace_path=opts.trace_path,
         )
+        by = "hybridprof" if opts.compiled_by_hybridprof else "user"
+        compiled = self.compiled = compiled_run(self.model, self.strategy_name, compiled_by=by)
+        if compiled is not None:
+            config = replace(config, compiled=compiled)
+            compiled.grad_enabled = opts.backward or (
+                self.step is not None and torch.is_grad_enabled()
+            )
         driver = Driver(
             self.model,
             self.plan,
@@ -391,6 +410,7 @@ class _RunLoop:
             config,
             record_shapes=True,
             inputs=self.inputs,
+            compiled=compiled,
         )
         start = time.perf_counter()
         with (
@@ -398,6 +418,7 @@ class _RunLoop:
             model_state_kept(self.model, training=opts.backward),
             _patched(driver),
             _trace_removed_on_failure(opts.trace_path),
+            compiled.instrumented() if compiled is not None else contextlib.nullcontext(),
         ):
             self._iterate(driver)
         if self.interrupted:
@@ -423,14 +444,22 @@ class _RunLoop:
             trace_file=opts.trace_path,
         )
         session = driver.build_session(self.measures, facts)
+        if compiled is not None:
+            session = compiled.finish(session)
         nothing = never_ran_warning(session)
         return replace(session, warnings=session.warnings + ((nothing,) if nothing else ()))
 
     def _iterate(self, driver: Driver) -> None:
         step = self.step or (training_step if self.opts.backward else forward_once)
 
+        compiled = self.compiled
+
         def one() -> None:
-            step(self.model, self.inputs)
+            if compiled is None:
+                step(self.model, self.inputs)
+                return
+            with compiled.step_context():  # ranges for eager code inside compiled code
+                step(self.model, self.inputs)
 
         driver.begin()
         self.started = time.perf_counter()
@@ -451,18 +480,32 @@ class _RunLoop:
         times: list[float] = []
         total = self.rule.warmup_total()
         self._report("warmup", 0, total)
-        while not self.rule.warmup_done(times, self._elapsed()):
+        compiled, extra = self.compiled, 0
+        while not self.rule.warmup_done(times, self._elapsed()) or (
+            compiled is not None  # compiled code: warm until an iteration compiles nothing
+            and (not times or compiled.compiled_last)
+            and (extra := extra + 1) <= EXTRA_WARMUP
+        ):
+            before = compiled.snapshot() if compiled is not None else None
             driver.iteration(one, warmup=True)
+            if compiled is not None and before is not None:
+                compiled.warm_iteration_done(before)
             times.append(driver.step_us)
             self._report("warmup", len(times), total)
         self.warmup_done = len(times)
+        if compiled is not None:
+            compiled.warmup_done(self.plan.selected_paths())
 
     def _measure(self, driver: Driver, one: Callable[[], None]) -> None:
         """Measured iterations until the rule says stop (count reached, converged, time out)."""
         total = self.rule.iters_total()
         self._report("measure", 0, total)
         while (reason := self.rule.stop_reason(self.iteration_us, self._elapsed())) is None:
+            if self.compiled is not None:
+                self.compiled.begin_iteration()
             measure = driver.iteration(one, warm=self.opts.warm_step)
+            if self.compiled is not None and self.compiled.recompiled() is not None:
+                continue  # compile time is never a layer's: the iteration is left out
             self.measures.add(measure)
             self.iteration_us.append(measure.total_cpu_us or driver.step_us)
             self._report("measure", len(self.measures), total)

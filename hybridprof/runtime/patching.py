@@ -16,6 +16,13 @@ instance `_replicate_for_data_parallel` (how `nn.DataParallel` makes its replica
 hybridprof's attributes out: a copy made while profiling is a plain module of its class, computing
 with its own weights, and loads where hybridprof is not installed. Both go with the forward on undo.
 
+Compiled code (runtime/compiled/) is never patched: dynamo guards on `forward` not being an
+instance attribute of every module it traces, and would trace the wrapper. `skip` names those
+modules; a `module.compile()`d module (in `call_impl`) is wrapped at its instance
+`_compiled_call_impl`, which only the eager `Module.__call__` reads, undone the same way. A
+patched forward that dynamo traces anyway (a compiled caller hybridprof did not see) just calls
+the original, so it adds no graph break.
+
 Only the thread that patched is measured: a call from another thread runs the module's own forward
 unmeasured and is counted in `foreign_calls`, so the runner can say so (strategies keep one stack of
 open calls; interleaving threads would corrupt it and give negative self times).
@@ -30,6 +37,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+import torch
 from torch import nn
 
 CallFn = Callable[[str, Callable[..., Any], tuple[Any, ...], Mapping[str, Any]], Any]
@@ -88,7 +96,7 @@ class PatchedForward:
         self.live = True
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not self.live:
+        if not self.live or _is_compiling():
             return self.original(*args, **kwargs)
         if get_ident() != self.patcher.owner:
             self.patcher.note_foreign_call()
@@ -114,6 +122,9 @@ class PatchedForward:
         if self.own_forward is not None:
             return (_identity, (self.own_forward,))
         return (InertForward, (self.module,))
+
+
+_is_compiling = torch.compiler.is_compiling
 
 
 def _identity(value: Any) -> Any:
@@ -174,6 +185,7 @@ class _Patch:
     wrapper: PatchedForward
     own_forward: Any | None  # the module's own instance forward before patching, if any
     guards: tuple[tuple[str, Any], ...]  # the copy guards added (name, object)
+    attribute: str = "forward"  # or "_compiled_call_impl" (a module.compile()d module)
 
 
 class ForwardPatcher:
@@ -184,9 +196,18 @@ class ForwardPatcher:
     """
 
     def __init__(
-        self, model: nn.Module, paths: Iterable[str], call: CallFn, *, reset_modes: bool = True
+        self,
+        model: nn.Module,
+        paths: Iterable[str],
+        call: CallFn,
+        *,
+        reset_modes: bool = True,
+        skip: frozenset[int] = frozenset(),
+        call_impl: frozenset[int] = frozenset(),
     ) -> None:
         self.model = model
+        self.skip = skip  # ids of modules inside compiled code: never patched
+        self.call_impl = call_impl  # ids of module.compile()d modules: patched at that entry
         self.paths = tuple(dict.fromkeys(paths))
         self.call = call
         self.reset_modes = reset_modes
@@ -217,7 +238,7 @@ class ForwardPatcher:
         try:
             for path in self.paths:
                 module = self.model.get_submodule(path) if path else self.model
-                if id(module) not in seen:
+                if id(module) not in seen and id(module) not in self.skip:
                     seen.add(id(module))
                     self._patch_one(path, module)
         except BaseException:
@@ -225,6 +246,9 @@ class ForwardPatcher:
             raise
 
     def _patch_one(self, path: str, module: nn.Module) -> None:
+        if id(module) in self.call_impl:
+            self._patch_call_impl(path, module)
+            return
         own = module.__dict__.get("forward")
         wrapper = PatchedForward(self, path, module, own)
         guards = {
@@ -239,6 +263,16 @@ class ForwardPatcher:
         module.__dict__["forward"] = wrapper
         module.__dict__.update(guards)
         self._patches.append(_Patch(path, module, wrapper, own, tuple(guards.items())))
+        with _LIVE_LOCK:
+            _LIVE[(id(self), id(module))] = f"{path or '(root)'} ({type(module).__name__})"
+
+    def _patch_call_impl(self, path: str, module: nn.Module) -> None:
+        """A module.compile()d module: the range around its compiled entry, not its forward
+        (which dynamo traces)."""
+        compiled = module.__dict__["_compiled_call_impl"]
+        wrapper = PatchedForward(self, path, module, compiled)
+        module.__dict__["_compiled_call_impl"] = wrapper
+        self._patches.append(_Patch(path, module, wrapper, compiled, (), "_compiled_call_impl"))
         with _LIVE_LOCK:
             _LIVE[(id(self), id(module))] = f"{path or '(root)'} ({type(module).__name__})"
 
@@ -257,12 +291,12 @@ class ForwardPatcher:
         for name, guard in patch.guards:
             if patch.module.__dict__.get(name) is guard:
                 del patch.module.__dict__[name]
-        current = patch.module.__dict__.get("forward")
+        current = patch.module.__dict__.get(patch.attribute)
         if current is patch.wrapper:
             if patch.own_forward is None:
-                del patch.module.__dict__["forward"]
+                del patch.module.__dict__[patch.attribute]
             else:
-                patch.module.__dict__["forward"] = patch.own_forward
+                patch.module.__dict__[patch.attribute] = patch.own_forward
         with _LIVE_LOCK:
             _LIVE.pop((id(self), id(patch.module)), None)
 

@@ -131,9 +131,14 @@ def _header(session: ProfileSession, table: LayerTable) -> tuple[HeaderItem, ...
         *((("Steps", _steps_text(session)),) if session.steps or session.schedule else ()),
         ("Date", session.started_at or plan.created_at or "-"),
     ]
+    from hybridprof.reporting.compiled_text import compile_header
+
     total = f"{format_time_us(table.iteration_us)} per iteration (median)"
     note = _shares_note(table.iteration_us, table.shares_of_us)
-    return (*(HeaderItem(k, v) for k, v in items), HeaderItem("Total profiled time", total, note))
+    return (
+        *(HeaderItem(k, v) for k, v in [*items, *compile_header(session)]),
+        HeaderItem("Total profiled time", total, note),
+    )
 
 
 def _steps_text(session: ProfileSession) -> str:
@@ -282,6 +287,9 @@ def build_context(
     )
     if has_intervals(session):
         notes = [INTERVAL_NOTE, *notes]
+    from hybridprof.reporting.compiled_text import compile_notes
+
+    notes = [*notes, *compile_notes(session)]
     plan = session.plan
     model_name = Path(session.model_file or plan.model_file or plan.root_class).name
     return ReportContext(

@@ -38,6 +38,10 @@ def render_text_report(session: ProfileSession) -> str:
         lines.append(f"stability: {stability.verdict}: {stability_text(stability)}")
     lines += ["", render_text(session, show_events=True), *roofline_section(session)]
     lines += memory_section(session)
+    if session.compiled is not None:
+        from hybridprof.reporting.compiled_text import compile_lines
+
+        lines += ["", *compile_lines(session)]
     if has_intervals(session):
         lines += ["", INTERVAL_NOTE]
     if session.ranks is not None:

@@ -31,6 +31,15 @@ if TYPE_CHECKING:
     from hybridprof.runtime.memory.capture import MemoryCapture
 
 
+class EventAttribution(Protocol):
+    """Attributes one iteration's raw events (`events.attribution.attribute`'s signature), for
+    what the plain attribution cannot see by itself (compiled code)."""
+
+    def attribute(
+        self, events: list[Any], names: Mapping[str, str], *, backward: bool, keep_raw: bool
+    ) -> Any: ...
+
+
 @dataclass(frozen=True, slots=True)
 class StrategyConfig:
     """What every strategy is told before it starts."""
@@ -47,6 +56,8 @@ class StrategyConfig:
     training: bool = False
     # With profile_memory: the hooks that give per-layer memory (the session strategy uses them).
     memory: MemoryCapture | None = None
+    # A model with compiled code: attributes each iteration's events (runtime/compiled/run.py).
+    compiled: EventAttribution | None = None
 
 
 class IterationResult(Protocol):

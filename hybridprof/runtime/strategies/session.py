@@ -214,15 +214,17 @@ class StoppedIteration:
 
     @property
     def _plain(self) -> bool:
-        """Forward-style events only: no memory or device events, raw kineto events to read."""
+        """Forward-style events only: no memory or device events, no compiled code, raw kineto
+        events to read."""
         config = self.config
         plain = not (config.profile_memory or config.use_device or config.backward)
-        return plain and config.compat.raw_events == "kineto"
+        return plain and config.compat.raw_events == "kineto" and config.compiled is None
 
     @property
     def layers_suffice(self) -> bool:
         """True when layer ranges alone give every per-layer number this session measures: no
-        memory, device or backward time, no optimizer, and raw kineto events to read them from."""
+        memory, device or backward time, no optimizer, no compiled code, and raw kineto events to
+        read them from."""
         if not self._plain:
             return False
         if self._training is None:
@@ -373,6 +375,14 @@ class StoppedIteration:
 
     def _walk_events(self, events: list[Event], keep_raw: bool = True) -> Attribution:
         config = self.config
+        if config.compiled is not None:  # kernels of compiled code: runtime/compiled/events.py
+            found: Attribution = config.compiled.attribute(
+                events,
+                self._names,
+                backward=config.backward or config.training,
+                keep_raw=keep_raw and config.keep_raw_events,
+            )
+            return found
         return attribute(
             events,
             self._names,
