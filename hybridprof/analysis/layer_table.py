@@ -284,6 +284,8 @@ def _with_memory(
     found = memory_by_path(device)
     rows = [replace(r, memory=found.get(r.path)) if r.kind == "layer" else r for r in rows]
     return rows, replace(outside, memory=device.outside) if outside is not None else None
+
+
 def _with_fused(rows: list[LayerRow], session: ProfileSession) -> list[LayerRow]:
     """Rows with the modules their compiled kernels fused, relative to the row's path."""
     assert session.compiled is not None

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from hybridprof.datamodel.jsonbounds import MAX_PATH_PARTS
 from hybridprof.datamodel.compiled import CompileSection
+from hybridprof.datamodel.jsonbounds import MAX_PATH_PARTS
 from hybridprof.datamodel.jsonio import dump, load
 from hybridprof.datamodel.measures import ModuleRecord, Stat
 from hybridprof.datamodel.memory import MemoryProfile

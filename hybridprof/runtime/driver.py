@@ -38,8 +38,8 @@ from hybridprof.errors import HybridprofError, ModelRunError, UsageError
 from hybridprof.files.loader import ModelInputs, as_model_inputs, keeping_cwd
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import module_at
-from hybridprof.runtime.failure import failure_hint
 from hybridprof.runtime.compiled.run import EXTRA_WARMUP, CompiledRun, compiled_run
+from hybridprof.runtime.failure import failure_hint
 from hybridprof.runtime.flops.counter import with_work
 from hybridprof.runtime.guards import first_line, refuse_nesting
 from hybridprof.runtime.machine import LoadWatch

@@ -4,6 +4,7 @@ own profiler events of the same step)."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import time
 from collections.abc import Callable
@@ -150,11 +151,18 @@ class Tiny(nn.Module):
 def raw_peak_above_start(step: Callable[[], Any]) -> int:
     """The peak of torch's own allocation events over one step, above its start: the step's
     second run in one profiler session, so that the frees of what the first made are reported
-    (the CPU allocator reports none of a block allocated before the profiler started)."""
-    with torch.autograd.profiler.profile(profile_memory=True) as prof:
-        step()
-        mark = time.time_ns()
-        step()
+    (the CPU allocator reports none of a block allocated before the profiler started). The
+    cyclic GC waits, as it does in a profiled block: a collection of an earlier test's garbage
+    inside the step would change its peak."""
+    gc.collect()
+    gc.disable()
+    try:
+        with torch.autograd.profiler.profile(profile_memory=True) as prof:
+            step()
+            mark = time.time_ns()
+            step()
+    finally:
+        gc.enable()
     events = prof.kineto_results.events()
     sizes = [e.nbytes() for e in events if e.name() == "[memory]" and e.start_ns() >= mark]
     return max(0, *itertools.accumulate(sizes))
