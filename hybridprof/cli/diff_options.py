@@ -13,6 +13,10 @@ from hybridprof.runtime.stopping import DEFAULT_MAX_TIME_S, Count, parse_count
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES
 
 DIFF_WARMUP, DIFF_PAIRS = 3, 30
+# One thread: with torch's default (a thread per core) on a busy machine, OpenMP's threads wait
+# for each other and iterations spread 100x; measured on a 2-core machine with two busy processes,
+# 3 of 20 paired runs of one unchanged model then read a layer "slower" (0 of 20 at 1 thread).
+DIFF_THREADS = 1
 _TIME = re.compile(r"(?P<value>[0-9]*\.?[0-9]+)\s*(?P<unit>us|µs|ms|s)?")
 _UNIT_US = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6, None: 1.0}
 
@@ -67,8 +71,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "--threads",
         type=int,
         metavar="N",
-        help="torch threads during the run; 1 gives the steadiest per-layer times on a busy "
-        "machine (default: torch's)",
+        help="torch threads during the run: 1, the steadiest comparison, unless you compare "
+        f"multi-threaded speed (default: {DIFF_THREADS})",
     )
     group.add_argument(
         "--device",

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from hybridprof.cli.common import check_pdf_support, model_prints_to_stderr, notice
 from hybridprof.cli.destinations import check_outputs
-from hybridprof.cli.diff_options import DIFF_PAIRS, DIFF_WARMUP
+from hybridprof.cli.diff_options import DIFF_PAIRS, DIFF_THREADS, DIFF_WARMUP
 from hybridprof.cli.profiling import static_plan
 from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.errors import UsageError
@@ -173,7 +173,7 @@ def _compare(
     base, new = (_side(args, sources[0], "base"), _side(args, sources[1], "new"))
     opts = _run_options(args, argv)
     if floor is None:
-        with torch_threads(args.threads):
+        with torch_threads(opts.threads):
             floor = default_floor(profiler_op_cost_us())
     judged = floor
 
@@ -233,7 +233,7 @@ def _run_options(args: argparse.Namespace, argv: list[str]) -> RunOptions:
         device=args.device,
         profile_memory=args.profile_memory,
         backward=args.backward,
-        threads=args.threads,
+        threads=DIFF_THREADS if args.threads is None else args.threads,
         command=("hybridprof", "diff", *argv),
     )
 

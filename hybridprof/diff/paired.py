@@ -7,7 +7,13 @@ pairs, and the question "did the layer get slower?" is asked of those ratios: th
 the distribution-free order-statistic interval of the median (`hybridprof.analysis.stats`), in log
 space so that 2x slower and 2x faster weigh alike. With the two sides alternating, swapping base
 and new turns each ratio into its inverse, so for an unchanged model the ratios spread evenly
-around 1 and that interval holds 1 with 95% probability, whatever the machine did.
+around 1 and that interval holds 1 with its confidence, whatever the machine did.
+
+The gate fails when any one figure is slower, so each interval is taken at 1 - 5%/m confidence
+for the m figures that can fail it (each layer's self times and the whole iteration; Bonferroni):
+then all of them hold together with 95%, and an unchanged model fails the gate 1 time in 20 at
+most, however many layers it has. With 30 pairs and 20 figures each interval runs from the 7th to
+the 24th ratio, instead of the 10th to the 21st.
 
 The verdict is `judge`'s, on the change that median ratio says (base median x (ratio - 1)) and on
 the interval in microseconds; there is no run-wide shift to take out: pairing took it out.
@@ -24,11 +30,12 @@ from hybridprof.diff.judge import judge, plain_change
 from hybridprof.diff.result import Change, PairedRatio
 
 PAIRED_METHOD = (
-    "paired: base and new measured in one process, iterations interleaved (ABBA); per layer the "
-    "median over pairs of new/base with its 95% distribution-free order-statistic interval "
-    "(binomial ranks); slower/faster only when the interval excludes 1 and the change reaches "
-    "the threshold and the min-delta floor; inconclusive when the interval is wider than the "
-    "threshold and reaches a regression beyond both"
+    "paired: base and new measured in one process, iterations interleaved (ABBA); per figure the "
+    "median over pairs of new/base with its distribution-free order-statistic interval (binomial "
+    "ranks), each at 1 - 5%/m confidence for the m figures that can fail the gate, so that all "
+    "hold together with 95%; slower/faster only when the interval excludes 1 and the change "
+    "reaches the threshold and the min-delta floor; inconclusive when the interval is wider than "
+    "the threshold and reaches a regression beyond both"
 )
 
 
@@ -42,8 +49,19 @@ def paired_ratio(
     if interval is None:
         return None
     return PairedRatio(
-        math.exp(interval.median), math.exp(interval.low), math.exp(interval.high), len(logs)
+        math.exp(interval.median),
+        math.exp(interval.low),
+        math.exp(interval.high),
+        len(logs),
+        round(confidence, 6),
     )
+
+
+def family_confidence(figures: int, confidence: float = CONFIDENCE) -> float:
+    """The confidence of each of `figures` intervals such that all of them hold together with
+    `confidence` (Bonferroni): the gate fails when any one figure is slower, so with 20 layers at
+    95% each it would cry wolf on an unchanged model far more often than 1 time in 20."""
+    return 1.0 - (1.0 - confidence) / max(figures, 1)
 
 
 def paired_change(
@@ -52,13 +70,15 @@ def paired_change(
     new: Sequence[float] | None,
     threshold_pct: float,
     min_delta_us: float = 0.0,
+    confidence: float = CONFIDENCE,
 ) -> Change:
     """One figure of two paired runs (equally long series, pair i = base[i], new[i]) with its
-    verdict; the medians and their plain delta are shown as for separate runs."""
+    verdict, judged on the interval at `confidence`; the medians and their plain delta are shown
+    as for separate runs."""
     plain = plain_change(quantity, median(base) if base else None, median(new) if new else None)
     if not base or not new:
         return plain
-    ratio = paired_ratio(base, new)
+    ratio = paired_ratio(base, new, confidence)
     if ratio is None:
         return plain
     scale = plain.base or 0.0
@@ -92,4 +112,10 @@ def unpaired_reason(base: ProfileSession, new: ProfileSession) -> str | None:
     return None
 
 
-__all__ = ["PAIRED_METHOD", "paired_change", "paired_ratio", "unpaired_reason"]
+__all__ = [
+    "PAIRED_METHOD",
+    "family_confidence",
+    "paired_change",
+    "paired_ratio",
+    "unpaired_reason",
+]

@@ -50,6 +50,7 @@ class PairedRatio:
     low: float  # the order-statistic confidence interval of that median
     high: float
     pairs: int  # the pairs it was worked out from (both values positive)
+    confidence: float = CONFIDENCE  # of this one interval (see `family_confidence`)
 
     def pct(self) -> float:
         return 100.0 * (self.ratio - 1.0)

@@ -10,13 +10,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from hybridprof.analysis.stats import CONFIDENCE
 from hybridprof.datamodel import ModuleRecord, ProfileSession, Series
 from hybridprof.diff.fairness import comparability, identity
 from hybridprof.diff.floor import Floor, default_floor
 from hybridprof.diff.gate import decide
 from hybridprof.diff.judge import diff_series, plain_change
 from hybridprof.diff.match import Pair, match_records
-from hybridprof.diff.paired import PAIRED_METHOD, paired_change, unpaired_reason
+from hybridprof.diff.paired import (
+    PAIRED_METHOD,
+    family_confidence,
+    paired_change,
+    unpaired_reason,
+)
 from hybridprof.diff.result import (
     DEFAULT_THRESHOLD_PCT,
     MEMORY_FIGURES,
@@ -40,6 +46,7 @@ class _Rules:
     threshold_pct: float
     min_delta_us: float
     paired: bool
+    confidence: float = CONFIDENCE  # of each paired interval (all of them hold with 95%)
 
     def change(
         self,
@@ -49,7 +56,9 @@ class _Rules:
         shift: RunShift | None,
     ) -> Change:
         if self.paired:
-            return paired_change(quantity, base, new, self.threshold_pct, self.min_delta_us)
+            return paired_change(
+                quantity, base, new, self.threshold_pct, self.min_delta_us, self.confidence
+            )
         return diff_series(quantity, base, new, self.threshold_pct, shift, self.min_delta_us)
 
 
@@ -68,8 +77,10 @@ def diff_sessions(
     paired run (`hybridprof.runtime.paired`), their i-th iterations taken back to back."""
     floor = floor or default_floor(None)
     unpaired = unpaired_reason(base, new) if paired else None
-    rules = _Rules(threshold_pct, floor.us, paired and unpaired is None)
     pairs = match_records(base.records, new.records)
+    rules = _Rules(threshold_pct, floor.us, paired and unpaired is None)
+    if rules.paired:
+        rules = replace(rules, confidence=family_confidence(_judged_figures(pairs)))
     shifts = {} if rules.paired else run_shifts(pairs)
     layers = [_layer_diff(b, n, rule, rules, shifts) for b, n, rule in pairs]
     layers = _mark_knock_on(layers, pairs, base.iterations, new.iterations)
@@ -100,6 +111,19 @@ def diff_sessions(
         pairing=Pairing("ABBA", new.iterations, new.stop_reason) if paired else None,
     )
     return replace(result, gate=decide(result, base, new, unpaired))
+
+
+def _judged_figures(pairs: Sequence[Pair]) -> int:
+    """How many figures can fail the gate: each self time of a layer in both runs, and the whole
+    iteration."""
+    own = [getter for _, _, getter, is_self in TIME_FIGURES if is_self]
+    return 1 + sum(
+        1
+        for b, n, _ in pairs
+        if b is not None and n is not None
+        for getter in own
+        if _series(b, getter) is not None and _series(n, getter) is not None
+    )
 
 
 def run_shifts(pairs: Sequence[Pair]) -> dict[str, RunShift]:

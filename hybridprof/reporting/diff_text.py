@@ -59,8 +59,9 @@ def change_text(change: Change) -> str:
     paired = change.paired
     if paired is not None:
         return text + (
-            f"; paired: {paired.pct():+.1f}% over {paired.pairs} pairs, 95% CI "
-            f"[{100 * (paired.low - 1):+.1f}%, {100 * (paired.high - 1):+.1f}%]): {change.verdict}"
+            f"; paired: {paired.pct():+.1f}% over {paired.pairs} pairs, "
+            f"{100 * paired.confidence:.3g}% CI [{100 * (paired.low - 1):+.1f}%, "
+            f"{100 * (paired.high - 1):+.1f}%]): {change.verdict}"
         )
     return text + f", 95% CI {interval_text(change)}): {change.verdict}"
 

@@ -11,7 +11,7 @@ from hybridprof.datamodel import IterationSeries, ModuleRecord, ProfileSession, 
 from hybridprof.diff import DiffResult, default_floor, diff_series, diff_sessions, given_floor
 from hybridprof.diff.floor import OPS, REFERENCE_OP_COST_US, RESOLUTION_STEPS
 from hybridprof.diff.judge import judge
-from hybridprof.diff.paired import paired_change, paired_ratio
+from hybridprof.diff.paired import family_confidence, paired_change, paired_ratio
 from hybridprof.reporting.diff_text import render_diff_text
 from tests.sessions import _plan, _session, op, target
 
@@ -148,3 +148,21 @@ def test_floor_and_pairing_are_said_and_round_trip_through_json() -> None:
     assert "30 pairs of iterations in ABBA order" in text
     again = DiffResult.from_json(diff.to_json())
     assert again == diff and again.min_delta_us == 7.5 and again.pairing == diff.pairing
+
+
+def test_each_interval_widens_with_the_figures_that_can_fail_the_gate() -> None:
+    base = [100.0] * PAIRS
+    new = [90.0] * 7 + [110.0] * (PAIRS - 7)  # 7 pairs faster, 23 slower: 95% alone says slower
+    assert paired_change("x", base, new, 5.0).verdict == "slower"
+    family = family_confidence(20)
+    assert family == pytest.approx(1 - 0.05 / 20)
+    wide = paired_change("x", base, new, 5.0, confidence=family)
+    assert wide.verdict == "inconclusive" and wide.paired is not None
+    assert wide.paired.low == pytest.approx(0.9) and wide.paired.confidence == round(family, 6)
+    # diff_sessions takes m from the sessions: 3 layers' self times and the whole iteration
+    base_run, new_run = paired_runs(drift(13))
+    diff = diff_sessions(base_run, new_run, paired=True)
+    change = diff.layers[0].change("self_cpu_us")
+    assert change is not None and change.paired is not None
+    assert change.paired.confidence == round(family_confidence(len(LAYERS) + 1), 6)
+    assert "98.8% CI" in render_diff_text(diff, all_layers=True)
