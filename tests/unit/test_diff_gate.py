@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import replace
+from pathlib import Path
 
 from hybridprof.cli.diff import exit_code
 from hybridprof.datamodel import Stability
 from hybridprof.diff import DiffResult, diff_sessions
 from hybridprof.errors import EXIT_INCONCLUSIVE
 from hybridprof.reporting.diff_text import render_diff_text
+from tests.sessions import HOSTILE
 from tests.unit.test_diff import run
 from tests.unit.test_diff_paired import PAIRS, drift, paired_runs
 
@@ -92,3 +94,16 @@ def test_a_diff_file_of_version_2_loads_and_answers_from_its_verdicts() -> None:
     old = DiffResult.from_json(json.dumps(plain))
     assert old.gate is None and old.gate_answer() == "regression" and exit_code(old) == 1
     assert "answer:" not in render_diff_text(old)
+
+
+def test_the_gate_and_the_matched_layers_are_in_the_page_with_names_escaped(tmp_path: Path) -> None:
+    from hybridprof.reporting import write_diff_report
+
+    diff = diff_sessions(run(1), run(2, heavier={"fc2": 1.4}, rename={"fc2": HOSTILE}))
+    assert [x.match for x in diff.layers if x.new_path == HOSTILE] == ["class and shape"]
+    page = write_diff_report(diff, tmp_path / "d.html").read_text()
+    assert HOSTILE not in page
+    gate = page[page.index('id="gate"') : page.index("</div>", page.index('id="gate"'))]
+    assert "answer: regression" in gate and "&lt;img src=x" in gate
+    matched = page[page.index("Matched under another path") :]
+    assert "fc2 -&gt; &lt;img src=x" in matched[: matched.index("</ul>")]

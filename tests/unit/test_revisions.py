@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,22 @@ def test_a_file_missing_at_a_revision_is_refused(repo: Path, tmp_path: Path) -> 
     checkout = Checkout.of(repo / "models" / "later.py")
     with pytest.raises(UsageError, match="does not exist at revision 'v1'"):
         checkout.write_at("v1", tmp_path)
+
+
+def test_a_copy_at_a_revision_imports_its_siblings_from_the_checkout(
+    repo: Path, tmp_path: Path
+) -> None:
+    from hybridprof.errors import ModelLoadError
+    from hybridprof.files.loader import import_model_file
+
+    net = repo / "models" / "net.py"
+    net.write_text("from parts import A\n")
+    git(repo, "commit", "-q", "-am", "imports a sibling")
+    copy = Checkout.of(net).write_at("HEAD", tmp_path)
+    with pytest.raises(ModelLoadError, match="No module named 'parts'"):
+        import_model_file(copy, tag="alone")
+    try:
+        module = import_model_file(copy, tag="beside", siblings=net.parent)
+        assert module.A == 2 and str(net.parent) not in sys.path
+    finally:
+        sys.modules.pop("parts", None)
