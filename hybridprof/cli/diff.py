@@ -2,7 +2,8 @@
 
 With --run (the CI gate): load both model files in one process (two separate imports) and
 alternate their measured iterations (ABBA), so whatever drifts on the machine hits both alike;
-each layer is then judged on its per-pair ratios. --rev reads one model file at git revisions
+each layer is then judged on its per-pair ratios (at one torch thread unless --threads says
+otherwise). --rev reads one model file at git revisions
 instead (--rev main --rev HEAD; one --rev: that revision against the file as it is). Without
 --run: two saved sessions (hybridprof run -o x.json), each judged on its own iterations.
 
@@ -15,10 +16,11 @@ exit codes: 0 no regression (always 0 without --fail-on-regression); with --fail
 1 a regression (a layer or the whole iteration slower beyond the threshold and the floor), 5
 inconclusive: the comparison cannot tell (a noisy or interrupted run of two saved sessions, runs
 that could not be paired, an interval wider than the threshold): run again on a quieter machine
-or with more iterations; 2 bad input, 3 a model failed, 130 interrupted.
+or with more iterations; 2 bad input, 3 a model failed, 4 PDF reports lack system libraries,
+130 Ctrl-C, 143 SIGTERM (an interrupted --run still prints the pairs done).
 
 examples:
-  hybridprof diff --run base.py new.py --threads 1 --fail-on-regression
+  hybridprof diff --run base.py new.py --fail-on-regression
   hybridprof diff --run net.py --rev main --rev HEAD --iters auto --fail-on-regression
   hybridprof diff base.json new.json --report review.html --report review.json
   hybridprof diff base.json new.json --threshold 5% --min-delta 10us --fail-on-regression

@@ -69,8 +69,8 @@ def paired_diff(
     _check_values(args)
     check_pdf_support(outputs)
     with _sources(args) as (sources, notes):
-        inputs = [source.file for source in sources]
-        check_outputs(outputs, (), args.force, inputs)
+        inputs = [source.file for source in sources] + [Path(name) for name in args.files]
+        check_outputs(outputs, (), args.force, inputs)  # no report may replace a model file
         for source in sources:
             read_model_source(source.file)  # syntax errors said before anything runs
         with sigterm_as_interrupt() as sigterm, model_prints_to_stderr():
@@ -128,8 +128,7 @@ def _sources(args: argparse.Namespace) -> Iterator[tuple[list[Source], list[str]
             f"(got {len(files)} file(s), {len(args.rev)} --rev); e.g. hybridprof diff --run "
             "net.py --rev main --rev HEAD"
         )
-    file = files[0]
-    read_model_source(file)  # the file must exist where it is named, in the checkout
+    file = files[0]  # it need not exist in the working tree unless it is the new side
     checkout = Checkout.of(file)
     with tempfile.TemporaryDirectory(prefix="hybridprof-rev-") as folder:
         sources = [
