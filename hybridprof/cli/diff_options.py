@@ -13,9 +13,10 @@ from hybridprof.runtime.stopping import DEFAULT_MAX_TIME_S, Count, parse_count
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES
 
 DIFF_WARMUP, DIFF_PAIRS = 3, 30
-# One thread: with torch's default (a thread per core) on a busy machine, OpenMP's threads wait
-# for each other and iterations spread 100x; measured on a 2-core machine with two busy processes,
-# 3 of 20 paired runs of one unchanged model then read a layer "slower" (0 of 20 at 1 thread).
+# One thread, as the stability advice says: with torch's default (a thread per core) on a busy
+# machine, OpenMP's threads wait for each other and single iterations take 10-100x longer (on a
+# 2-core machine with two busy processes, a 0.5 ms iteration took up to 160 ms), which widens
+# every paired interval; a comparison of multi-threaded speed asks for it with --threads.
 DIFF_THREADS = 1
 _TIME = re.compile(r"(?P<value>[0-9]*\.?[0-9]+)\s*(?P<unit>us|µs|ms|s)?")
 _UNIT_US = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6, None: 1.0}
