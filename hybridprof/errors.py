@@ -88,3 +88,9 @@ class BadValueError(UsageError, ValueError):
 
     Also a ValueError, as Python code expects for a bad argument value.
     """
+
+
+# `hybridprof diff --fail-on-regression` when the comparison cannot tell a regression from noise
+# (exit 1 is a regression, 2-4 errors, 130/143 interrupted): "run again on a quieter machine or
+# with more iterations".
+EXIT_INCONCLUSIVE = 5

@@ -1,8 +1,8 @@
 """What every sub-command shares: error mapping, help layout, and the options they have in common.
 
 Help conventions (one place, so every command reads alike): every option has help text that states
-its default; metavars are FILE, DIR, NAME, PATH, SHAPE, N, SECONDS; description and options wrap
-at one width.
+its default; metavars are FILE, DIR, NAME, PATH, SHAPE, N, SECONDS, PERCENT, TIME (a duration with
+its unit, 5us); description and options wrap at one width.
 """
 
 from __future__ import annotations
