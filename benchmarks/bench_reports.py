@@ -83,12 +83,13 @@ def render_times(session: ProfileSession, out: Path, tag: str) -> dict[str, floa
     }
 
 
-def browser_rounds(files: list[Path], repeats: int) -> list[dict[str, list[float]]]:
-    """Per file, each step's ms over `repeats` rounds (files interleaved within a round)."""
+def browser_rounds(files: list[Path], repeats: int) -> list[dict[str, list[float | None]]]:
+    """Per file, each step's ms over `repeats` rounds (files interleaved within a round); None
+    for a round where the step could not run."""
     from playwright.sync_api import sync_playwright
     from report_browser import launch, time_report
 
-    runs: list[dict[str, list[float]]] = [{} for _ in files]
+    runs: list[dict[str, list[float | None]]] = [{} for _ in files]
     with sync_playwright() as p:
         browser = launch(p)
         for _ in range(repeats):
@@ -99,19 +100,34 @@ def browser_rounds(files: list[Path], repeats: int) -> list[dict[str, list[float
     return runs
 
 
+def timed_median(values: list[float | None]) -> str:
+    """The median of the rounds that timed the step, and how many did when some could not."""
+    timed = [v for v in values if v is not None]
+    if not timed:
+        return f"{'n/a':>8}"
+    shown = f"{statistics.median(timed):.0f}"
+    return f"{shown + ('' if len(timed) == len(values) else f'({len(timed)})'):>8}"
+
+
+def ratio_median(new: list[float | None], old: list[float | None]) -> str:
+    """The median ratio over the rounds where both files timed the step."""
+    pairs = [a / b for a, b in zip(new, old, strict=True) if a is not None and b]
+    return f"{statistics.median(pairs):>8.3f}" if pairs else f"{'n/a':>8}"
+
+
 def print_browser(files: list[Path], repeats: int) -> None:
     from report_browser import STEPS
 
     runs = browser_rounds(files, repeats)
-    print(f"chromium, ms, medians of {repeats} pages: " + " ".join(f"{s:>8}" for s in STEPS))
+    print(
+        f"chromium, ms, medians of {repeats} pages (n/a: the step could not run; (k): of k "
+        "pages that ran it): " + " ".join(f"{s:>8}" for s in STEPS)
+    )
     for path, run in zip(files, runs, strict=True):
-        medians = " ".join(f"{statistics.median(run[s]):>8.0f}" for s in STEPS)
+        medians = " ".join(timed_median(run[s]) for s in STEPS)
         print(f"{path.name[-30:]:>30} {path.stat().st_size / 2**20:5.1f} MB {medians}")
     for path, run in zip(files[1:], runs[1:], strict=True):
-        ratios = " ".join(
-            f"{statistics.median(a / b for a, b in zip(run[s], runs[0][s], strict=True)):>8.3f}"
-            for s in STEPS
-        )
+        ratios = " ".join(ratio_median(run[s], runs[0][s]) for s in STEPS)
         print(f"{'ratio ' + path.name[-24:]:>30} {'':>8} {ratios}")
 
 

@@ -42,7 +42,7 @@ NEXT_FRAME = "new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)))"
 # Click an element (found by a function of the page) and wait for the frame that shows the result.
 CLICK = f"""async (find) => {{
   const el = new Function("return (" + find + ")()")();
-  if (!el) {{ return -1; }}
+  if (!el) {{ return null; }}
   const t0 = performance.now();
   el.click();
   await {NEXT_FRAME};
@@ -56,12 +56,19 @@ FILTER = f"""async (text) => {{
   const t0 = performance.now();
   input.value = text;
   input.dispatchEvent(new Event("input", {{ bubbles: true }}));
-  while (shown.textContent === before) {{ await new Promise(r => setTimeout(r, 2)); }}
+  const given = performance.now();
+  while (shown.textContent === before) {{
+    if (performance.now() - given > 30000) {{ return null; }}  // nothing changed: not timed
+    await new Promise(r => setTimeout(r, 2));
+  }}
   await {NEXT_FRAME};
   return performance.now() - t0;
 }}"""
 SCROLL_END = f"""async () => {{
+  const box = document.getElementById("layers-scroll");
+  if (box) {{ box.scrollIntoView(); }}
   const t0 = performance.now();
+  if (box) {{ box.scrollTop = box.scrollHeight; }}
   window.scrollTo(0, document.documentElement.scrollHeight);
   await {NEXT_FRAME};
   await {NEXT_FRAME};
@@ -76,22 +83,27 @@ SELF_CPU = (
     "() => Array.from(document.querySelectorAll('#layers thead th'))"
     ".find(th => th.textContent.trim() === 'Self CPU')"
 )
-LEAF_PATH = f"() => document.querySelector('{SHOWN} button.ops').closest('tr').dataset.path"
+# A layer with ops to filter by: not the root (its path, "", filters nothing).
+LEAF_PATH = (
+    f"() => Array.from(document.querySelectorAll('{SHOWN} button.ops'))"
+    ".map(b => b.closest('tr').dataset.path).filter(p => p).pop() || null"
+)
 
 
 def launch(playwright: Any) -> Any:
     return playwright.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
 
 
-def time_report(browser: Any, html: Path) -> dict[str, float]:
-    """Milliseconds for each of STEPS on a fresh page of `html` (a step that cannot run: -1)."""
+def time_report(browser: Any, html: Path) -> dict[str, float | None]:
+    """Milliseconds for each of STEPS on a fresh page of `html` (None: a step that could not run
+    on this page, e.g. no layer with ops on screen; it is left out of every median)."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         page.goto(html.as_uri(), wait_until="load", timeout=120_000)
-        ms: dict[str, float] = {"open": page.evaluate(OPENED)}
-        click: Callable[[str], float] = lambda find: page.evaluate(CLICK, find)  # noqa: E731
+        ms: dict[str, float | None] = {"open": page.evaluate(OPENED)}
+        click: Callable[[str], float | None] = lambda find: page.evaluate(CLICK, find)  # noqa: E731
         ms["toggle"] = click(FIRST_CLOSED)
-        ms["ops"] = click(FIRST_OPS)  # -1 when the subtree opened shows no layer with ops
+        ms["ops"] = click(FIRST_OPS)  # None when the subtree opened shows no layer with ops
         ms["expand_all"] = click("() => document.getElementById('expand-all')")
         leaf = page.evaluate(LEAF_PATH)  # a layer with ops, to filter by later
         ms["sort"] = click(SELF_CPU)
@@ -99,8 +111,8 @@ def time_report(browser: Any, html: Path) -> dict[str, float]:
         click(SECOND_TOGGLE)  # open it again, so the filter works on the whole expanded table
         ms["scroll_end"] = page.evaluate(SCROLL_END)
         page.evaluate("() => window.scrollTo(0, 0)")
-        ms["filter"] = page.evaluate(FILTER, leaf)
-        ms["unfilter"] = page.evaluate(FILTER, "")
+        ms["filter"] = page.evaluate(FILTER, leaf) if leaf else None
+        ms["unfilter"] = page.evaluate(FILTER, "") if leaf else None
         ms["collapse_all"] = click("() => document.getElementById('collapse-all')")
         return ms
     finally:

@@ -3,7 +3,8 @@
 Public API (imported lazily, so `hybridprof --version` does not pay for `import torch`):
 
 - `Profile(model, enabled=True, use_cuda=False, profile_memory=False, paths=None)`: torchprof's
-  context manager, on PyTorch 2.x.
+  context manager, on PyTorch 2.x; around a training loop too (`prof.step()`, `schedule=`).
+- `schedule(wait=, warmup=, active=, repeat=)`: which steps of a loop a `Profile` measures.
 - `plan_model(model, ...)`: the static + tree planner's `ProfilePlan`.
 - `profile(model, inputs, ...)`: warm-up + measured iterations -> `ProfileSession`.
 - `load_session(path)`: read a saved session for re-rendering.
@@ -20,6 +21,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "Profile": ("hybridprof.api", "Profile"),
     "Trace": ("hybridprof.api", "Trace"),
+    "schedule": ("hybridprof.runtime.training.schedule", "schedule"),
+    "Schedule": ("hybridprof.runtime.training.schedule", "Schedule"),
     "plan_model": ("hybridprof.planner.plan", "plan_model"),
     "profile": ("hybridprof.api", "profile"),
     "load_session": ("hybridprof.files.storage", "load_session"),

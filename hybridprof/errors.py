@@ -81,3 +81,16 @@ class DistributedError(HybridprofError):
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM during `hybridprof run`: stops the run like Ctrl-C (exit 143 instead of 130)."""
+
+
+class BadValueError(UsageError, ValueError):
+    """A library argument has a value it cannot take (e.g. `hybridprof.schedule(active=0)`).
+
+    Also a ValueError, as Python code expects for a bad argument value.
+    """
+
+
+# `hybridprof diff --fail-on-regression` when the comparison cannot tell a regression from noise
+# (exit 1 is a regression, 2-4 errors, 130/143 interrupted): "run again on a quieter machine or
+# with more iterations".
+EXIT_INCONCLUSIVE = 5

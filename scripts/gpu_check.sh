@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The checks that need a GPU (none runs in CI), in one script for a lent GPU machine:
-#   1. tests/gpu and torchprof's own suite (its CUDA test and README quickstart);
+#   1. tests/gpu (memory per layer against torch.cuda's statistics included) and torchprof's own
+#      suite (its CUDA test and README quickstart);
 #   2. CUDA runs of transformers (torch's nn.MultiheadAttention; Hugging Face GPT-2 from a config
 #      when transformers is importable), forward, training step, --flops;
-#   3. torchrun with nccl, one rank per GPU, --backward --ddp;
-#   4. scripts/check_coverage.py on that machine's CPU (quieter than a shared 2-core one).
+#   3. torchrun with nccl, one rank per GPU, --backward --ddp --profile-memory (per-rank peaks);
+#   4. scripts/check_coverage.py on that machine's CPU (quieter than a shared 2-core one);
+#   5. compiled models on CUDA (inductor's Triton kernels per layer): tests/gpu/test_compiled_cuda.py
+#      runs in step 1; here a --compile --compare-eager run of the transformer.
 # Sessions and logs go to $OUT (default ./gpu-out); render them anywhere with `hybridprof report`.
 #   bash scripts/gpu_check.sh
 # Wheels in .whl/ (e.g. libcst for another Python) are installed first when present; hybridprof is
@@ -51,17 +54,20 @@ run() {  # name, model file, extra args... (the command runs outside the checkou
 }
 run mha "$REPO/tests/fixtures/tiny_transformer.py"
 run mha-bwd-flops "$REPO/tests/fixtures/tiny_transformer.py" --backward --flops
+run mha-bwd-memory "$REPO/tests/fixtures/tiny_transformer.py" --backward --profile-memory --flops
 if "$PY" -c "import transformers" 2>/dev/null; then
   run gpt2 /tmp/gpt2_model.py
   run gpt2-bwd /tmp/gpt2_model.py --backward --profile-memory --flops
 else
   echo "transformers not importable: GPT-2 skipped" | tee -a "$LOG"
 fi
-rm -f "$OUT/mha-bwd-flops.json" "$OUT/gpt2.json"   # at most 8 files come back: keep the others
+run mha-compiled "$REPO/tests/fixtures/compiled_models.py" --compile --compare-eager
+rm -f "$OUT/mha-bwd-flops.json" "$OUT/gpt2.json" "$OUT/compare.json"   # at most 8 files come back
 echo "== torchrun nccl, $("$PY" -c 'import torch; print(torch.cuda.device_count())') GPU(s)" | tee -a "$LOG"
 (cd /tmp && timeout 300 "$PY" -m torch.distributed.run --standalone \
   --nproc-per-node "$("$PY" -c 'import torch; print(torch.cuda.device_count())')" \
-  -m hybridprof run "$REPO/tests/fixtures/ranked_net.py" --backward --ddp --warmup 2 --iters 5 \
+  -m hybridprof run "$REPO/tests/fixtures/ranked_net.py" --backward --ddp --profile-memory \
+  --warmup 2 --iters 5 \
   --out-dir /tmp/nccl --force) >>"$LOG" 2>&1 || { status=1; echo "FAILED: torchrun nccl" | tee -a "$LOG"; }
 cp /tmp/nccl/session-merged.json "$OUT/nccl-merged.json" 2>/dev/null
 echo "== check_coverage (CPU)" | tee -a "$LOG"

@@ -1,4 +1,5 @@
-"""Suite-wide fixtures: no test may leave a module patched, and profiling runs single-threaded."""
+"""Suite-wide fixtures: no test may leave a module patched (nor optimizer ranges installed, nor a
+with-block counting steps), and profiling runs single-threaded."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ def no_module_left_patched() -> Iterator[None]:
     """Fail any test that leaves a patched forward behind: the user's model is never left
     modified."""
     yield
+    from hybridprof.runtime.guards import open_blocks
     from hybridprof.runtime.patching import live_patches
+    from hybridprof.runtime.training.hooks import live_hooks
 
     leftovers = live_patches()
     assert not leftovers, f"modules left patched: {leftovers}"
+    assert not live_hooks(), f"training hooks left installed: {live_hooks()}"
+    assert not open_blocks(), f"with-blocks left open: {open_blocks()}"

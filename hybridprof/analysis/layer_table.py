@@ -1,4 +1,5 @@
-"""The layer table's numbers, worked out once: one row per path of the tree, then the outside row.
+"""The layer table's numbers, worked out once: one row per path of the tree, then the optimizer's
+rows of a training step, then the outside row.
 
 Every table the product shows (the terminal's, the text report's, the HTML and PDF reports', the
 notebook's, the CSV/JSON exports and `to_dataframe()`) reads these rows and only formats them:
@@ -18,6 +19,7 @@ from typing import Literal
 from hybridprof.analysis.roofline import LayerRoofline, by_path
 from hybridprof.analysis.stats import Interval, median_ci, min_values_for_ci
 from hybridprof.analysis.tree import (
+    OPTIMIZER_ROW,
     TreeRow,
     inclusive_us,
     outside_label,
@@ -29,16 +31,23 @@ from hybridprof.analysis.tree import (
     tree_rows,
 )
 from hybridprof.datamodel import (
+    DeviceMemory,
+    LayerMemory,
     LayerWork,
     ModuleRecord,
     ModuleTarget,
+    OptimizerPart,
+    OptimizerRecord,
     ProfileSession,
     Series,
     SourceSpan,
     Stat,
 )
+from hybridprof.datamodel.memory import by_path as memory_by_path
 
-RowKind = Literal["layer", "container", "unprofiled", "outside"]
+RowKind = Literal["layer", "container", "unprofiled", "optimizer", "optimizer_part", "outside"]
+# The rows that are no module of the model: they follow the module tree.
+_EXTRA_KINDS = ("optimizer", "optimizer_part", "outside")
 CI_VALUES = min_values_for_ci()  # the fewest iterations that give a median an interval
 
 
@@ -66,7 +75,9 @@ class LayerRow:
 
     kind: "layer" (a profiled module), "container" (a ModuleList/ModuleDict that never runs: its
     totals are its children's, it has no self figures and no calls), "unprofiled" (a parent not
-    selected: nothing measured), "outside" (the time in no profiled module).
+    selected: nothing measured), "optimizer" (a training step's optimizer: like a container, its
+    total is its parts'), "optimizer_part" (its step, clipping, GradScaler or zero_grad time, or a
+    param group's share of the step), "outside" (the time in no profiled module).
     """
 
     path: str
@@ -100,17 +111,22 @@ class LayerRow:
     op_count: int
     roofline: LayerRoofline | None = None  # a --flops session's figures for the path
     work: LayerWork | None = None  # and its FLOPs and bytes, forward and backward
+    memory: LayerMemory | None = None  # --profile-memory: its memory on the model's device
+    # A compiled session: the modules below this one whose work ran in its fused kernels, named
+    # relative to it (`ln_2, mlp.c_fc`).
+    fused: tuple[str, ...] = ()
 
     @property
     def measured(self) -> bool:
-        """Has figures of its own (calls, self time, ops): a profiled layer or the outside row."""
-        return self.kind in ("layer", "outside")
+        """Has figures of its own (calls, self time, ops): a profiled layer, a part of the
+        optimizer or the outside row."""
+        return self.kind in ("layer", "optimizer_part", "outside")
 
 
 @dataclass(frozen=True, slots=True)
 class LayerTable:
-    """The rows in tree order (ancestors first, siblings in module order), the outside row last,
-    and what the shares are of."""
+    """The rows in tree order (ancestors first, siblings in module order), then the optimizer's
+    (when one ran), the outside row last, and what the shares are of."""
 
     rows: tuple[LayerRow, ...]
     shares_of_us: float  # the denominator of every % (see `tree.share_denominator_us`)
@@ -121,10 +137,16 @@ class LayerTable:
     has_device: bool
     has_memory: bool
     has_flops: bool
+    memory: DeviceMemory | None = None  # the model's device, whose figures the rows' `memory` are
+    has_compiled: bool = False  # a torch.compile'd model (rows may say what fused)
 
     def tree(self) -> tuple[LayerRow, ...]:
-        """The rows of the module tree, without the outside row."""
-        return tuple(r for r in self.rows if r.kind != "outside")
+        """The rows of the module tree, without the optimizer's and the outside row."""
+        return tuple(r for r in self.rows if r.kind not in _EXTRA_KINDS)
+
+    def optimizer(self) -> tuple[LayerRow, ...]:
+        """The optimizer's row and its parts', in tree order (none without an optimizer)."""
+        return tuple(r for r in self.rows if r.kind in ("optimizer", "optimizer_part"))
 
     def outside(self) -> LayerRow | None:
         return next((r for r in self.rows if r.kind == "outside"), None)
@@ -143,7 +165,13 @@ def layer_table(session: ProfileSession) -> LayerTable:
     if session.flops is not None:
         rows = _with_work(rows, session)
     rows = [_with_target(row, targets.get(row.path)) for row in rows]
+    rows += _optimizer_rows(session, shares_of)
+    if session.compiled is not None:
+        rows = _with_fused(rows, session)
     outside = _outside_row(session, shares_of)
+    device = session.memory.primary if session.memory is not None else None
+    if device is not None:
+        rows, outside = _with_memory(rows, outside, device)
     return LayerTable(
         rows=tuple(rows + ([outside] if outside is not None else [])),
         shares_of_us=shares_of,
@@ -154,6 +182,8 @@ def layer_table(session: ProfileSession) -> LayerTable:
         has_device=session.use_device,
         has_memory=session.profile_memory,
         has_flops=session.flops is not None,
+        memory=device,
+        has_compiled=session.compiled is not None,
     )
 
 
@@ -247,6 +277,31 @@ def _with_work(rows: list[LayerRow], session: ProfileSession) -> list[LayerRow]:
     ]
 
 
+def _with_memory(
+    rows: list[LayerRow], outside: LayerRow | None, device: DeviceMemory
+) -> tuple[list[LayerRow], LayerRow | None]:
+    """Each profiled layer's memory figures, and the outside row's (what no layer allocated)."""
+    found = memory_by_path(device)
+    rows = [replace(r, memory=found.get(r.path)) if r.kind == "layer" else r for r in rows]
+    return rows, replace(outside, memory=device.outside) if outside is not None else None
+
+
+def _with_fused(rows: list[LayerRow], session: ProfileSession) -> list[LayerRow]:
+    """Rows with the modules their compiled kernels fused, relative to the row's path."""
+    assert session.compiled is not None
+    fused = {layer.path: layer.fused for layer in session.compiled.layers}
+    return [
+        replace(row, fused=tuple(_below(row.path, f) for f in fused[row.path]))
+        if row.path in fused
+        else row
+        for row in rows
+    ]
+
+
+def _below(parent: str, path: str) -> str:
+    return path[len(parent) + 1 :] if parent and path.startswith(parent + ".") else path
+
+
 def _outside_row(session: ProfileSession, shares_of: float) -> LayerRow | None:
     """The time in no profiled module: one amount, forward and backward together."""
     stat = session.outside_cpu_us
@@ -260,6 +315,87 @@ def _outside_row(session: ProfileSession, shares_of: float) -> LayerRow | None:
         backward_self_cpu_us=None, backward_total_cpu_us=None, self_device_us=None,
         total_device_us=None, self_cpu_mem=None, cpu_mem=None, self_device_mem=None,
         device_mem=None, own_us=stat.median, share_us=stat.median, pct_self=pct, pct_total=pct,
+        param_count=0, input_shapes=(), output_shapes=(), aliases=(), source=None, op_count=0,
+    )  # fmt: skip
+
+
+def _optimizer_rows(session: ProfileSession, shares_of: float) -> list[LayerRow]:
+    """The `(optimizer)` row, a container of its parts (its total is theirs), then each part, a
+    param group under the step it is a share of."""
+    optimizer = session.optimizer
+    if optimizer is None:
+        return []
+    total = timing(optimizer.self_cpu_us, optimizer.per_iteration)
+    device = optimizer.self_device_us.median if optimizer.self_device_us else None
+    head = _extra_row(
+        OPTIMIZER_ROW, OPTIMIZER_ROW, None, "optimizer", bool(optimizer.parts), shares_of
+    )
+    rows = [
+        replace(
+            head,
+            class_name=", ".join(optimizer.classes),
+            total_cpu=total,
+            total_device_us=device,
+            share_us=total.median,
+            pct_total=_pct(total.median, shares_of),
+            op_count=len(optimizer.ops),
+        )
+    ]
+    for part in (p for p in optimizer.parts if not p.within):  # each part, its groups under it
+        for row_part in [part, *(p for p in optimizer.parts if p.within == part.name)]:
+            rows.append(_part_row(row_part, optimizer, session.iterations, shares_of))
+    return rows
+
+
+def _part_row(
+    part: OptimizerPart, optimizer: OptimizerRecord, iterations: int, shares_of: float
+) -> LayerRow:
+    """One part: its own time (the step's less its param groups'), its total, its calls."""
+    groups = [p for p in optimizer.parts if p.within == part.name]
+    parent = f"{OPTIMIZER_ROW}.{part.within}" if part.within else OPTIMIZER_ROW
+    row = _extra_row(
+        f"{parent}.{part.name}", part.name, parent, "optimizer_part", bool(groups), shares_of
+    )
+    total = timing(part.cpu_us, part.per_iteration)
+    own = _less(part, groups)
+    return replace(
+        row,
+        depth=2 if part.within else 1,
+        calls_per_iteration=part.calls / max(iterations, 1) if part.calls else None,
+        self_cpu=own,
+        total_cpu=total,
+        own_us=own.median,
+        share_us=total.median,
+        pct_self=_pct(own.median, shares_of),
+        pct_total=_pct(total.median, shares_of),
+    )
+
+
+def _less(part: OptimizerPart, groups: list[OptimizerPart]) -> Timing:
+    """A part's own time: its time less its param groups' (per iteration where kept)."""
+    if not groups:
+        return timing(part.cpu_us, part.per_iteration)
+    series = [part.per_iteration, *(g.per_iteration for g in groups)]
+    if all(s is not None for s in series):
+        own = Series.of(
+            max(0.0, values[0] - sum(values[1:]))
+            for values in zip(*(s.values for s in series if s is not None), strict=True)
+        )
+        return timing(Stat.of(own.values), own)
+    median = max(0.0, part.cpu_us.median - sum(g.cpu_us.median for g in groups))
+    return Timing(median, median, median)
+
+
+def _extra_row(
+    path: str, name: str, parent: str | None, kind: RowKind, children: bool, shares_of: float
+) -> LayerRow:
+    """A row that is no module (nothing measured filled in yet)."""
+    return LayerRow(
+        path=path, name=name, depth=0, parent=parent, kind=kind, has_children=children,
+        class_name="", record=None, calls_per_iteration=None, self_cpu=None, total_cpu=None,
+        backward_self_cpu_us=None, backward_total_cpu_us=None, self_device_us=None,
+        total_device_us=None, self_cpu_mem=None, cpu_mem=None, self_device_mem=None,
+        device_mem=None, own_us=0.0, share_us=0.0, pct_self=_pct(0.0, shares_of), pct_total=None,
         param_count=0, input_shapes=(), output_shapes=(), aliases=(), source=None, op_count=0,
     )  # fmt: skip
 

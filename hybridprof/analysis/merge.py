@@ -20,6 +20,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from hybridprof.analysis.common_iterations import to_common_iterations
+from hybridprof.analysis.memory_merge import merge_memory
 from hybridprof.datamodel import (
     CollectiveStat,
     Finding,
@@ -45,8 +47,10 @@ STRAGGLER_STEP_SHARE = 0.01
 
 
 def merge_sessions(sessions: Sequence[ProfileSession]) -> ProfileSession:
-    """One merged session from every rank's session (any order); refuses mismatched runs."""
-    ordered = check_mergeable(sessions)
+    """One merged session from every rank's session (any order); refuses mismatched runs. Ranks
+    that ran different numbers of iterations are merged over those every rank ran, with a
+    warning."""
+    ordered, cut_warning = to_common_iterations(check_mergeable(sessions))
     layers = tuple(_rank_layer(ordered, path) for path in _paths(ordered))
     # A layer that calls a collective itself waits there for the slowest rank: its time shows who
     # waited, not who was slow, so it is never called a straggler.
@@ -67,12 +71,17 @@ def merge_sessions(sessions: Sequence[ProfileSession]) -> ProfileSession:
         iterations=min(s.iterations for s in ordered),
         iteration_cpu_us=_median_per_iteration([s.iteration_cpu_us for s in ordered]),
         interrupted=any(s.interrupted for s in ordered),
-        warnings=tuple(f"rank {_rank(s)}: {w}" for s in ordered for w in s.warnings),
+        warnings=(*([cut_warning] if cut_warning else []), *_rank_warnings(ordered)),
         duration_s=max(s.duration_s for s in ordered),
         rank=None,
         collectives=collectives,
         ranks=MergedRanks(len(ordered), summaries, layers, stragglers),
+        memory=merge_memory(ordered),
     )
+
+
+def _rank_warnings(ordered: list[ProfileSession]) -> list[str]:
+    return [f"rank {_rank(s)}: {w}" for s in ordered for w in s.warnings]
 
 
 def check_mergeable(sessions: Sequence[ProfileSession]) -> list[ProfileSession]:
@@ -112,30 +121,50 @@ def _check_world(ordered: list[ProfileSession]) -> None:
     twice = sorted({r for r in ranks if ranks.count(r) > 1})
     if twice:
         raise UsageError(f"rank {twice[0]} is given twice; give each rank's session once")
-    missing = sorted(set(range(sizes[0])) - set(ranks))
-    if missing:
+    world = sizes[0]
+    if len(ranks) < world:  # the lowest rank not given (ranks are below the world size)
+        missing = next(r for r in range(len(ranks) + 1) if r not in set(ranks))
         raise UsageError(
-            f"rank {missing[0]} of {sizes[0]} is missing; give all {sizes[0]} session-rank*.json"
+            f"rank {missing} of {world} is missing; give all {world} session-rank*.json"
         )
 
 
 def _check_same_model(ordered: list[ProfileSession]) -> None:
     first = ordered[0]
     for other in ordered[1:]:
-        same_hash = first.model_hash == other.model_hash or None in (
-            first.model_hash,
-            other.model_hash,
-        )
-        same_tree = (
-            first.plan.root_class == other.plan.root_class
-            and first.plan.selected_paths() == other.plan.selected_paths()
-        )
-        if not (same_hash and same_tree):
+        difference = _model_difference(first, other)
+        if difference:
             raise UsageError(
-                f"rank {_rank(other)}'s session profiled another model ({other.plan.root_class}, "
-                f"{other.model_file}) than rank {_rank(first)}'s ({first.plan.root_class}, "
-                f"{first.model_file}); merge the sessions of one run"
+                f"rank {_rank(other)}'s session profiled another model than rank {_rank(first)}'s: "
+                f"{difference}; merge the sessions of one run"
             )
+
+
+def _model_difference(first: ProfileSession, other: ProfileSession) -> str | None:
+    """What tells `other`'s model from `first`'s, the first difference found (None: the same)."""
+    a, b = _rank(first), _rank(other)
+    if first.plan.root_class != other.plan.root_class:
+        return f"class {_short(other.plan.root_class)} against {_short(first.plan.root_class)}"
+    hashes = (first.model_hash, other.model_hash)
+    if None not in hashes and hashes[0] != hashes[1]:
+        where = f" ({_short(other.model_file or '?')})"
+        return (
+            f"the model file{where} was changed between them (its sha256 starts "
+            f"{str(hashes[1])[:12]} on rank {b}, {str(hashes[0])[:12]} on rank {a})"
+        )
+    mine, theirs = set(first.plan.selected_paths()), set(other.plan.selected_paths())
+    if mine != theirs:
+        only_first = sorted(mine - theirs)
+        if only_first:
+            return f"rank {b} did not select {_short(only_first[0] or '(root)')} (rank {a} did)"
+        only_other = sorted(theirs - mine)
+        return f"rank {b} selected {_short(only_other[0] or '(root)')} (rank {a} did not)"
+    return None
+
+
+def _short(text: str) -> str:
+    """A name or path as said in a one-line error: at most 80 characters."""
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _paths(ordered: list[ProfileSession]) -> list[str]:

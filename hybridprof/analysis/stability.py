@@ -3,7 +3,8 @@ it.
 
 Two things make per-layer times lie on a CPU: iterations that spread widely (whatever the cause),
 and a machine with more runnable work than cores, where torch's OpenMP threads wait for each other
-and small layers read 100x their real time. The second is judged from the other work that was
+and small layers read many times their real time (docs/trust.md). The second is judged from the
+other work that was
 runnable while the model ran (sampled between iterations, our own threads left out; the 1-minute
 load average where that cannot be read) plus torch's threads, against the cores this process may
 use. Pure figures in, a `Stability` out: no torch, so it is tested with given numbers.

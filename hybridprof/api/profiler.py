@@ -1,4 +1,4 @@
-"""`hybridprof.Profile`: torchprof's context manager, on PyTorch 2.x.
+"""`hybridprof.Profile`: torchprof's context manager, on PyTorch 2.x, and around a training loop.
 
     with hybridprof.Profile(model, use_cuda=False, profile_memory=True) as prof:
         model(x)
@@ -9,18 +9,27 @@ The whole with-block is one measured iteration. Code written for torchprof runs 
 keyword-only extras choose the strategy and select by glob or depth. One Profile records one
 with-block: entering it again raises RuntimeError, as torchprof did.
 
+Whatever the block runs is attributed: forward ops to the innermost layer, and, when the block
+trains, backward ops to the layer whose forward made them, the optimizer's step, zero_grad,
+clipping and GradScaler calls to an `(optimizer)` row, the loss and other code to `(outside
+modules)`; the events decide, so a forward-only block keeps torchprof's table and its cost.
+`prof.step()` ends one step of a loop (as torch.profiler's does), so a block over N steps is N
+iterations; `schedule=hybridprof.schedule(wait=, warmup=, active=)` measures only the active steps
+and leaves the others untouched (`runtime/training/loop.py`).
+
 Results are worked out when first read, and only as far as the reader needs (the `session`
-strategy; the others measure as they go). Leaving the with-block only stops the profiler. The
-table of `str(prof)` / `display()` without memory or CUDA columns needs each layer's calls and
+strategy; the others measure as they go). Leaving a block without steps only stops the profiler.
+The table of `str(prof)` / `display()` without memory or CUDA columns needs each layer's calls and
 self/total CPU time, which the layer ranges alone give; the ops are attributed the first time
 something shows them: `display(show_events=True)`, `session()`, `to_dataframe()` or `raw()`.
 On the 400-leaf MLP that halves what `with Profile(...)` plus the first `str(prof)` costs on top
-of the forwards (benchmarks/bench_overhead.py), and the numbers are the same either way.
+of the forwards (benchmarks/bench_overhead.py), and the numbers are the same either way. A
+block's steps are worked out as each window of them ends.
 """
 
 from __future__ import annotations
 
-import gc
+import contextlib
 import warnings
 from collections import defaultdict, namedtuple
 from collections.abc import Iterator, Sequence
@@ -31,13 +40,18 @@ from typing import Any
 from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession
+from hybridprof.errors import BadValueError
 from hybridprof.planner.module_tree import Selector, is_scripted, tree_plan
+from hybridprof.runtime.compiled import dynamo_facts
+from hybridprof.runtime.compiled.run import CompiledRun, compiled_run
 from hybridprof.runtime.driver import Driver
 from hybridprof.runtime.measures.aggregate import RunFacts, environment, never_ran_warning
-from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.quiet import quiet_fd2
-from hybridprof.runtime.strategies import DEFAULT_STRATEGY
+from hybridprof.runtime.strategies import DEFAULT_STRATEGY, spec_of
 from hybridprof.runtime.strategies.base import IterationResult
+from hybridprof.runtime.training.loop import STEPS_PER_SESSION, StepLoop
+from hybridprof.runtime.training.notes import block_warnings, converged, grads_state
+from hybridprof.runtime.training.schedule import EVERY_STEP, Schedule
 from hybridprof.runtime.workload import resolve_device
 
 # torchprof's trace record: path is a tuple from the root class name, e.g. ("AlexNet", "features",
@@ -50,6 +64,8 @@ class Profile:
 
     Without `paths`/`globs`/`depth` the leaves are profiled, as torchprof did; `leaves_only=False`
     selects every module that runs a forward, so parents get rows and the rows add up to the block.
+    `schedule` (`hybridprof.schedule(...)`) picks the steps measured when the block calls
+    `step()`; a profiler session covers at most `steps_per_session` measured steps.
     """
 
     def __init__(
@@ -64,28 +80,49 @@ class Profile:
         globs: Sequence[str] = (),
         depth: int | None = None,
         leaves_only: bool = True,
+        schedule: Schedule | None = None,
+        steps_per_session: int = STEPS_PER_SESSION,
+        optimizers: Sequence[Any] = (),
     ) -> None:
+        if schedule is not None and not isinstance(schedule, Schedule):
+            raise BadValueError(
+                f"schedule= takes hybridprof.schedule(wait=..., warmup=..., active=...), "
+                f"got {type(schedule).__name__}"
+            )
+        per_session = steps_per_session
+        if isinstance(per_session, bool) or not isinstance(per_session, int) or per_session < 1:
+            raise BadValueError(
+                f"steps_per_session must be a whole number, 1 or more; got {per_session!r}"
+            )
         self._model = model
+        self._optimizers = tuple(optimizers)  # their state is told apart with profile_memory
         self.enabled = enabled
         self.use_cuda = use_cuda
         self.profile_memory = profile_memory
         self.paths = paths  # as given, as torchprof kept them
         self.strategy_name = strategy
+        self.schedule = schedule
+        self.steps_per_session = steps_per_session
         # Planned now, so an unknown path fails where the Profile is made, with close matches.
         self.plan: ProfilePlan = tree_plan(
             model, paths, globs, depth, strategy=strategy, leaves_only=leaves_only
         )
         self.entered = False
-        self._gc_paused = False  # this block disabled the cyclic GC and turns it back on
         self.exited = False
         self._traces: tuple[Trace, ...] | None = None
         self._trace_events: defaultdict[tuple[str, ...], list[Any]] | None = None
         self._driver: Driver | None = None
-        self._result: IterationResult | None = None  # worked out when first read
+        self._loop: StepLoop | None = None
+        self._grads: list[tuple[int, int]] | None = None  # without events: did a backward run?
+        self._said: tuple[str, ...] = ()  # what the block's steps must say, known when it ends
+        self._result: IterationResult | None = None  # a block without steps: read when asked
         self._raw: dict[str, list[Any]] | None = None
         self._session: ProfileSession | None = None
         self._layer_session: ProfileSession | None = None
         self._warned_never_ran = False
+        self._compiled: CompiledRun | None = None  # the model's compiled parts, if any
+        self._instrumented: contextlib.ExitStack | None = None
+        self._dynamo = dynamo_facts.snapshot()  # a compiled caller is seen by what dynamo did
 
     @property
     def failed_path(self) -> str | None:
@@ -105,18 +142,35 @@ class Profile:
         if self.use_cuda:
             device = resolve_device("cuda", asked_as="use_cuda=True", fix="use_cuda=False")
         config = Driver.config_for(
-            self.plan, device, profile_memory=self.profile_memory, keep_raw_events=True
+            self.plan,
+            device,
+            profile_memory=self.profile_memory,
+            keep_raw_events=True,
+            training=True,
         )
-        driver = self._driver = Driver(self._model, self.plan, self.strategy_name, config)
-        # The cyclic GC waits until the block ends: a collection inside it (tens of ms in a
-        # process holding torch) would land in whichever layer was running.
-        self._gc_paused = gc.isenabled()
-        gc.disable()
+        self._dynamo = dynamo_facts.snapshot()
+        compiled = self._compiled = compiled_run(self._model, self.strategy_name)
+        if compiled is not None:  # kernels of compiled code, mapped by a compile in the block
+            config = replace(config, compiled=compiled)
+            self._instrumented = contextlib.ExitStack()
+            self._instrumented.enter_context(compiled.instrumented())
+        # The user's own code may change train/eval modes in the block: they are the user's.
+        driver = self._driver = Driver(
+            self._model,
+            self.plan,
+            self.strategy_name,
+            config,
+            reset_modes=False,
+            optimizers=self._optimizers,
+            compiled=compiled,
+        )
+        if not spec_of(self.strategy_name).backward:
+            self._grads = grads_state(self._model)
+        loop = self._loop = StepLoop(driver, self.schedule or EVERY_STEP, self.steps_per_session)
         with quiet_fd2():
             driver.begin()
-            driver.strategy.begin_iteration()
         try:
-            driver.patch()
+            loop.begin()  # the first window (the cyclic GC waits while it is open)
         except BaseException:
             self._finish(failed=True)
             raise
@@ -131,62 +185,142 @@ class Profile:
         if self._driver is None:
             return
         try:
-            self._driver.restore()
-        finally:
-            self.exited = True
             self._finish(failed=exc_type is not None)
-        said = self._driver.thread_warning()
-        if said:
-            warnings.warn(said, RuntimeWarning, stacklevel=2)
+        finally:
+            if self._instrumented is not None:
+                self._instrumented.close()
+            if self._compiled is not None:
+                self._compiled.warmup_done(self.plan.selected_paths())
+            self.exited = True
+        if self._loop is not None:
+            self._said = block_warnings(self._loop, self._grads, self._model)
+        for said in (self._driver.thread_warning(), *self._said):
+            if said:
+                warnings.warn(said, RuntimeWarning, stacklevel=2)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the model, as torchprof's Profile did: `prof(x)` is `model(x)`."""
         return self._model(*args, **kwargs)
 
+    # -- steps
+
+    def step(self) -> None:
+        """End one step of the loop and begin the next (torch.profiler's `step()`). Outside the
+        schedule's windows it only counts (~1 us)."""
+        loop = self._running("step")
+        if loop is not None:
+            loop.end_step()
+            loop.begin_step()
+
+    def begin_step(self) -> None:
+        """Begin a step (for callbacks that bracket steps; a no-op while one is open). What runs
+        between `end_step()` and the next `begin_step()` belongs to no step."""
+        loop = self._running("begin_step")
+        if loop is not None:
+            loop.begin_step()
+
+    def end_step(self) -> None:
+        """End the open step (the steps are counted here)."""
+        loop = self._running("end_step")
+        if loop is not None:
+            loop.end_step()
+
+    @property
+    def steps(self) -> int:
+        """The steps ended so far (`step()` / `end_step()` calls)."""
+        return self._loop.steps if self._loop is not None else 0
+
+    @property
+    def iterations(self) -> int:
+        """The steps measured so far (a block without steps: 1 once it ended)."""
+        loop = self._loop
+        if loop is None:
+            return 0
+        return len(loop.measures) + (self._result is not None)
+
+    @property
+    def converged(self) -> bool:
+        """`--iters auto`'s test on the measured steps' times: at least 5, and the median's 95%
+        confidence interval within ±3% of it."""
+        loop = self._loop
+        return loop is not None and converged(loop.step_walls_us)
+
+    def _running(self, what: str) -> StepLoop | None:
+        loop = self._loop
+        if loop is not None and not self.exited:
+            return loop
+        if not self.enabled:
+            return None
+        if not self.entered or self.exited or self._loop is None:
+            raise RuntimeError(
+                f"prof.{what}() counts the steps of a with-block: call it inside "
+                "`with hybridprof.Profile(...) as prof:`"
+            )
+        return self._loop
+
     def _finish(self, failed: bool) -> None:
-        """Stop the strategy; after a failed block keep what was measured but never mask the
-        error."""
-        driver = self._driver
-        if driver is None:
+        """Close the block's steps; after a failed block keep what was measured but never mask
+        the error."""
+        driver, loop = self._driver, self._loop
+        if driver is None or loop is None:
             return
-        with quiet_fd2():
-            try:
-                self._result = driver.stop()  # worked out when first read
-            except Exception:
-                if not failed:
-                    raise
-            finally:
+        if self._instrumented is not None:
+            self._instrumented.close()  # the compile settings back as they were
+        try:  # the open step's range closes first: nothing of hybridprof's lands in it
+            self._result = loop.finish(failed)  # worked out when first read
+        except Exception:
+            if not failed:
+                raise
+        finally:
+            with quiet_fd2():
                 driver.end()
-                if self._gc_paused:
-                    self._gc_paused = False
-                    gc.enable()
 
     def _profiled(self) -> bool:
-        return self._result is not None
-
-    def _stopped(self) -> IterationResult:
-        if self._result is None:
-            raise RuntimeError(
-                "nothing was profiled yet: use the Profile in a with-block (enabled=True) first"
-            )
-        return self._result
+        return self._result is not None or bool(self._loop and len(self._loop.measures))
 
     # -- results
 
     def session(self) -> ProfileSession:
         """The measured with-block as a ProfileSession (built once, then cached)."""
         if self._session is None:
-            self._session = self._build_session(self._stopped().measure())
+            if self._result is not None:
+                self._session = self._build_session([self._result.measure()])
+            else:
+                self._session = self._build_session(self._measured())
         return self._session
 
-    def _build_session(self, measure: IterationMeasure) -> ProfileSession:
-        driver = self._driver
-        assert driver is not None  # a result exists only after a with-block
+    def _measured(self) -> Any:
+        loop = self._loop
+        if loop is None or not self.exited:
+            raise RuntimeError(
+                "nothing was profiled yet: use the Profile in a with-block (enabled=True) first"
+            )
+        if not len(loop.measures):
+            raise RuntimeError(
+                f"nothing was measured: the block ended after {loop.steps} steps, before its "
+                "schedule's first active step; call prof.step() after each step, or give a "
+                "schedule whose steps the loop reaches"
+            )
+        return loop.measures
+
+    def _build_session(self, measures: Any) -> ProfileSession:
+        driver, loop = self._driver, self._loop
+        assert driver is not None and loop is not None  # a result exists only after a block
         facts = RunFacts(
             environment=environment("cuda" if self.use_cuda else None),
             duration_s=round(driver.seconds, 3),
+            warmup=loop.warmup_steps,
+            warnings=self._said,
+            steps=loop.steps,
+            schedule=self.schedule.info() if self.schedule is not None else None,
         )
-        return self._said_never_ran(driver.build_session([measure], facts))
+        session = driver.build_session(measures, facts)
+        if self._compiled is not None:
+            session = self._compiled.finish(session)
+        else:
+            said = dynamo_facts.compiled_caller_warning(self._dynamo)
+            session = replace(session, warnings=(*session.warnings, said)) if said else session
+        return self._said_never_ran(session)
 
     def _said_never_ran(self, session: ProfileSession) -> ProfileSession:
         """The session with the warning for selected layers that never ran (a fused fast path
@@ -209,20 +343,28 @@ class Profile:
         if not result.layers_suffice:
             return self.session()
         if self._layer_session is None:
-            self._layer_session = self._build_session(result.layer_measure())
+            self._layer_session = self._build_session([result.layer_measure()])
         return self._layer_session
 
     def display(self, show_events: bool = False) -> str:
-        """The torchprof-style tree table (with one row per op under each layer if show_events)."""
-        from hybridprof.reporting.text_table import render_text
+        """The torchprof-style tree table (with one row per op under each layer if show_events):
+        a str that also shows as the table where a value's repr is shown (a notebook cell).
+
+        A block that trained adds the backward columns, the `(optimizer)` rows and the
+        `(outside modules)` row, so the rows add up to the steps; a forward-only block prints
+        torchprof's table, layer rows only."""
+        from hybridprof.reporting.text_table import TableText, render_text
 
         if not self._profiled():
             why = "enabled=False" if not self.enabled else "not entered yet"
-            return f"<hybridprof.Profile of {self.plan.root_class}: nothing profiled ({why})>"
-        # torchprof's table: layer rows only (the session and its frame also carry the time in no
-        # profiled module; the table from the layer ranges alone could not show it).
+            if self.exited:
+                why = f"no measured step in {self.steps} steps"
+            return TableText(
+                f"<hybridprof.Profile of {self.plan.root_class}: nothing profiled ({why})>"
+            )
         session = self._table_session(show_events)
-        return render_text(session, show_events=show_events, outside_row=False)
+        trained = session.backward or session.optimizer is not None
+        return render_text(session, show_events=show_events, outside_row=trained)
 
     def __str__(self) -> str:
         return self.display()
@@ -272,10 +414,18 @@ class Profile:
         return self.traces, self.trace_profile_events
 
     def _raw_events(self) -> dict[str, list[Any]]:
-        if self._result is None:
-            return {}
+        """A block without steps: its calls; with steps, those of its first profiler session's
+        measured steps (or every step's, under a strategy that measures as it goes)."""
         if self._raw is None:
-            self._raw = self._result.raw_events()
+            loop, driver = self._loop, self._driver
+            if self._result is not None:
+                self._raw = self._result.raw_events()
+            elif loop is not None and loop.first_window is not None:
+                self._raw = loop.first_window.raw_events()
+            elif loop is not None and driver is not None and len(loop.measures):
+                self._raw = driver.strategy.raw_events()
+            else:
+                return {}
         return self._raw
 
     def to_dataframe(self) -> Any:

@@ -74,4 +74,12 @@ def _unknown(word: str) -> str:
 
 def run_main() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    try:
+        code = main()
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, not at exit, where a closed pipe can only be reported
+    except BrokenPipeError:
+        from hybridprof.cli.common import stdout_gone
+
+        code = stdout_gone()
+    sys.exit(code)

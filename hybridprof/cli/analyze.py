@@ -43,6 +43,7 @@ from hybridprof.datamodel import ProfilePlan
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import DEFAULT_ENTRY, read_model_source
 from hybridprof.files.outputs import write_atomic
+from hybridprof.reporting.format import visible
 
 MAX_ROWS = 120
 
@@ -112,10 +113,10 @@ def _analyze(args: argparse.Namespace) -> int:
         plan = _make_plan(args, model)
     replaced = own_files_present([output], own)
     make_folders([output])
-    write_atomic(output, plan.to_json() + "\n", force=args.force or output in own, inputs=[model])
+    write_atomic(output, plan.to_json() + "\n", args.force, [model], own=output in own)
     printed = plan.to_json() if args.format == "json" else _text(plan, model, args)
     lines = printed.rstrip("\n").splitlines()
-    emit([*lines, f"plan saved to {output}"] if args.format == "text" else lines)
+    emit([*lines, visible(f"plan saved to {output}")] if args.format == "text" else lines)
     say_replaced(replaced, sys.stderr if args.format == "json" else sys.stdout)
     return 0
 

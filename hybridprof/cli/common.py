@@ -1,8 +1,8 @@
 """What every sub-command shares: error mapping, help layout, and the options they have in common.
 
 Help conventions (one place, so every command reads alike): every option has help text that states
-its default; metavars are FILE, DIR, NAME, PATH, SHAPE, N, SECONDS; description and options wrap
-at one width.
+its default; metavars are FILE, DIR, NAME, PATH, SHAPE, N, SECONDS, PERCENT, TIME (a duration with
+its unit, 5us); description and options wrap at one width.
 """
 
 from __future__ import annotations
@@ -16,10 +16,13 @@ import textwrap
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from hybridprof.errors import HybridprofError, Terminated, UsageError
 from hybridprof.files.loader import DEFAULT_ENTRY
+
+if TYPE_CHECKING:
+    from hybridprof.reporting.fitted_table import TableChoice
 
 STDOUT = "-"  # as an output name: write to standard output (the usual Unix convention)
 MAX_HELP_WIDTH = 100
@@ -83,8 +86,13 @@ class CommandParser(argparse.ArgumentParser):
 
 def command_parser(command: str, doc: str | None) -> CommandParser:
     """The parser of `hybridprof <command>`: its module docstring is its help."""
+    # No abbreviations: `--iter 10` must not quietly mean `--iters` (nor `--flop` `--flops`); an
+    # option that is not spelt out is refused with the full name suggested.
     return CommandParser(
-        prog=f"hybridprof {command}", description=doc, formatter_class=HelpFormatter
+        prog=f"hybridprof {command}",
+        description=doc,
+        formatter_class=HelpFormatter,
+        allow_abbrev=False,
     )
 
 
@@ -139,6 +147,52 @@ def add_selection_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_table_options(parser: argparse.ArgumentParser) -> None:
+    """How the printed tree table looks (run and report)."""
+    from hybridprof.reporting.fitted_table import COLUMN_KEYS, SORT_KEYS
+
+    parser.add_argument(
+        "--columns",
+        metavar="NAME",
+        help="printed table: these columns, comma-separated, from "
+        + ", ".join(COLUMN_KEYS)
+        + "; or all (default: as many as fit the terminal's width, the least telling left out "
+        "first, and a line says which)",
+    )
+    parser.add_argument(
+        "--sort",
+        default="module",
+        metavar="NAME",
+        help="printed table: order each level by this column, largest first: "
+        + ", ".join(k for k in SORT_KEYS if k != "module")
+        + ", or module, the order the model defines (default: module)",
+    )
+
+
+def table_choice(args: argparse.Namespace, stream: TextIO | None = None) -> TableChoice:
+    """The printed table's columns, width and order, checked (UsageError before any work)."""
+    from hybridprof.reporting.fitted_table import TableChoice, check_choice
+
+    columns = tuple(comma_values([args.columns])) if args.columns else None
+    check_choice(columns, args.sort)
+    return TableChoice(columns=columns, width=terminal_width(stream), sort=args.sort)
+
+
+def terminal_width(stream: TextIO | None = None) -> int | None:
+    """The width to fit: $COLUMNS when set, else the terminal's; None when the table goes to a
+    file or a pipe (nothing to fit, and a script reading it gets every column)."""
+    import os
+
+    given = os.environ.get("COLUMNS", "")
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    out = stream or sys.stdout
+    try:
+        return shutil.get_terminal_size().columns if out is not None and out.isatty() else None
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force",
@@ -147,6 +201,11 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
         "replaced without it)",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+
+
+def comma_values(values: Iterable[str]) -> list[str]:
+    """`--columns a,b` -> [a, b] (edge spaces and empty parts dropped)."""
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
 def typed_selectors(values: Sequence[str]) -> list[Any]:
@@ -175,6 +234,8 @@ def guarded(action: Callable[[], int], debug: bool) -> int:
     except KeyboardInterrupt:
         print("hybridprof: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # stdout's reader went away (`| head`): the output ends there
+        return stdout_gone()
     except Exception as exc:
         if debug:
             raise
@@ -185,6 +246,16 @@ def guarded(action: Callable[[], int], debug: bool) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def stdout_gone() -> int:
+    """A reader that went away (`hybridprof -h | head`) ends the printing quietly: stdout points at
+    /dev/null so the interpreter's last flush has nowhere to fail. Exit 0: nothing went wrong."""
+    import os
+
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
 
 
 def parse_or_exit_code(

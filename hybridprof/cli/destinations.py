@@ -2,8 +2,10 @@
 
 Files you name (-o, --report, --trace) are never overwritten without --force. Files hybridprof names
 itself (./hybridprof-out/session.json, a session saved beside your report) are replaced on the next
-run with a one-line note, as a build folder is. Everything is checked before any work; folders are
-created only when something is written, so a refused or failed command leaves nothing behind.
+run with a one-line note, as a build folder is, but only when hybridprof wrote the file there (never
+a symlink, never a file of yours: files/own_files.py). Everything is checked before any work;
+folders are created only when something is written, so a refused or failed command leaves nothing
+behind.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from typing import TextIO
 
 from hybridprof.cli.common import STDOUT, check_pdf_support, notice
 from hybridprof.errors import OutputError, UsageError
-from hybridprof.files.outputs import check_output_path, folder_locked
+from hybridprof.files.outputs import check_output_path, folders_locked
 from hybridprof.reporting import renderer_for
+from hybridprof.reporting.format import visible
 
 DEFAULT_OUT_DIR = Path("hybridprof-out")
 
@@ -28,14 +31,14 @@ DEFAULT_OUT_DIR = Path("hybridprof-out")
 def check_outputs(
     paths: Sequence[Path], own: Collection[Path], force: bool, inputs: Iterable[Path] = ()
 ) -> None:
-    """Each output can be written (its own files: folder creatable), is none of the inputs, and
-    none is given twice."""
+    """Each output can be written (its own files: folder creatable, or what is there is
+    hybridprof's), is none of the inputs, and none is given twice."""
     check_distinct(paths)
     for path in paths:
         if path in own and not path.parent.exists():
             check_creatable(path.parent)
         else:
-            check_output_path(path, force or path in own, inputs)
+            check_output_path(path, force, inputs, own=path in own)
 
 
 def check_distinct(paths: Iterable[Path]) -> None:
@@ -68,14 +71,15 @@ def make_folders(paths: Iterable[Path]) -> None:
 
 
 def own_files_present(paths: Iterable[Path], own: Collection[Path]) -> list[Path]:
-    """hybridprof's own files that an earlier run left and this one will replace."""
-    return [p for p in paths if p in own and p.exists()]
+    """hybridprof's own files that an earlier run left and this one will replace (checked to be
+    hybridprof's by `check_outputs`: anything else there was refused)."""
+    return [p for p in paths if p in own and os.path.lexists(p)]
 
 
 def say_replaced(paths: Sequence[Path], stream: TextIO | None = None) -> None:
     """One line for the own files replaced (on `stream`, default stdout, like other results)."""
     if paths:
-        names = ", ".join(str(p) for p in paths)
+        names = ", ".join(visible(str(p)) for p in paths)
         notice(
             f"replaced {names} from an earlier run (hybridprof reuses its own file names; "
             "files you name need --force)",
@@ -97,9 +101,6 @@ class RunOutputs:
     own: frozenset[Path]  # files hybridprof named itself: replaced with a note, no --force needed
     inputs: tuple[Path, ...] = ()  # the model file and plan: never written over
     out_dir: Path | None = None  # holds own files: locked for the run, so two runs never mix
-
-    def force_for(self, path: Path, force: bool) -> bool:
-        return force or path in self.own
 
     def files(self) -> list[Path]:
         return [p for p in (self.session, *self.reports, self.trace) if p is not None]
@@ -149,19 +150,19 @@ def _session_beside(report: Path) -> Path:
 
 
 @contextlib.contextmanager
-def out_dir_locked(folder: Path | None) -> Iterator[None]:
-    """Lock the out dir for the run (two runs writing into one folder would leave a session from
-    one and a report from the other). The folder is made now, after every check passed, and
-    removed again if the run ends without writing into it."""
-    if folder is None:
-        yield
-        return
-    made = not folder.exists()
-    make_folders([folder / "session.json"])
+def outputs_locked(outputs: RunOutputs) -> Iterator[None]:
+    """Lock every folder the run writes into (two runs writing into one folder would leave a
+    session from one and a report from the other, or one replacing the other's). The out dir is
+    made now, after every check passed, and removed again if the run ends without writing into
+    it."""
+    folder = outputs.out_dir
+    made = folder is not None and not folder.exists()
+    if folder is not None:
+        make_folders([folder / "session.json"])
     try:
-        with folder_locked(folder):
+        with folders_locked({p.parent for p in outputs.files()} | ({folder} if folder else set())):
             yield
     finally:
-        if made:
+        if made and folder is not None:
             with contextlib.suppress(OSError):  # not empty: the run wrote there, keep it
                 folder.rmdir()

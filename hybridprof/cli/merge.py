@@ -13,7 +13,7 @@ examples:
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from hybridprof.cli.common import (
@@ -22,12 +22,15 @@ from hybridprof.cli.common import (
     command_parser,
     guarded,
     parse_or_exit_code,
+    terminal_width,
 )
 from hybridprof.cli.destinations import check_outputs
 from hybridprof.cli.terminal import emit, terminal_table
 from hybridprof.datamodel import ProfileSession
 from hybridprof.files.outputs import write_atomic
 from hybridprof.reporting import known_extensions, renderer_for, write_report
+from hybridprof.reporting.fitted_table import TableChoice
+from hybridprof.reporting.format import visible
 from hybridprof.reporting.page.ranks import rank_lines
 
 
@@ -74,13 +77,14 @@ def merge(args: argparse.Namespace) -> int:
     check_pdf_support(reports)
     merged = merge_sessions([load_session(p) for p in args.sessions])
     if output is not None:
-        write_merged(merged, output, reports, lambda _: bool(args.force))
+        write_merged(merged, output, reports, args.force)
     else:
         for report in reports:
             write_report(merged, report, force=args.force)
-    lines = [*terminal_table(merged), *rank_lines(merged)]
+    lines = [*terminal_table(merged, TableChoice(width=terminal_width())), *rank_lines(merged)]
     lines += [f"merged: {output}"] if output else []
     lines += [f"report:  {r}" for r in reports]
+    lines += [f"warning: {visible(w)}" for w in merged.warnings]
     emit(lines)
     return 0
 
@@ -89,11 +93,13 @@ def write_merged(
     merged: ProfileSession,
     session_path: Path,
     reports: Sequence[Path],
-    force_for: Callable[[Path], bool],
+    force: bool,
+    own: Collection[Path] = (),
 ) -> None:
-    write_atomic(session_path, merged.to_json(), force_for(session_path))
+    """The merged session, then the reports; `own`: the names hybridprof chose itself."""
+    write_atomic(session_path, merged.to_json(), force, own=session_path in own)
     for report in reports:
-        write_report(merged, report, force=force_for(report))
+        write_report(merged, report, force=force, own=report in own)
 
 
 __all__ = ["build_parser", "main", "write_merged"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,16 +83,39 @@ def profile_loaded(
         plan = static_plan(args, loaded.module, model_file, entry)  # made here: trusted as is
     else:
         plan = checked_plan(plan, loaded.module, probe(), warnings)  # from a file: checked
+    setup = _compiled_setup(args, loaded.module)
+    if setup is not None:
+        options = replace(options, compiled_by_hybridprof=setup.by_hybridprof)
+        if getattr(args, "compare_eager", False):
+            from hybridprof.cli.compare_eager import compared
+
+            folder = getattr(args, "compare_folder", None) or Path("hybridprof-out")
+            return compared(
+                setup, loaded.inputs, with_model(plan, model_file, entry), options, folder
+            )
     with ProgressBar(progress and wanted()) as bar:
         return run(
-            loaded.module,
+            setup.model if setup is not None else loaded.module,
             loaded.inputs,
             with_model(plan, model_file, entry),
             options,
             warnings=warnings,
             progress=bar,
-            step=step,
+            step=step or (setup.step(options) if setup is not None else None),
         )
+
+
+def _compiled_setup(args: argparse.Namespace, module: Any) -> Any:
+    """--compile / --compare-eager, or a model the entry compiled (None: all eager)."""
+    from hybridprof.runtime.compiled.setup import compiled_for_run
+
+    return compiled_for_run(
+        module,
+        getattr(args, "compile", False),
+        getattr(args, "compile_mode", None),
+        getattr(args, "compare_eager", False),
+        grad_as_called=False,  # a command runs forwards under no_grad: nothing runs after it
+    )
 
 
 def static_plan(args: argparse.Namespace, module: Any, model_file: Path, entry: str) -> ProfilePlan:

@@ -17,15 +17,20 @@ from pathlib import Path
 
 from hybridprof.cli.common import (
     add_common_options,
+    add_table_options,
     check_pdf_support,
     command_parser,
     guarded,
     parse_or_exit_code,
+    table_choice,
 )
 from hybridprof.cli.destinations import check_outputs, is_stdout
 from hybridprof.cli.terminal import emit
+from hybridprof.datamodel import ProfileSession
 from hybridprof.diff import DiffResult
+from hybridprof.errors import UsageError
 from hybridprof.reporting import known_extensions, renderer_for, write_diff_report, write_report
+from hybridprof.reporting.fitted_table import TableChoice
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="printed table: deepest tree level shown (default: all)",
     )
+    add_table_options(parser)
     add_common_options(parser)
     return parser
 
@@ -64,27 +70,42 @@ def main(argv: Sequence[str]) -> int:
 
 def render(args: argparse.Namespace) -> int:
     """Check every output first, then read the session, then write each report."""
+    if args.max_depth is not None and args.max_depth < 0:
+        raise UsageError(f"--max-depth must be 0 (the root only) or more, got {args.max_depth}")
     files = [Path(o) for o in args.output if not is_stdout(o)]
+    choice = table_choice(args)
     for output in files:
         renderer_for(output)  # a known format, and its renderer importable
     check_outputs(files, (), args.force, [Path(args.session)])
     check_pdf_support(files)
-    from hybridprof.files.storage import is_diff_file, load_diff, load_session
+    from hybridprof.files.storage import load_session_or_diff
 
     printed = not files or len(files) < len(args.output)  # no -o, or -o - among them
-    if is_diff_file(args.session):
-        return render_saved_diff(load_diff(args.session), files, printed, args.force)
-    session = load_session(args.session)
+    session = load_session_or_diff(args.session)
+    if isinstance(session, DiffResult):
+        return render_saved_diff(session, files, printed, args.force)
     if printed:
-        from hybridprof.reporting.page.ranks import rank_lines
-        from hybridprof.reporting.text_table import render_text
-
-        table = render_text(session, show_events=args.show_events, max_depth=args.max_depth)
-        emit([table, *rank_lines(session)])
+        emit(printed_lines(session, choice, args.show_events, args.max_depth))
     for output in files:
         written = write_report(session, output, force=args.force)
         emit([f"report: {written}"])
     return 0
+
+
+def printed_lines(
+    session: ProfileSession, choice: TableChoice, show_events: bool, max_depth: int | None
+) -> list[str]:
+    """What `report` prints of a session: a noisy run's warning above the table, the table fitted
+    to the terminal, what to know of it, the FLOPs and verdicts of a --flops run, the ranks."""
+    from hybridprof.cli.terminal import roofline_lines
+    from hybridprof.reporting.fitted_table import fitted_table
+    from hybridprof.reporting.page.ranks import rank_lines
+    from hybridprof.reporting.trust import stability_line
+
+    fitted = fitted_table(session, choice, show_events=show_events, max_depth=max_depth)
+    noisy = stability_line(session)
+    above = [f"warning: {noisy}"] if noisy else []
+    return [*above, fitted.text, *fitted.notes(), *roofline_lines(session), *rank_lines(session)]
 
 
 def render_saved_diff(diff: DiffResult, outputs: list[Path], printed: bool, force: bool) -> int:

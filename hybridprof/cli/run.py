@@ -15,11 +15,13 @@ examples:
   hybridprof run net.py --leaves-only    # torchprof's selection: leaves only
   hybridprof run net.py --flops           # FLOPs, bytes and a roofline verdict per layer
   hybridprof run net.py --warmup auto --iters auto --max-time 60 --threads 1
+  hybridprof run net.py --compile --compare-eager   # what torch.compile changed, per layer
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,17 +31,20 @@ from hybridprof.cli.common import (
     add_common_options,
     add_model_options,
     add_selection_options,
+    add_table_options,
     command_parser,
     guarded,
     model_prints_to_stderr,
     notice,
     parse_or_exit_code,
+    table_choice,
 )
 from hybridprof.cli.destinations import (
     DEFAULT_OUT_DIR,
     RunOutputs,
+    check_outputs,
     make_folders,
-    out_dir_locked,
+    outputs_locked,
     own_files_present,
     plan_run_outputs,
     say_replaced,
@@ -76,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_selection_options(parser)
     _add_measure_options(parser)
     _add_output_options(parser)
+    add_table_options(parser)
     add_rank_options(parser)
     add_common_options(parser)
     return parser
@@ -131,6 +137,26 @@ def _add_measure_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="count FLOPs and bytes per layer in one extra unmeasured pass, measure the machine's "
         "peak once (cached), and say per layer whether it is compute-, memory- or overhead-bound",
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="profile torch.compile(model) (its kernels attributed to layers; the compile runs in "
+        "warm-up and is reported, never timed) (default: the model as the entry returns it)",
+    )
+    parser.add_argument(
+        "--compile-mode",
+        choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+        metavar="NAME",
+        help="with --compile: torch.compile's mode: default, reduce-overhead, max-autotune or "
+        "max-autotune-no-cudagraphs (default: default)",
+    )
+    parser.add_argument(
+        "--compare-eager",
+        action="store_true",
+        help="run the model eager and compiled, interleaved, and compare them per layer (eager "
+        "and compiled time, speed-up, what fused): compare.html and compare.json beside the "
+        "session",
     )
     parser.add_argument(
         "--peak-gflops",
@@ -211,13 +237,18 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     read_model_source(model_file)  # missing file or syntax error: said before anything is created
     inputs = (model_file, *([Path(args.plan)] if args.plan else []))
     outputs = plan_run_outputs(args, inputs)
+    if args.compare_eager:
+        from hybridprof.cli.compare_eager import compare_folder
+
+        args.compare_folder = compare_folder(outputs.session, outputs.out_dir or DEFAULT_OUT_DIR)
     if model_file == DEMO_FILE:
         notice(
             "no model file given: profiling the bundled AlexNet-like demo "
             "(hybridprof run net.py profiles yours)",
             outputs.human,
         )
-    with out_dir_locked(outputs.out_dir), sigterm_as_interrupt() as sigterm:
+        _demo_threads(args, outputs)
+    with outputs_locked(outputs), sigterm_as_interrupt() as sigterm:
         try:
             with model_prints_to_stderr():
                 session = _profile(args, argv, model_file, entry, plan, outputs)
@@ -225,7 +256,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             notice(f"{_stopped_by(sigterm)} before a measured iteration finished; nothing saved")
             return 143 if sigterm.received else 130
         replaced = _save(session, outputs, args.force)
-    _print_results(session, outputs)
+    _print_results(session, outputs, args)
     say_replaced(replaced, outputs.human)
     if session.interrupted:
         asked = session.requested_iterations
@@ -234,6 +265,31 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         notice(f"{_stopped_by(sigterm)} after {session.iterations}{of} iterations{where}")
         return 143 if sigterm.received else 130
     return 0
+
+
+DEMO_MIN_CORES = 4
+
+
+def _demo_threads(args: argparse.Namespace, outputs: RunOutputs) -> None:
+    """The demo is a first run: on a machine of few cores, torch's default threads wait for each
+    other and the small layers read by noise (a ReLU at milliseconds), so it runs on one thread,
+    and says so."""
+    cores = available_cores()
+    if args.threads is None and cores < DEMO_MIN_CORES:
+        args.threads = 1
+        notice(
+            f"this machine has {cores} core{'s' if cores != 1 else ''}: the demo runs with "
+            "--threads 1, as torch's default threads would time its small layers by noise "
+            "(give --threads N to choose)",
+            outputs.human,
+        )
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
 
 
 def _stopped_by(sigterm: TerminateHandler) -> str:
@@ -267,6 +323,7 @@ def _check_values(args: argparse.Namespace) -> None:
             "or edit the plan"
         )
     _check_peak_values(args)
+    table_choice(args)  # --columns and --sort: checked before the run, not after
     able = backward_strategies()
     if args.backward and args.strategy is not None and args.strategy not in able:
         raise UsageError(
@@ -310,24 +367,28 @@ def _profile(
 
 
 def _save(session: ProfileSession, outputs: RunOutputs, force: bool) -> list[Path]:
-    """Session first, then reports; returns hybridprof's own files that were there before. A file
-    that cannot be written does not lose the measurements: the error says where the session is
-    (where asked, else a copy in the system temp folder)."""
+    """Every output checked again, then the session, then the reports; returns hybridprof's own
+    files that were there before. A file that cannot be written does not lose the measurements:
+    the error says where the session is (where asked, else a copy in the system temp folder)."""
     text = session.to_json()
     written = [p for p in (outputs.session, *outputs.reports) if p is not None]
+    try:  # a file made meanwhile refuses the run before it writes any, not halfway through
+        check_outputs(written, outputs.own, force, outputs.inputs)
+    except OutputError as exc:
+        raise OutputError(f"{exc}; {_kept(rescue_copy(text, 'hybridprof-session'))}") from exc
     replaced = own_files_present(written, outputs.own)
     make_folders(written)
     if outputs.session is not None:
         try:
-            force_session = outputs.force_for(outputs.session, force)
-            write_atomic(outputs.session, text, force_session, outputs.inputs)
+            own = outputs.session in outputs.own
+            write_atomic(outputs.session, text, force, outputs.inputs, own=own)
         except OutputError as exc:
             raise OutputError(f"{exc}; {_kept(rescue_copy(text, 'hybridprof-session'))}") from exc
     else:
         emit([text])
     for report in outputs.reports:
         try:
-            write_report(session, report, force=outputs.force_for(report, force))
+            write_report(session, report, force=force, own=report in outputs.own)
         except OutputError as exc:
             kept = outputs.session or rescue_copy(text, "hybridprof-session")
             raise OutputError(f"{exc}; {_kept(kept)}") from exc
@@ -340,10 +401,10 @@ def _kept(session_file: Path | None) -> str:
     return f"the session is in {session_file} (re-render: hybridprof report {session_file} -o FILE)"
 
 
-def _print_results(session: ProfileSession, outputs: RunOutputs) -> None:
+def _print_results(session: ProfileSession, outputs: RunOutputs, args: argparse.Namespace) -> None:
     traced = _traced_iterations(session) if outputs.trace else 0
     where = where_lines(session, outputs.session, outputs.reports, outputs.trace, traced)
-    lines = [*terminal_table(session), *where]
+    lines = [*terminal_table(session, table_choice(args, outputs.human)), *where]
     if outputs.human is sys.stdout:
         emit(lines)
     else:

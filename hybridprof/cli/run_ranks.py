@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hybridprof.cli.common import model_prints_to_stderr, one_line
+from hybridprof.cli.common import model_prints_to_stderr, one_line, table_choice
 from hybridprof.cli.terminal import emit, terminal_table
 from hybridprof.errors import DistributedError, HybridprofError, UsageError
 from hybridprof.files.outputs import check_output_path, write_atomic
@@ -88,10 +88,7 @@ class RankOutputs:
     merged: Path | None
     reports: tuple[Path, ...]
     trace: Path | None
-    own: frozenset[Path]
-
-    def force_for(self, path: Path, force: bool) -> bool:
-        return force or path in self.own
+    own: frozenset[Path]  # names hybridprof chose: replaced only over files it wrote
 
 
 def plan_rank_outputs(args: argparse.Namespace, launch: Launch) -> RankOutputs:
@@ -115,7 +112,7 @@ def plan_rank_outputs(args: argparse.Namespace, launch: Launch) -> RankOutputs:
         trace = given.with_name(f"{given.stem}-rank{launch.rank}{given.suffix}")
     for path in (rank_session, merged, *reports, trace):
         if path is not None:
-            check_output_path(path, args.force or path in own)
+            check_output_path(path, args.force, own=path in own)
     return RankOutputs(rank_session, merged, reports, trace, frozenset(own))
 
 
@@ -245,9 +242,8 @@ class _Rank:
 
     def _finish(self, session: ProfileSession) -> int:
         out = self.outputs
-        write_atomic(
-            out.rank_session, session.to_json(), out.force_for(out.rank_session, self.args.force)
-        )
+        own = out.rank_session in out.own
+        write_atomic(out.rank_session, session.to_json(), self.args.force, own=own)
         if session.interrupted:
             return self._interrupted(session)
         from hybridprof.runtime.distributed.rank import gather_to_rank0
@@ -301,8 +297,8 @@ class _Rank:
         merged = merge_sessions([ProfileSession.from_json(p) for p in payloads])
         out = self.outputs
         assert out.merged is not None
-        write_merged(merged, out.merged, out.reports, lambda p: out.force_for(p, self.args.force))
-        lines = [*terminal_table(merged), *rank_lines(merged)]
+        write_merged(merged, out.merged, out.reports, self.args.force, out.own)
+        lines = [*terminal_table(merged, table_choice(self.args)), *rank_lines(merged)]
         lines.append(f"rank sessions: {out.rank_session.parent}/session-rank*.json (one per host)")
         lines.append(f"merged: {out.merged}")
         lines += [f"report:  {r}" for r in out.reports]

@@ -12,12 +12,16 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
 from hybridprof.analysis.tree import ancestors
 from hybridprof.datamodel import ProfileSession
 from hybridprof.reporting.format import visible
 from hybridprof.reporting.trust import stability_line
+
+if TYPE_CHECKING:
+    from hybridprof.reporting.fitted_table import TableChoice
 
 TABLE_ROWS = 40
 
@@ -40,23 +44,32 @@ def _heaviest_first(table: LayerTable) -> list[LayerRow]:
     return sorted(table.layers(), key=lambda r: -r.own_us)
 
 
-def terminal_table(session: ProfileSession, rows: int = TABLE_ROWS) -> list[str]:
-    """The table's lines, plus a note when layers were left out to fit."""
-    from hybridprof.reporting.text_table import render_text
+def terminal_table(
+    session: ProfileSession, choice: TableChoice | None = None, rows: int = TABLE_ROWS
+) -> list[str]:
+    """The table's lines: a noisy run's warning above it, the table (fitted to the terminal, the
+    heaviest layers of a big model), and what to know of it (order, what was left out)."""
+    from hybridprof.reporting.fitted_table import TableChoice, fitted_table
 
+    choice = choice or TableChoice()
     table = layer_table(session)
+    rows -= len(table.optimizer())  # the optimizer's lines, always shown
     if table.outside() is not None:
         rows -= 1  # the (outside modules) line
+    noisy = stability_line(session)
+    above = [f"warning: {noisy}"] if noisy else []
     if len(table.tree()) <= rows:
-        return [render_text(session)]
+        fitted = fitted_table(session, choice)
+        return [*above, fitted.text, *fitted.notes()]
     shown = heaviest_fitting(table, rows)
+    # The whole session, its rows cut: a container's total still sums all its children.
+    keep = {path for r in shown for path in [*ancestors(r.path), r.path]}
+    fitted = fitted_table(session, choice, only=keep)
     note = (
         f"(the {len(shown)} heaviest of {len(table.layers())} profiled layers by self CPU time, "
         "with their parents; the report lists every layer)"
     )
-    # The whole session, its rows cut: a container's total still sums all its children.
-    keep = {path for r in shown for path in [*ancestors(r.path), r.path]}
-    return [render_text(session, only=keep), note]
+    return [*above, fitted.text, note, *fitted.notes()]
 
 
 def summary_line(session: ProfileSession) -> str:
@@ -89,7 +102,15 @@ def where_lines(
     traced_iterations: int = 0,
 ) -> list[str]:
     """The lines under the table: the summary, where each file went, and the run's warnings."""
-    lines = [summary_line(session), *roofline_lines(session)]
+    from hybridprof.reporting.compiled_text import compile_lines
+    from hybridprof.reporting.memory_text import memory_lines
+
+    lines = [
+        summary_line(session),
+        *roofline_lines(session),
+        *memory_lines(session),
+        *compile_lines(session),
+    ]
     if session_file is not None:
         lines.append(
             f"session: {session_file}  (re-render: hybridprof report {session_file} -o FILE)"
@@ -104,7 +125,8 @@ def where_lines(
     # An interruption is said once, on stderr, with where the partial session went.
     warnings = [w for w in session.warnings if not (session.interrupted and _is_interruption(w))]
     noisy = stability_line(session)
-    return lines + [f"warning: {w}" for w in ([noisy] if noisy else []) + warnings]
+    lines += [f"warning: {w}" for w in ([noisy] if noisy else []) + warnings]
+    return [visible(line) for line in lines]  # a newline in a name or path cannot forge a line
 
 
 def _is_interruption(warning: str) -> bool:
@@ -141,18 +163,14 @@ VERDICT_LAYERS = 5
 
 def roofline_lines(session: ProfileSession) -> list[str]:
     """With --flops: the peak, then the verdicts of the heaviest layers and what was not counted."""
-    from hybridprof.analysis.roofline import by_path
-    from hybridprof.reporting.format import format_count, peak_text
+    from hybridprof.analysis.roofline import by_path, inconsistencies
+    from hybridprof.reporting.format import flops_total_text, format_count, peak_text
 
     if session.flops is None:
         return []
     work = session.flops
     rooflines = by_path(session)
-    lines = [
-        f"FLOPs per step: {format_count(work.forward_flops, 'FLOP')} forward"
-        + (f", {format_count(work.backward_flops, 'FLOP')} backward" if session.backward else "")
-        + f"; {peak_text(work.peak)}"
-    ]
+    lines = [f"{flops_total_text(session)}; {peak_text(work.peak)}"]
     judged = [r for r in _heaviest_first(layer_table(session)) if r.path in rooflines]
     for row in judged[:VERDICT_LAYERS]:
         line = rooflines[row.path]
@@ -160,6 +178,7 @@ def roofline_lines(session: ProfileSession) -> list[str]:
             f"  {row.path or '(root)'}: {line.verdict or 'not timed'} "
             f"({format_count(line.flops, 'FLOP')}, {line.intensity or 0:.3g} FLOP/byte)"
         )
+    lines += [f"  inconsistent: {x.text}" for x in inconsistencies(session)]
     skipped = sorted({o.name for w in work.layers for o in w.not_counted})
     if skipped:
         shown = ", ".join(skipped[:6]) + (

@@ -7,12 +7,30 @@ Module paths are PyTorch's dotted form (`features.0`); the root module is `""`.
 
 from __future__ import annotations
 
+from hybridprof.datamodel.compiled import (
+    CompiledLayer,
+    CompiledWhere,
+    CompileSection,
+    ExcludedIteration,
+    GraphBreak,
+)
 from hybridprof.datamodel.measures import (
     IterationSeries,
     ModuleRecord,
     OpStat,
     Series,
     Stat,
+)
+from hybridprof.datamodel.memory import (
+    DeviceMemory,
+    LayerMemory,
+    MemoryBytes,
+    MemoryProfile,
+    MemoryTimeline,
+    PeakShare,
+    RankPeak,
+    StepPeak,
+    TimelineLane,
 )
 from hybridprof.datamodel.plan import (
     ChildCall,
@@ -43,40 +61,64 @@ from hybridprof.datamodel.session import (
     StopReason,
     Verdict,
 )
+from hybridprof.datamodel.training import (
+    OPTIMIZER_PARTS,
+    OptimizerPart,
+    OptimizerRecord,
+    ScheduleInfo,
+)
 from hybridprof.datamodel.work import LayerWork, MachinePeak, OpCount, WorkProfile
 
 __all__ = [
     "DEFAULT_STRATEGY",
+    "OPTIMIZER_PARTS",
     "SCHEMA_VERSION",
     "ChildCall",
     "ChildDef",
     "CollectiveStat",
     "CompatChoice",
+    "CompileSection",
+    "CompiledLayer",
+    "CompiledWhere",
+    "DeviceMemory",
     "Environment",
+    "ExcludedIteration",
     "Finding",
     "FindingKind",
+    "GraphBreak",
     "InlineOp",
     "IterationSeries",
+    "LayerMemory",
     "LayerWork",
     "MachinePeak",
+    "MemoryBytes",
+    "MemoryProfile",
+    "MemoryTimeline",
     "MergedRanks",
     "ModuleClassInfo",
     "ModuleRecord",
     "ModuleTarget",
     "OpCount",
     "OpStat",
+    "OptimizerPart",
+    "OptimizerRecord",
+    "PeakShare",
     "ProfilePlan",
     "ProfileSession",
     "RankInfo",
     "RankLayer",
+    "RankPeak",
     "RankRun",
     "RankSummary",
+    "ScheduleInfo",
     "Series",
     "SourceSpan",
     "Stability",
     "Stat",
+    "StepPeak",
     "StopReason",
     "Straggler",
+    "TimelineLane",
     "Verdict",
     "WorkProfile",
 ]

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 def gc_paused() -> Iterator[None]:
     """No cyclic garbage collection for the duration: reading or writing a 10,000-layer session
     makes a million containers, none in a cycle, and collections that walk them all took a third
-    of the time; folding a profiler's events is the same (23 MLP forwards took 0.2-0.55 s with
-    the GC on, depending on when collections fell)."""
+    of the time; folding a profiler's events is the same (figures: benchmarks/README.md,
+    "Measured in passing")."""
     enabled = gc.isenabled()
     gc.disable()
     try:

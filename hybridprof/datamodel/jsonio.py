@@ -13,7 +13,10 @@ fills them back in; it takes both forms (rows or columns, with or without the de
 written by older versions load too.
 
 Reading is strict: an unknown field, a missing required one or a value of the wrong type is an
-error naming it. Each type's reader is built once (a 10,000-layer session holds a million values).
+error naming where it is (`records[1].calls: expected int, got str`); a text that is no valid
+Unicode (a lone surrogate, `"\\ud800"`) is refused too, as no renderer could write it. Each type's
+reader is built once (a 10,000-layer session holds a million values); where a value failed is
+worked out only once one did, so reading a good file pays nothing for it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ from hybridprof.datamodel.jsonbounds import (
     MAX_NUMBER,
     MAX_TEXT,
     OutOfBounds,
+    cut_long_texts,
+    may_hold_lone_surrogate,
+    name_lone_surrogate,
     name_out_of_bounds,
     no_constant,
     within_bounds,
@@ -133,10 +139,13 @@ def _defaults(cls: type) -> tuple[tuple[str, Any], ...]:
 
 def dump(kind: str, obj: Any, omit_none: tuple[str, ...] = (), compact: bool = False) -> str:
     """The object as JSON; optional parts named in `omit_none` are left out when None. `compact`:
-    no whitespace and no field equal to its default."""
+    no whitespace and no field equal to its default. A text over the readers' bound is cut to
+    it (`cut_long_texts`): a file hybridprof writes, it reads back."""
     with gc_paused():
         plain = to_plain(obj, compact)
         plain = {k: v for k, v in plain.items() if not (k in omit_none and v is None)}
+        if not within_bounds(plain):
+            cut_long_texts(plain)
         if compact:
             return json.dumps({"kind": kind, **plain}, separators=(",", ":"))
         return json.dumps({"kind": kind, **plain}, indent=1, sort_keys=False)
@@ -244,10 +253,44 @@ def _literal_decoder(tp: Any) -> Decoder:
 
     def literal(data: Any) -> Any:
         if isinstance(data, bool) or data not in allowed:
-            raise ValueError(f"expected one of {allowed}, got {data!r}")
+            # the value shown cut short: it may be a text of 100,000 characters
+            raise ValueError(f"expected one of {allowed}, got {_shown(data)}")
         return data
 
     return literal
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+class FieldError(ValueError):
+    """A value that does not fit its field, with where it is in the file: `records[1].calls`
+    (built up as the error leaves each reader); `cause` is the reader's own error."""
+
+    def __init__(self, where: str, cause: ValueError) -> None:
+        super().__init__(f"{where}: {cause}")
+        self.where = where
+        self.cause = cause
+
+
+def _inside(step: str, exc: ValueError) -> FieldError:
+    """`exc` one step further out: a field name (`calls`) or an index (`[1]`)."""
+    if isinstance(exc, FieldError):
+        joiner = "" if exc.where.startswith("[") else "."
+        return FieldError(step + joiner + exc.where, exc.cause)
+    return FieldError(step, exc)
+
+
+def _item_error(items: list[Any], decode: Decoder, exc: ValueError) -> ValueError:
+    """Which item of a list did not read (the list read again item by item, only on failure)."""
+    for index, item in enumerate(items):
+        try:
+            decode(item)
+        except ValueError as inner:
+            return _inside(f"[{index}]", inner)
+    return exc
 
 
 def _tuple_decoder(item: Any) -> Decoder:
@@ -256,7 +299,10 @@ def _tuple_decoder(item: Any) -> Decoder:
 
     def read_tuple(data: Any) -> tuple[Any, ...]:
         if type(data) is list:
-            return tuple(map(decode, data))
+            try:
+                return tuple(map(decode, data))
+            except ValueError as exc:
+                raise _item_error(data, decode, exc) from exc
         if columns is not None and type(data) is dict:
             return tuple(columns(data))
         raise ValueError(f"expected list, got {type(data).__name__}")
@@ -279,9 +325,22 @@ def _dataclass_decoder(cls: type) -> Decoder:
             if name not in data:
                 raise ValueError(f"{cls.__name__} is missing field '{name}'")
         # only the fields the file holds: a compact file leaves out those at their default
-        return cls(**{name: decoders[name](value) for name, value in data.items()})
+        try:
+            return cls(**{name: decoders[name](value) for name, value in data.items()})
+        except ValueError as exc:
+            raise _field_error(data, decoders, exc) from exc
 
     return read_dataclass
+
+
+def _field_error(data: dict[str, Any], decoders: dict[str, Decoder], exc: ValueError) -> ValueError:
+    """Which field of a dataclass did not read (each read again, only on failure)."""
+    for name, value in data.items():
+        try:
+            decoders[name](value)
+        except ValueError as inner:
+            return _inside(name, inner)
+    return exc  # the class itself refused the values
 
 
 def _columns_decoder(cls: type) -> Decoder:
@@ -291,13 +350,14 @@ def _columns_decoder(cls: type) -> Decoder:
     fields = tuple((name, _column_reader(hints[name]), needed) for name, _, needed in _fields(cls))
     names = frozenset(name for name, _, _ in fields)
     defaults = dict(_defaults(cls))
+    item_decoders = {name: decode for name, decode, _ in _fields(cls)}
 
     def read_columns(data: dict[str, Any]) -> tuple[Any, ...]:
         if not names.issuperset(data):
             raise ValueError(f"{cls.__name__} has an unknown column {_unknown(data, names)!r}")
         lengths = {len(column) if type(column) is list else -1 for column in data.values()}
         if len(lengths) != 1 or -1 in lengths:
-            raise ValueError(f"the columns of {cls.__name__} are not lists of one length")
+            raise ValueError(_uneven_columns(cls, data))
         columns: list[Any] = []
         for name, read_column, required in fields:
             if name in data:
@@ -306,9 +366,39 @@ def _columns_decoder(cls: type) -> Decoder:
                 raise ValueError(f"{cls.__name__} is missing column '{name}'")
             else:
                 columns.append(itertools.repeat(defaults[name]))
-        return tuple(itertools.starmap(cls, zip(*columns, strict=False)))  # lengths checked
+        try:
+            return tuple(itertools.starmap(cls, zip(*columns, strict=False)))  # lengths checked
+        except ValueError as exc:
+            raise _column_error(data, item_decoders, exc) from exc
 
     return read_columns
+
+
+def _uneven_columns(cls: type, data: dict[str, Any]) -> str:
+    """Which column is no list, or is not as long as the first (named: the file is columns)."""
+    bad = next((name for name, column in data.items() if type(column) is not list), None)
+    if bad is not None:
+        return f"column '{bad[:50]}' of {cls.__name__} is not a list"
+    lengths = {name: len(column) for name, column in data.items()}
+    first, count = next(iter(lengths.items()), ("", 0))
+    other = next((name for name, length in lengths.items() if length != count), None)
+    if other is not None:
+        return (
+            f"column '{other[:50]}' of {cls.__name__} holds {lengths[other]} values, column "
+            f"'{first}' {count}"
+        )
+    return f"the columns of {cls.__name__} are not lists of one length"
+
+
+def _column_error(
+    data: dict[str, list[Any]], decoders: dict[str, Decoder], exc: ValueError
+) -> ValueError:
+    """Which value of which column did not read (`calls[3]`), looked for only on failure."""
+    for name, column in data.items():
+        error = _item_error(column, decoders[name], exc)
+        if error is not exc:
+            return _inside(name, error)
+    return exc
 
 
 def _column_reader(tp: Any) -> Callable[[list[Any]], Any]:
@@ -396,11 +486,19 @@ def _load(kind: str, cls: type[T], text: str, schema_version: int) -> T:
             f"{kind} schema version {version!r} is newer than this hybridprof reads "
             f"({schema_version}); upgrade hybridprof to read it"
         )
+    if may_hold_lone_surrogate(text):
+        name_lone_surrogate(kind, data)  # raises, naming where
     data.pop("kind")
     try:
         return typing.cast(T, from_plain(cls, data))
     except OutOfBounds as exc:
         name_out_of_bounds(kind, data)  # raises, naming where
+        raise SessionFileError(
+            f"corrupt {kind} file: {exc}; write it again with hybridprof"
+        ) from exc
+    except FieldError as exc:
+        if isinstance(exc.cause, OutOfBounds):
+            name_out_of_bounds(kind, data)  # raises, naming where and the bound
         raise SessionFileError(
             f"corrupt {kind} file: {exc}; write it again with hybridprof"
         ) from exc

@@ -95,6 +95,7 @@ class FindingKind(str, Enum):
     STATIC_ONLY = "static_only"
     OPAQUE = "opaque"
     STRAGGLER = "straggler"  # a merged torchrun session: one rank slower on a layer
+    GRAPH_BREAK = "graph_break"  # torch.compile broke the model's graph (the user's code)
 
     def __str__(self) -> str:
         return str(self.value)
@@ -114,6 +115,7 @@ _FINDING_HEADINGS = {
     FindingKind.STATIC_ONLY: "Static analysis only",
     FindingKind.OPAQUE: "Modules measured as one layer",
     FindingKind.STRAGGLER: "Stragglers (one rank slower on a layer)",
+    FindingKind.GRAPH_BREAK: "Graph breaks in compiled code",
 }
 
 

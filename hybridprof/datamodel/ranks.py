@@ -7,6 +7,10 @@ from dataclasses import dataclass
 
 from hybridprof.datamodel.measures import Stat
 
+# More ranks than any torch.distributed run has had; a file claiming more is corrupt or hostile
+# (a report would lay out a column per rank).
+MAX_WORLD_SIZE = 1_000_000
+
 
 @dataclass(frozen=True, slots=True)
 class RankInfo:
@@ -19,6 +23,14 @@ class RankInfo:
     backend: str  # the process group's backend: "gloo", "nccl"
     device: str  # "cpu" or "cuda:N"
     ddp: bool = False  # the model ran inside DistributedDataParallel
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.world_size <= MAX_WORLD_SIZE:
+            raise ValueError(
+                f"world size {self.world_size} is not 1 to {MAX_WORLD_SIZE:,} (torchrun's ranks)"
+            )
+        if not 0 <= self.rank < self.world_size:
+            raise ValueError(f"rank {self.rank} is outside the world size {self.world_size}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,3 +105,27 @@ class MergedRanks:
     ranks: tuple[RankSummary, ...]
     layers: tuple[RankLayer, ...]
     stragglers: tuple[Straggler, ...] = ()
+
+    def __post_init__(self) -> None:
+        """A merged session holds every rank, once, in order: renderers lay out a column per
+        rank and index the per-rank figures by rank."""
+        held = [r.info.rank for r in self.ranks]
+        if self.world_size != len(held) or held != list(range(len(held))):
+            raise ValueError(
+                f"world size {self.world_size} does not match the ranks held "
+                f"({_ranks_text(held)}); a merged session holds ranks 0 to world size - 1"
+            )
+        for layer in self.layers:
+            if len(layer.rank_us) != self.world_size or not 0 <= layer.slowest_rank < len(held):
+                raise ValueError(
+                    f"layer {layer.path[:60]!r} holds {len(layer.rank_us)} per-rank times (slowest "
+                    f"rank {layer.slowest_rank}) for a world size of {self.world_size}"
+                )
+        for straggler in self.stragglers:
+            if not 0 <= straggler.rank < len(held):
+                raise ValueError(f"straggler rank {straggler.rank} is not one of the ranks held")
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    shown = ", ".join(map(str, ranks[:5]))
+    return (shown + ", ...") if len(ranks) > 5 else (shown or "none")

@@ -4,13 +4,16 @@ Schema history: 2 added the optional `flops` object of a session (absent without
 each record's per-iteration series (`ModuleRecord.per_iteration`), the session's `stability`,
 `requested_warmup`, `stop_reason`, `max_time_s` and "auto" iteration counts; 4 writes sessions
 compact: no whitespace, no field equal to its default (zeros, empty, None), a `Stat` as
-[median, min, max] and a record's ops as columns (`OpStat.json_columns`). The reader takes every
-form, so files of versions 1-3 still load.
+[median, min, max] and a record's ops as columns (`OpStat.json_columns`); 5 added optional parts:
+a training loop's `optimizer` record, `steps` and `schedule`, and the `memory` section
+(`--profile-memory`: per-layer memory and the step's peak, `datamodel.memory`, with a version of
+its own); each is absent otherwise. The reader takes every form, so files of versions 1-4 still
+load.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # The strategy a plan and a run use unless told otherwise (the registry in runtime/strategies/
 # lists them all); defined here, the lowest layer, so planner, runtime and CLI share one name.
 DEFAULT_STRATEGY = "session"

@@ -6,11 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from hybridprof.datamodel.compiled import CompileSection
+from hybridprof.datamodel.jsonbounds import MAX_PATH_PARTS
 from hybridprof.datamodel.jsonio import dump, load
 from hybridprof.datamodel.measures import ModuleRecord, Stat
+from hybridprof.datamodel.memory import MemoryProfile
 from hybridprof.datamodel.plan import ProfilePlan
 from hybridprof.datamodel.ranks import CollectiveStat, MergedRanks, RankRun
 from hybridprof.datamodel.schema import SCHEMA_VERSION, SESSION_KIND
+from hybridprof.datamodel.training import OptimizerRecord, ScheduleInfo
 from hybridprof.datamodel.views import Views
 from hybridprof.datamodel.work import WorkProfile
 from hybridprof.errors import SessionFileError
@@ -88,7 +92,31 @@ class ProfileSession(Views):
     rank: RankRun | None = None  # one rank of a torch.distributed run
     collectives: tuple[CollectiveStat, ...] = ()
     ranks: MergedRanks | None = None  # a merged session: records are medians across ranks
+    # A profiled training loop (`with Profile(...)` around it; since schema 5): the optimizer's
+    # row, the `prof.step()` calls seen and the schedule the steps ran under.
+    optimizer: OptimizerRecord | None = None
+    steps: int = 0
+    schedule: ScheduleInfo | None = None
+    memory: MemoryProfile | None = None  # --profile-memory: per-layer memory and the step's peak
+    compiled: CompileSection | None = None  # a torch.compile'd model (None: eager, older files)
     schema_version: int = SCHEMA_VERSION
+
+    def __repr__(self) -> str:
+        """One line: which model, how much was measured, how long a step took (the whole data
+        class would print tens of kilobytes)."""
+        kind = "training step" if self.backward else "forward"
+        steps = f"{self.iterations} measured {kind}{'s' if self.iterations != 1 else ''}"
+        times = sorted(self.iteration_cpu_us)
+        median = f", median {_time(times[len(times) // 2])} each" if times else ""
+        model = self.plan.root_class + (f" ({self.model_file})" if self.model_file else "")
+        return (
+            f"<ProfileSession of {model}: {len(self.records)} layers, {steps}{median}, "
+            f"strategy {self.strategy}>"
+        )
+
+    def __str__(self) -> str:
+        """The tree table (as `hybridprof report` prints it), once reporting is imported."""
+        return self._text_view() or repr(self)
 
     def calls_title(self) -> str:
         """torchprof's column title for one with-block; per iteration once there are several."""
@@ -98,18 +126,34 @@ class ProfileSession(Views):
         return next((r for r in self.records if r.path == path), None)
 
     def to_json(self) -> str:
-        return dump(SESSION_KIND, self, omit_none=("flops", "rank", "ranks"), compact=True)
+        omit = ("flops", "rank", "ranks", "optimizer", "schedule", "memory", "compiled")
+        return dump(SESSION_KIND, self, omit_none=omit, compact=True)
 
     @classmethod
     def from_json(cls, text: str) -> ProfileSession:
         session = load(SESSION_KIND, cls, text, SCHEMA_VERSION)
         short = [r.path for r in session.records if not _series_fit(r, session.iterations)]
+        optimizer = session.optimizer
+        if optimizer is not None and not optimizer.series_lengths() <= {session.iterations}:
+            short.append("(optimizer)")
         if short:
             raise SessionFileError(
-                f"corrupt {SESSION_KIND} file: the per-iteration series of {short[0]!r} do not "
-                f"hold {session.iterations} values (its iterations); write it again with hybridprof"
+                f"corrupt {SESSION_KIND} file: the per-iteration series of {short[0][:60]!r} do "
+                f"not hold {session.iterations} values (its iterations); write it again with "
+                "hybridprof"
+            )
+        deep = next((r for r in session.records if r.path.count(".") >= MAX_PATH_PARTS), None)
+        if deep is not None:
+            raise SessionFileError(
+                f"corrupt {SESSION_KIND} file: the path of records[{session.records.index(deep)}] "
+                f"is {deep.path.count('.') + 1:,} modules deep (hybridprof writes none over "
+                f"{MAX_PATH_PARTS:,}); write it again with hybridprof"
             )
         return session
+
+
+def _time(us: float) -> str:
+    return f"{us:.1f} us" if us < 1000 else f"{us / 1000:.2f} ms"
 
 
 def _series_fit(record: ModuleRecord, iterations: int) -> bool:

@@ -1,12 +1,15 @@
-"""Views of the data model that a higher layer supplies: the notebook HTML and the DataFrame.
+"""Views of the data model that a higher layer supplies: the notebook HTML, the DataFrame and the
+text table.
 
-A session shows in Jupyter through `_repr_html_` and turns into a pandas DataFrame through
-`to_dataframe()`. Both are formats, the reporting layer's work, and the data model must not import
+A session shows in Jupyter through `_repr_html_`, turns into a pandas DataFrame through
+`to_dataframe()` and prints (`str(session)`) as its tree table. These are formats, the reporting
+layer's work, and the data model must not import
 reporting (layers point down), so the data model only asks this registry, and reporting fills it
 from above: `hybridprof.reporting.install_views()` runs when the reporting package is imported, and
 the facade (`hybridprof.<name>`, `hybridprof.api`) imports it before it hands out a session.
 With nothing registered (the data model imported on its own), `_repr_html_` returns None (Jupyter
-shows the text repr) and `to_dataframe()` raises an error that says what to import.
+shows the text repr), `str()` is the one-line repr and `to_dataframe()` raises an error that says
+what to import.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any, Literal
 
 from hybridprof.errors import UsageError
 
-ViewKind = Literal["html", "dataframe"]
+ViewKind = Literal["html", "dataframe", "text"]
 _VIEWS: dict[tuple[ViewKind, type], Callable[[Any], Any]] = {}
 
 
@@ -36,6 +39,11 @@ class Views:
 
     def _repr_html_(self) -> str | None:
         render = view_of("html", self)
+        return None if render is None else str(render(self))
+
+    def _text_view(self) -> str | None:
+        """The registered text view (the tree table), or None without one."""
+        render = view_of("text", self)
         return None if render is None else str(render(self))
 
     def to_dataframe(self) -> Any:

@@ -20,11 +20,18 @@ between the runs does not make every layer "faster" or "slower". The whole itera
 measured, unless a run was noisy and the shift reaches the threshold: then the machine and the code
 cannot be told apart, it is judged beyond the shift too, and a warning says so. A slower or faster
 layer whose own work did not change, next to one whose did, is marked knock-on and is not a
-regression of its own."""
+regression of its own.
+
+A change smaller than the min-delta floor (`hybridprof.diff.floor`) is never slower or faster; an
+interval wider than the threshold that still reaches a regression is "inconclusive". Two sessions
+of one paired run (`hybridprof diff --run`: both models in one process, iterations interleaved)
+are judged pair by pair instead (`hybridprof.diff.paired`). The gate (`hybridprof.diff.gate`)
+answers regression, pass or inconclusive."""
 
 from __future__ import annotations
 
 from hybridprof.diff.fairness import comparability, identity
+from hybridprof.diff.floor import Floor, default_floor, given_floor
 from hybridprof.diff.judge import diff_series, judge
 from hybridprof.diff.match import match_records
 from hybridprof.diff.result import (
@@ -35,9 +42,13 @@ from hybridprof.diff.result import (
     Change,
     DiffResult,
     DiffVerdict,
+    Gate,
+    GateAnswer,
     LayerDiff,
     MatchRule,
     OpChange,
+    PairedRatio,
+    Pairing,
     RunIdentity,
 )
 from hybridprof.diff.sessions import diff_sessions, run_shifts
@@ -51,14 +62,21 @@ __all__ = [
     "Change",
     "DiffResult",
     "DiffVerdict",
+    "Floor",
+    "Gate",
+    "GateAnswer",
     "LayerDiff",
     "MatchRule",
     "OpChange",
+    "PairedRatio",
+    "Pairing",
     "RunIdentity",
     "RunShift",
     "comparability",
+    "default_floor",
     "diff_series",
     "diff_sessions",
+    "given_floor",
     "identity",
     "judge",
     "match_records",

@@ -4,7 +4,10 @@ know (notes)."""
 from __future__ import annotations
 
 from hybridprof.datamodel import ProfileSession
+from hybridprof.diff.match import same_model
 from hybridprof.diff.result import RunIdentity
+
+MOSTLY_OTHER = 0.5  # fewer layer paths than this share in both runs: the models mostly differ
 
 
 def identity(session: ProfileSession, label: str) -> RunIdentity:
@@ -61,6 +64,30 @@ def comparability(base: ProfileSession, new: ProfileSession) -> tuple[list[str],
             )
     notes = [_hash_note(base, new)]
     return warnings, [n for n in notes if n]
+
+
+def model_warnings(base: ProfileSession, new: ProfileSession, across_models: bool) -> list[str]:
+    """Said before anything else: the runs profile different models, or models that differ in
+    most layers, so "slower" and "faster" would compare unrelated layers."""
+    if not same_model(base, new):
+        models = f"base {base.plan.root_class}, new {new.plan.root_class}"
+        if across_models:
+            return [
+                f"the runs profile different models ({models}); layers are paired across them "
+                "by path, class and position (--match-across-models), so pairs may be unrelated"
+            ]
+        return [
+            f"the runs profile different models ({models}): no layer is compared, each is "
+            "listed as removed or added; give --match-across-models to pair them anyway"
+        ]
+    base_paths, new_paths = {r.path for r in base.records}, {r.path for r in new.records}
+    shared, most = len(base_paths & new_paths), max(len(base_paths), len(new_paths))
+    if most and shared < MOSTLY_OTHER * most:
+        return [
+            f"the models differ in most layers: only {shared} of {most} layer paths are in both "
+            "runs; layers paired by class and position may be unrelated"
+        ]
+    return []
 
 
 def _input_shape_change(base: ProfileSession, new: ProfileSession) -> str:

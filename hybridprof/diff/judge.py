@@ -1,5 +1,10 @@
 """One figure's change between two runs, judged against noise: the interval of the difference
-of medians from both runs' per-iteration values, beyond the run-wide shift when given."""
+of medians from both runs' per-iteration values, beyond the run-wide shift when given.
+
+Four answers (`judge`): slower or faster when the interval excludes 0 and the change reaches both
+the threshold and the min-delta floor; inconclusive when the interval is wider than the threshold
+and its upper end still reaches a regression beyond both (more iterations, or a quieter machine,
+would tell); else within noise. The same rule judges paired runs (`hybridprof.diff.paired`)."""
 
 from __future__ import annotations
 
@@ -19,9 +24,11 @@ def diff_series(
     new: Sequence[float] | None,
     threshold_pct: float,
     shift: RunShift | None = None,
+    min_delta_us: float = 0.0,
 ) -> Change:
     """One figure's change with the interval of its difference of medians and its verdict,
-    judged beyond `shift` when given (the base run scaled by it)."""
+    judged beyond `shift` when given (the base run scaled by it); a change under `min_delta_us`
+    is never slower or faster."""
     base_median = median(base) if base else None
     new_median = median(new) if new else None
     plain = plain_change(quantity, base_median, new_median)
@@ -39,7 +46,7 @@ def diff_series(
     expected = (base_median or 0.0) * factor
     # Beyond a shift, a move within the layers' own scatter around it is no change either.
     needed = max(threshold_pct, shift.band_pct()) if shift is not None else threshold_pct
-    verdict = judge((new_median or 0.0) - expected, low, high, expected, needed)
+    verdict = judge((new_median or 0.0) - expected, low, high, expected, needed, min_delta_us)
     return Change(
         quantity,
         base_median,
@@ -54,14 +61,24 @@ def diff_series(
 
 
 def judge(
-    delta: float, low: float, high: float, base_median: float, threshold_pct: float
+    delta: float,
+    low: float,
+    high: float,
+    base_median: float,
+    threshold_pct: float,
+    min_delta_us: float = 0.0,
 ) -> DiffVerdict:
-    """Slower/faster only when the interval excludes 0 and the change reaches the threshold."""
-    big_enough = abs(delta) >= threshold_pct / 100.0 * abs(base_median)
+    """Slower/faster only when the interval [low, high] of the change excludes 0 and the change
+    reaches the threshold and the floor; inconclusive when the interval is wider than the
+    threshold and reaches a regression beyond both; else within noise."""
+    needed = threshold_pct / 100.0 * abs(base_median)
+    big_enough = abs(delta) >= needed and abs(delta) >= min_delta_us
     if low > 0 and delta > 0 and big_enough:
         return "slower"
     if high < 0 and delta < 0 and big_enough:
         return "faster"
+    if high - low > needed and high >= max(needed, min_delta_us):
+        return "inconclusive"
     return "within noise"
 
 

@@ -1,14 +1,29 @@
 """Which layer of one run is which layer of the other: by path, then by class and shape, then by
-class and position; what is left is added or removed."""
+class and position; what is left is added or removed. Runs of different models (other root
+classes) are not paired at all unless asked: a CNN's Conv2d is no earlier version of a GPT's."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hybridprof.datamodel import ModuleRecord
+from hybridprof.datamodel import ModuleRecord, ProfileSession
 from hybridprof.diff.result import MatchRule
 
 Pair = tuple[ModuleRecord | None, ModuleRecord | None, MatchRule]
+
+
+def same_model(base: ProfileSession, new: ProfileSession) -> bool:
+    """Both runs profile the same model class (their roots' classes are one)."""
+    return base.plan.root_class == new.plan.root_class
+
+
+def match_sessions(
+    base: ProfileSession, new: ProfileSession, across_models: bool = False
+) -> list[Pair]:
+    """The records' pairs; none across different models unless `across_models`."""
+    if across_models or same_model(base, new):
+        return match_records(base.records, new.records)
+    return [(r, None, "removed") for r in base.records] + [(None, r, "added") for r in new.records]
 
 
 def match_records(base: Sequence[ModuleRecord], new: Sequence[ModuleRecord]) -> list[Pair]:

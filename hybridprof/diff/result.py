@@ -12,7 +12,9 @@ from hybridprof.datamodel.jsonio import dump, load
 from hybridprof.diff.shift import RunShift
 
 DIFF_KIND = "hybridprof-diff"
-DIFF_SCHEMA_VERSION = 2  # 2: run-wide shifts, knock-on layers (files of version 1 still load)
+# 2: run-wide shifts, knock-on layers; 3: paired runs, the min-delta floor, "inconclusive" and
+# the gate's answer (files of versions 1 and 2 still load)
+DIFF_SCHEMA_VERSION = 3
 DEFAULT_THRESHOLD_PCT = 5.0
 METHOD = (
     "95% confidence interval of the difference of medians, from each run's distribution-free "
@@ -22,7 +24,10 @@ METHOD = (
 )
 _PER_RUN_CONFIDENCE = math.sqrt(CONFIDENCE)
 
-DiffVerdict = Literal["slower", "faster", "within noise", "unknown"]
+# inconclusive: the interval is wider than the threshold and reaches a regression beyond both
+# the threshold and the min-delta floor, so neither "slower" nor "within noise" can be said
+DiffVerdict = Literal["slower", "faster", "within noise", "inconclusive", "unknown"]
+GateAnswer = Literal["pass", "regression", "inconclusive"]
 MatchRule = Literal["path", "class and shape", "class and position", "added", "removed"]
 
 # (quantity, ModuleRecord field, series getter name on IterationSeries, is a self figure)
@@ -35,6 +40,20 @@ TIME_FIGURES: tuple[tuple[str, str, str, bool], ...] = (
     ("total_device_us", "total_device_us", "total_device", False),
 )
 MEMORY_FIGURES = ("self_cpu_mem", "cpu_mem", "self_device_mem", "device_mem")
+
+
+@dataclass(frozen=True, slots=True)
+class PairedRatio:
+    """A figure of two paired runs: the median over pairs of new / base, and its interval."""
+
+    ratio: float
+    low: float  # the order-statistic confidence interval of that median
+    high: float
+    pairs: int  # the pairs it was worked out from (both values positive)
+    confidence: float = CONFIDENCE  # of this one interval (see `family_confidence`)
+
+    def pct(self) -> float:
+        return 100.0 * (self.ratio - 1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +71,9 @@ class Change:
     # The run-wide shift the verdict was judged beyond: low/high are then the interval of
     # new - shift * base. None: judged as measured.
     shift: float | None = None
+    # Judged on paired iterations (diff --run): the per-pair ratio's median and interval; low and
+    # high are then that interval times the base median, in us.
+    paired: PairedRatio | None = None
 
     def delta_pct(self) -> float | None:
         return None if self.ratio is None else 100.0 * (self.ratio - 1.0)
@@ -137,6 +159,23 @@ class RunIdentity:
 
 
 @dataclass(frozen=True, slots=True)
+class Pairing:
+    """How the two runs of `diff --run` were measured: in one process, iterations interleaved."""
+
+    order: str  # "ABBA": base, new, new, base, base, new, ...
+    pairs: int
+    stop_reason: str  # as a session's: count, converged, max_time, max_iterations, interrupted
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """The answer of `--fail-on-regression` (exit 0, 1 or 5) and why."""
+
+    answer: GateAnswer
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class DiffResult:
     """The comparison of two sessions, saved as JSON (`hybridprof report` re-renders it)."""
 
@@ -151,6 +190,11 @@ class DiffResult:
     schema_version: int = DIFF_SCHEMA_VERSION
     confidence: float = field(default=CONFIDENCE)
     shifts: tuple[RunShift, ...] = ()  # per time figure, when enough layers were matched
+    # A change smaller than this (us) is never a regression by itself, and how it was chosen.
+    min_delta_us: float = 0.0
+    min_delta_basis: str = ""
+    pairing: Pairing | None = None  # None: two separate runs (saved sessions)
+    gate: Gate | None = None  # None in files of version 1 and 2
 
     def regressions(self) -> tuple[LayerDiff, ...]:
         return tuple(
@@ -168,8 +212,17 @@ class DiffResult:
     def shift(self, quantity: str) -> RunShift | None:
         return next((s for s in self.shifts if s.quantity == quantity), None)
 
+    def undecided(self) -> tuple[LayerDiff, ...]:
+        return tuple(layer for layer in self.layers if layer.verdict == "inconclusive")
+
     def has_regression(self) -> bool:
         return bool(self.regressions()) or self.total.verdict == "slower"
+
+    def gate_answer(self) -> GateAnswer:
+        """The gate's answer; files older than version 3 hold none: regression or pass."""
+        if self.gate is not None:
+            return self.gate.answer
+        return "regression" if self.has_regression() else "pass"
 
     def to_json(self) -> str:
         return dump(DIFF_KIND, self)

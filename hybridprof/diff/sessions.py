@@ -1,16 +1,28 @@
 """The comparison of two sessions: match their layers, estimate the run-wide shift, judge every
-figure, mark knock-on changes (see the package's docstring for the method)."""
+figure, mark knock-on changes, answer the gate (see the package's docstring for the method).
+
+Sessions of a paired run (`paired=True`, from `hybridprof diff --run`) are judged pair by pair
+(`hybridprof.diff.paired`), with no run-wide shift: pairing already took it out."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
+from hybridprof.analysis.stats import CONFIDENCE
 from hybridprof.datamodel import ModuleRecord, ProfileSession, Series
-from hybridprof.diff.fairness import comparability, identity
+from hybridprof.diff.fairness import comparability, identity, model_warnings
+from hybridprof.diff.floor import Floor, default_floor
+from hybridprof.diff.gate import decide
 from hybridprof.diff.judge import diff_series, plain_change
-from hybridprof.diff.match import Pair, match_records
+from hybridprof.diff.match import Pair, match_sessions
+from hybridprof.diff.paired import (
+    PAIRED_METHOD,
+    family_confidence,
+    paired_change,
+    unpaired_reason,
+)
 from hybridprof.diff.result import (
     DEFAULT_THRESHOLD_PCT,
     MEMORY_FIGURES,
@@ -22,8 +34,32 @@ from hybridprof.diff.result import (
     LayerDiff,
     MatchRule,
     OpChange,
+    Pairing,
 )
 from hybridprof.diff.shift import KNOCK_ON_MAX_PCT, RunShift, estimate_shift, same_own_work
+
+
+@dataclass(frozen=True, slots=True)
+class _Rules:
+    """How every figure is judged: the threshold, the floor, and pair by pair or not."""
+
+    threshold_pct: float
+    min_delta_us: float
+    paired: bool
+    confidence: float = CONFIDENCE  # of each paired interval (all of them hold with 95%)
+
+    def change(
+        self,
+        quantity: str,
+        base: Sequence[float] | None,
+        new: Sequence[float] | None,
+        shift: RunShift | None,
+    ) -> Change:
+        if self.paired:
+            return paired_change(
+                quantity, base, new, self.threshold_pct, self.min_delta_us, self.confidence
+            )
+        return diff_series(quantity, base, new, self.threshold_pct, shift, self.min_delta_us)
 
 
 def diff_sessions(
@@ -32,33 +68,64 @@ def diff_sessions(
     threshold_pct: float = DEFAULT_THRESHOLD_PCT,
     base_label: str = "base",
     new_label: str = "new",
+    *,
+    floor: Floor | None = None,
+    paired: bool = False,
+    across_models: bool = False,
 ) -> DiffResult:
-    """Match the layers of two sessions and judge every change against noise and the threshold."""
-    pairs = match_records(base.records, new.records)
-    shifts = run_shifts(pairs)
-    layers = [_layer_diff(b, n, rule, threshold_pct, shifts) for b, n, rule in pairs]
+    """Match the layers of two sessions and judge every change against noise, the threshold and
+    the min-delta floor (default: `default_floor(None)`); `paired`: the sessions come from one
+    paired run (`hybridprof.runtime.paired`), their i-th iterations taken back to back. Layers of
+    different models are paired only with `across_models`."""
+    floor = floor or default_floor(None)
+    unpaired = unpaired_reason(base, new) if paired else None
+    pairs = match_sessions(base, new, across_models)
+    rules = _Rules(threshold_pct, floor.us, paired and unpaired is None)
+    if rules.paired:
+        rules = replace(rules, confidence=family_confidence(_judged_figures(pairs)))
+    shifts = {} if rules.paired else run_shifts(pairs)
+    layers = [_layer_diff(b, n, rule, rules, shifts) for b, n, rule in pairs]
     layers = _mark_knock_on(layers, pairs, base.iterations, new.iterations)
     layers.sort(key=_layer_order)
     warnings, notes = comparability(base, new)
+    warnings = [*model_warnings(base, new, across_models), *warnings]
     total_shift = _total_shift(base, new, shifts.get("self_cpu_us"), threshold_pct)
-    total = diff_series(
+    total = rules.change(
         "iteration_cpu_us",
         _series_or_none(base.iteration_cpu_us),
         _series_or_none(new.iteration_cpu_us),
-        threshold_pct,
         total_shift,
     )
     warnings += _shift_warnings(shifts.get("self_cpu_us"), total_shift, threshold_pct)
-    return DiffResult(
+    if unpaired is not None:
+        warnings.append(f"not judged pair by pair: {unpaired}")
+    result = DiffResult(
         base=identity(base, base_label),
         new=identity(new, new_label),
         threshold_pct=threshold_pct,
-        method=METHOD,
+        method=PAIRED_METHOD if rules.paired else METHOD,
         total=total,
         layers=tuple(layers),
         warnings=tuple(warnings),
         notes=tuple(notes),
         shifts=tuple(shifts.values()),
+        min_delta_us=floor.us,
+        min_delta_basis=floor.basis,
+        pairing=Pairing("ABBA", new.iterations, new.stop_reason) if paired else None,
+    )
+    return replace(result, gate=decide(result, base, new, unpaired))
+
+
+def _judged_figures(pairs: Sequence[Pair]) -> int:
+    """How many figures can fail the gate: each self time of a layer in both runs, and the whole
+    iteration."""
+    own = [getter for _, _, getter, is_self in TIME_FIGURES if is_self]
+    return 1 + sum(
+        1
+        for b, n, _ in pairs
+        if b is not None and n is not None
+        for getter in own
+        if _series(b, getter) is not None and _series(n, getter) is not None
     )
 
 
@@ -141,14 +208,24 @@ def _series_or_none(values: Sequence[float]) -> tuple[float, ...] | None:
     return tuple(values) if values else None
 
 
+_RANK = {
+    "slower": 0,
+    "inconclusive": 1,
+    "faster": 2,
+    "added": 4,
+    "removed": 4,
+    "unknown": 5,
+    "within noise": 6,
+}
+
+
 def _layer_order(layer: LayerDiff) -> tuple[int, float, str]:
-    """Regressions first (biggest delta first), then improvements, knock-on changes, added and
-    removed layers, the rest."""
-    rank = {"slower": 0, "faster": 1, "added": 3, "removed": 3, "unknown": 4, "within noise": 5}
+    """Regressions first (biggest delta first), then the inconclusive layers, improvements,
+    knock-on changes, added and removed layers, the rest."""
     delta = layer.self_delta()
     key = -delta if layer.verdict != "faster" else delta
     return (
-        2 if layer.knock_on else rank[layer.verdict],
+        3 if layer.knock_on else _RANK[layer.verdict],
         key if layer.verdict != "within noise" else -abs(delta),
         layer.path,
     )
@@ -158,7 +235,7 @@ def _layer_diff(
     base: ModuleRecord | None,
     new: ModuleRecord | None,
     rule: MatchRule,
-    threshold_pct: float,
+    rules: _Rules,
     shifts: dict[str, RunShift],
 ) -> LayerDiff:
     record = new or base
@@ -166,11 +243,7 @@ def _layer_diff(
     times = tuple(
         change
         for quantity, attr, getter, _ in TIME_FIGURES
-        if (
-            change := _time_change(
-                quantity, attr, getter, base, new, threshold_pct, shifts.get(quantity)
-            )
-        )
+        if (change := _time_change(quantity, attr, getter, base, new, rules, shifts.get(quantity)))
         is not None
     )
     memory = tuple(
@@ -195,9 +268,10 @@ def _layer_diff(
 
 
 def _layer_verdict(times: Sequence[Change], self_quantities: set[str]) -> DiffVerdict:
-    """A layer is slower when any self time is, faster when one is and none is slower."""
+    """A layer is slower when any self time is; else inconclusive when one is; else faster when
+    one is."""
     verdicts = {c.verdict for c in times if c.quantity in self_quantities}
-    for verdict in ("slower", "faster", "within noise"):
+    for verdict in ("slower", "inconclusive", "faster", "within noise"):
         if verdict in verdicts:
             return verdict
     return "unknown"
@@ -209,7 +283,7 @@ def _time_change(
     getter: str,
     base: ModuleRecord | None,
     new: ModuleRecord | None,
-    threshold_pct: float,
+    rules: _Rules,
     shift: RunShift | None,
 ) -> Change | None:
     stats = [getattr(r, attr) if r is not None else None for r in (base, new)]
@@ -217,7 +291,7 @@ def _time_change(
         return None
     series = [_series(r, getter) for r in (base, new)]
     if series[0] is not None and series[1] is not None:
-        return diff_series(quantity, series[0], series[1], threshold_pct, shift)
+        return rules.change(quantity, series[0], series[1], shift)
     medians = [s.median if s is not None else None for s in stats]
     return plain_change(quantity, medians[0], medians[1])
 

@@ -2,8 +2,9 @@
 
 Each run's confidence intervals describe its own iterations. Two runs made minutes apart can
 differ as a whole: another process took a core, the CPU clocked down, the caches were shared
-differently. Measured on a busy 2-core machine, two runs of one unchanged model had every layer
-15-25% faster in the second. Judged against each run's own intervals alone, each of those layers
+differently. On a busy 2-core machine, two runs of one unchanged model had every layer faster in
+the second (figures: benchmarks/README.md, "Measured in passing"). Judged against each run's own
+intervals alone, each of those layers
 is "faster".
 
 So the comparison first estimates that shift per time figure: the median, over the layers matched
@@ -11,7 +12,7 @@ in both runs, of new median / base median (a ratio, so big and small layers coun
 so a few layers that really changed do not move it), with an order-statistic interval over layers.
 Each layer is then judged beyond the shift: is it slower than the rest of the run moved? Layers of
 different kinds do not move alike, though: on that busy machine the small LayerNorm and GELU layers
-of one run moved -30% while its Linears moved -14%. So the spread of the layers' ratios around the
+of one run moved about twice as far as its Linears. So the spread of the layers' ratios around the
 shift (1.4826 x their median absolute deviation, in log space: a robust standard deviation) sets a
 band, SPREAD_K of those wide, within which a layer's move is the runs' own scatter, not a change;
 on a quiet machine the band is about the threshold, on a busy one it widens. A change
@@ -20,7 +21,7 @@ figure and in the shift the summary prints, not as every layer slower.
 
 A knock-on change is the other case where a layer moves without a change of its own: a layer after
 one that got heavier runs in caches that layer filled (measured without any profiler, stepping both
-variants in turn: the ReLU and LayerNorm after a Linear that does 4x the work ran 7-22% slower).
+variants in turn: the ReLU and LayerNorm after a Linear that does 4x the work ran slower).
 A slower or faster layer whose own work is identical in both runs (class, calls, parameter count,
 input and output shapes, its ops and their call counts) is marked knock-on when some other layer's
 own work did change and its change stays under KNOCK_ON_MAX_PCT; reports list it apart from the

@@ -88,12 +88,17 @@ def read_model_source(path: str | Path) -> str:
     return source
 
 
-def import_model_file(path: str | Path) -> types.ModuleType:
+def import_model_file(
+    path: str | Path, tag: str = "", siblings: Path | None = None
+) -> types.ModuleType:
     """Import the file as a uniquely named module (kept in sys.modules so `inspect` finds
-    sources)."""
+    sources). A `tag` makes it an import of its own (`diff --run` loads two models, maybe of one
+    file, each with its own module state); `siblings`: a folder whose modules it may import too
+    (the checkout a file read from a git revision came from)."""
     file = Path(path).resolve()
     read_model_source(file)
-    name = f"hybridprof_user_{_safe_identifier(file.stem)}_{file_sha256(file)[:10]}"
+    suffix = f"_{_safe_identifier(tag)}" if tag else ""
+    name = f"hybridprof_user_{_safe_identifier(file.stem)}_{file_sha256(file)[:10]}{suffix}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, file)
@@ -101,8 +106,12 @@ def import_model_file(path: str | Path) -> types.ModuleType:
         raise ModelLoadError(f"cannot import '{file}'; give a .py file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    folders = [file.parent, *([siblings] if siblings is not None else [])]
     try:
-        with _folder_on_sys_path(file.parent), keeping_cwd():
+        with contextlib.ExitStack() as stack:
+            for folder in reversed(folders):  # the file's own folder first on sys.path
+                stack.enter_context(_folder_on_sys_path(folder))
+            stack.enter_context(keeping_cwd())
             spec.loader.exec_module(module)
     except ImportError as exc:
         del sys.modules[name]
@@ -124,11 +133,15 @@ def load_model(
     entry: str = DEFAULT_ENTRY,
     inputs_name: str | None = None,
     input_shapes: Sequence[str] = (),
+    *,
+    tag: str = "",
+    siblings: Path | None = None,
 ) -> LoadedModel:
-    """Import `path`, call `entry()`, and resolve the example inputs (see `resolve_inputs`)."""
+    """Import `path` (`tag`, `siblings`: see `import_model_file`), call `entry()`, and resolve the
+    example inputs (see `resolve_inputs`)."""
     import torch
 
-    module = import_model_file(path)
+    module = import_model_file(path, tag, siblings)
     factory = _find_callable(module, entry, path, "entry")
     result = _call_user(factory, f"{entry}()")
     example: Any = None
@@ -186,15 +199,15 @@ def parse_shape(spec: str) -> tuple[tuple[int, ...], str]:
             f"bad --input-shape '{shown}': unknown dtype '{_shown_spec(dtype)}'; use one of "
             f"{', '.join(_DTYPES)}"
         )
-    parts = [p for p in text.replace("x", ",").split(",") if p.strip()]
+    parts = text.replace("x", ",").split(",")  # `8x3x64x64x` has an empty last part: refused
     try:
         dims = tuple(int(p) for p in parts)
-    except ValueError:  # not a number, or more digits than Python converts (4,300)
+    except ValueError:  # not a number, int("") too, or more digits than Python converts (4,300)
         dims = ()
     if not dims or any(d <= 0 for d in dims):
         raise UsageError(
-            f"bad --input-shape '{shown}': give positive integers separated by commas, "
-            "e.g. --input-shape 1,3,224,224"
+            f"bad --input-shape '{shown}': give positive integers separated by commas or x, "
+            "e.g. --input-shape 1,3,224,224 or 8x128:long"
         )
     if max(dims) > MAX_INT64 or math.prod(dims) > MAX_INT64:
         raise UsageError(

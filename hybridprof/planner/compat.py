@@ -27,9 +27,10 @@ class Compat:
         "populate_cpu_children" (old EventList method must be called).
     cuda_available: torch.cuda.is_available().
     fast_ranges: "record_function_fast" (private torch._C._profiler._RecordFunctionFast) or
-        "record_function" (public, ~12 us per range while profiling).
+        "record_function" (public, several times dearer per range while profiling).
     raw_events: "kineto" (walk prof.profiler.kineto_results.events() directly) or
-        "function_events" (torch's own, ~100 us per event post-processing).
+        "function_events" (torch's own, far slower post-processing per event).
+    (Figures: benchmarks/README.md, "Measured in passing".)
     torch_version: the version probed.
     reasons: name -> why, for each decision.
     """

@@ -57,19 +57,20 @@ def walk(model: nn.Module) -> list[TreeNode]:
 
 
 def named_modules(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
-    """`named_modules(remove_duplicate=False)`, except that a TorchScript module is a leaf and a
-    cycle is cut.
+    """`named_modules(remove_duplicate=False)`, except that a TorchScript module is a leaf, a
+    `torch.compile` wrapper is its eager module under the wrapper's path, and a cycle is cut.
 
     A scripted (or traced) module runs its children inside TorchScript, where no Python `forward`
     is ever called, so they cannot be measured one by one: the module is profiled as one layer.
-    A `torch.compile`d module is refused (see `refuse_compiled`). A child that is one of its own
-    ancestors (`self.child.root = self`) is yielded at that path, an alias of the ancestor, and not
-    walked into again: torch's own walk stops there too (its memo), where a plain recursion would
-    never end. Iterative, so a chain thousands of modules deep needs no deep Python stack. Child
-    names that no path can spell are refused (see `check_child_name`).
+    `torch.compile(module)` wraps the module in an `OptimizedModule` whose only child is the
+    module itself (`_orig_mod`): its layers keep the paths they have without the wrapper, and are
+    measured from the kernels compiled for them (runtime/compiled/). A child that is one of its
+    own ancestors (`self.child.root = self`) is yielded at that path, an alias of the ancestor,
+    and not walked into again: torch's own walk stops there too (its memo), where a plain
+    recursion would never end. Iterative, so a chain thousands of modules deep needs no deep
+    Python stack. Child names that no path can spell are refused (see `check_child_name`).
     """
-    refuse_compiled(model)
-    pending: list[tuple[str, nn.Module, int]] = [("", model, 0)]
+    pending: list[tuple[str, nn.Module, int]] = [("", eager_module(model), 0)]
     above: list[int] = []  # ids of the modules on the path to the one being walked, by depth
     on_path: set[int] = set()  # the same ids, to look up (never one twice: see below)
     yielded = 0
@@ -92,7 +93,7 @@ def named_modules(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
         children = [(n, c) for n, c in module._modules.items() if c is not None]
         for name, child in reversed(children):
             check_child_name(path, name)
-            pending.append((f"{path}.{name}" if path else name, child, depth + 1))
+            pending.append((f"{path}.{name}" if path else name, eager_module(child), depth + 1))
 
 
 # More paths than any real model has (a 10,000-layer model has ~11,000): beyond it, a tree whose
@@ -104,16 +105,12 @@ def is_scripted(module: nn.Module) -> bool:
     return isinstance(module, torch.jit.ScriptModule)
 
 
-def refuse_compiled(model: nn.Module) -> None:
-    """Layer-by-layer profiling needs eager modules; a torch.compile wrapper would trace our
-    ranges."""
-    for path, module in model.named_modules():
-        if type(module).__module__.startswith("torch._dynamo"):
-            where = "the model" if path == "" else f"'{path}'"
-            raise UsageError(
-                f"{where} is torch.compile'd ({type(module).__name__}); layer-by-layer profiling "
-                "needs the eager modules: profile its _orig_mod (the model before torch.compile)"
-            )
+def eager_module(module: nn.Module) -> nn.Module:
+    """The module a `torch.compile` wrapper (dynamo's `OptimizedModule`) holds; else itself."""
+    if not type(module).__module__.startswith("torch._dynamo"):
+        return module
+    inner = module._modules.get("_orig_mod")
+    return eager_module(inner) if isinstance(inner, nn.Module) else module
 
 
 def class_name_of(module: nn.Module) -> str:
@@ -193,7 +190,12 @@ def select_targets(
     selectors is selected. A selector that matches nothing raises `SelectionError`.
     """
     return select_among(
-        module_targets(model), paths, globs, depth, root_name or type(model).__name__, leaves_only
+        module_targets(model),
+        paths,
+        globs,
+        depth,
+        root_name or type(eager_module(model)).__name__,
+        leaves_only,
     )
 
 
@@ -239,12 +241,16 @@ def _selection_reasons(
     typed = [part for s in paths if isinstance(s, Typed) for part in typed_parts(s, canonical)]
     paths = [s for s in paths if not isinstance(s, Typed)] + [p for p, glob in typed if not glob]
     globs = [*globs, *(p for p, glob in typed if glob)]
+    by_path = {t.path: t for t in targets}
+    children = _children_of(targets)
     reasons: dict[str, str] = {}
     for selector in paths:
         path = _dotted(selector, root)
         if path not in canonical:
             raise SelectionError(_no_match_message(_show(selector), list(canonical), path))
-        reasons.setdefault(canonical[path], f"path {path or '(root)'}")
+        found = _runs_for(by_path[canonical[path]], children, f"path {path or '(root)'}")
+        for hit, reason in found.items():
+            reasons.setdefault(hit, reason)
     for pattern in globs:
         hits = [canonical[p] for p in canonical if fnmatch.fnmatchcase(p, pattern)]
         if not hits:
@@ -262,11 +268,39 @@ def _depth_reasons(
     if depth < 0:
         raise SelectionError(f"depth must be 0 or more, got {depth}; 0 is the root, 1 its children")
     # A depth past a branch's bottom keeps that branch's leaves, as torchinfo's depth does.
-    return {
-        t.path: f"depth {depth}"
+    chosen = [
+        t
         for t in targets
         if t.path not in taken and (t.depth == depth or (t.is_leaf and t.depth < depth))
-    }
+    ]
+    reasons: dict[str, str] = {}
+    children = _children_of(targets)
+    for target in chosen:
+        reasons.update(_runs_for(target, children, f"depth {depth}"))
+    return reasons
+
+
+def _children_of(targets: tuple[ModuleTarget, ...]) -> dict[str, list[ModuleTarget]]:
+    kids: dict[str, list[ModuleTarget]] = {}
+    for t in targets:
+        if t.path:
+            kids.setdefault(t.path.rpartition(".")[0], []).append(t)
+    return kids
+
+
+def _runs_for(
+    target: ModuleTarget, children: dict[str, list[ModuleTarget]], reason: str
+) -> dict[str, str]:
+    """`target`, or, for a container that never runs (a ModuleList, a ModuleDict), its entries
+    in its place (theirs if they are containers too): a never-called layer would leave its time
+    to "(outside profiled modules)"."""
+    if target.has_forward or target.is_leaf or not children.get(target.path):
+        return {target.path: reason}
+    stand_in = f"{reason}, in place of {target.path} ({target.class_name}, which never runs)"
+    found: dict[str, str] = {}
+    for child in children[target.path]:
+        found.update(_runs_for(child, children, stand_in))
+    return found
 
 
 def _dotted(selector: Selector, root: str) -> str:
@@ -291,7 +325,7 @@ def partition_selectors(
 ) -> tuple[list[Selector], list[tuple[Selector, list[str]]]]:
     """Split `paths` into the selectors naming a module and the others, each with its closest
     dotted paths (for torchprof's mode, which ignored an unknown path instead of failing)."""
-    root = type(model).__name__
+    root = type(eager_module(model)).__name__
     known_paths = [p for t in module_targets(model) for p in (t.path, *t.aliases)]
     known: list[Selector] = []
     unknown: list[tuple[Selector, list[str]]] = []
@@ -328,6 +362,7 @@ def tree_plan(
     import torch
 
     from hybridprof.planner.compat import probe
+    from hybridprof.planner.name_bounds import checked_names
 
     selectors = [_show(p) for p in paths or ()] + [f"glob {g}" for g in globs]
     if depth is not None:
@@ -335,8 +370,8 @@ def tree_plan(
     if leaves_only and not selectors:
         selectors.append("leaves only")
     return ProfilePlan(
-        root_class=type(model).__name__,
-        targets=select_targets(model, paths, globs, depth, leaves_only=leaves_only),
+        root_class=type(eager_module(model)).__name__,
+        targets=checked_names(select_targets(model, paths, globs, depth, leaves_only=leaves_only)),
         compat=probe().choices(),
         strategy=strategy,
         selectors=tuple(selectors),

@@ -141,17 +141,23 @@ def total(counts: Sequence[int | None]) -> int | None:
     return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
 
-def inline_op_finding(path: str, info: ModuleClassInfo) -> Finding | None:
+def inline_op_finding(path: str, info: ModuleClassInfo, selected: bool) -> Finding | None:
+    """The ops a parent's forward runs itself; what to do only while there is something left to
+    do (a selected parent's row already holds their time)."""
     if not info.inline_ops:
         return None
     names = sorted(dict.fromkeys(op.name for op in info.inline_ops), key=_private_last)
     shown = ", ".join(names[:MAX_OPS_SHOWN]) + (", ..." if len(names) > MAX_OPS_SHOWN else "")
     short = info.qualname.rpartition(".")[2]
+    where = (
+        "its own row (its self time) holds their time"
+        if selected
+        else f"their time is its self time, not any child's: select it too ({_how_to_select(path)})"
+    )
     return Finding(
         FindingKind.INLINE_OPS,
         path,
-        f"{short}.forward runs {len(info.inline_ops)} op(s) directly ({shown}); their time is "
-        f"its self time, not any child's: select it too ({_how_to_select(path)})",
+        f"{short}.forward runs {len(info.inline_ops)} op(s) directly ({shown}); {where}",
         info.forward_span,
     )
 
@@ -232,6 +238,7 @@ def plan_model(
     findings = facts.findings(targets)
     if with_parents:
         targets = with_parents_selected(targets, findings)
+        findings = facts.findings(targets)  # what is left to do, now that they are selected
     return replace(
         base,
         targets=targets,
@@ -354,7 +361,9 @@ class _LiveFacts:
                         f"{info.qualname}: {info.note}; expected calls of its children are unknown",
                     )
                 )
-            inline = inline_op_finding(target.path, info) if not info.builtin else None
+            inline = (
+                inline_op_finding(target.path, info, target.selected) if not info.builtin else None
+            )
             found += [inline] if inline else []
         if target.path:
             edge = self.edge(target.path)

@@ -20,12 +20,27 @@ def checked_plan(
 ) -> ProfilePlan:
     """A plan from outside (a file, a library user), after checking its selected paths exist in
     `model`; re-probed on another torch. Its warnings are added to `warnings`."""
+    _check_each_path_once(plan)
     _check_plan_paths(plan, model)
     warnings.extend(check_plan_compat(plan))
     fresh = compat.choices()
     if plan.torch_version != compat.torch_version or plan.compat != fresh:
         plan = replace(plan, compat=fresh, torch_version=compat.torch_version)
     return plan
+
+
+def _check_each_path_once(plan: ProfilePlan) -> None:
+    """A path listed twice would be measured as two layers: two records of one path, and shares
+    that add up to more than the whole (hybridprof's plans list each module once)."""
+    first: dict[str, int] = {}
+    for index, target in enumerate(plan.targets):
+        if target.path in first:
+            shown = repr(target.path[:80]) if target.path else "'' (the root)"
+            raise UsageError(
+                f"the plan lists the path {shown} twice (targets[{first[target.path]}] and "
+                f"targets[{index}]); make the plan again with `hybridprof analyze`"
+            )
+        first[target.path] = index
 
 
 def _check_plan_paths(plan: ProfilePlan, model: nn.Module) -> None:

@@ -23,6 +23,7 @@ from hybridprof.planner.static_init import init_statement
 from hybridprof.planner.static_names import ImportNames, local_names
 from hybridprof.planner.static_syntax import (
     CONTAINER_KINDS,
+    INSPECTING_BUILTINS,
     OPERATORS,
     Flow,
     Resolver,
@@ -31,9 +32,9 @@ from hybridprof.planner.static_syntax import (
     augmented,
     constant_key,
     container_kind,
+    container_loop,
     dotted,
     is_self,
-    iterated_container,
     iterates_children,
     methods_of,
     name_pattern,
@@ -213,18 +214,20 @@ class ClassWalker:
             self.bound.pop(target.value, None)
 
     def _bind_loop(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
-        """`for m in self.layers`, `enumerate(self.layers)`, `self.d.items()/values()`,
-        `self.children()`: calling the loop variable calls a child, it is no inline op."""
-        owner = iterated_container(iterable)
-        if owner is not None:
+        """`for m in self.layers`, `enumerate(self.layers)`, `zip(self.h, pasts)`,
+        `self.d.items()/values()`, `self.children()`: calling the loop variable calls a child, it
+        is no inline op (and walking the container calls nothing)."""
+        found = container_loop(target, iterable)
+        if found is not None:
+            owner, target = found
             bound = (f"{owner}.*", "loop", 1)  # its own loop is no repeat
         elif iterates_children(iterable):
             # any direct child, which one unknown: via "children" keeps its count uncertain
             bound = ("*", "children", 1)
+            if isinstance(target, cst.Tuple) and target.elements:
+                target = target.elements[-1].value
         else:
             return
-        if isinstance(target, cst.Tuple) and target.elements:
-            target = target.elements[-1].value
         if isinstance(target, cst.Name):
             self.bound[target.value] = bound
 
@@ -292,9 +295,10 @@ class ClassWalker:
             self.calls.append(ChildCall(name, self.line(node), via, in_loop, flow.in_branch))
         else:
             self._callee_op(func, node, flow)
+        inspects = self.qualified(func) in INSPECTING_BUILTINS  # enumerate(self.h) runs no h
         for arg in node.args:
             passed = self_attr(arg.value)
-            if passed is not None and passed not in self.methods:
+            if passed is not None and passed not in self.methods and not inspects:
                 self.calls.append(ChildCall(passed, self.line(arg), "arg", flow.in_loop, True))
             self._expression(arg.value, flow)
         if isinstance(func, cst.Attribute):

@@ -57,13 +57,14 @@ class _StaticTree:
         self.findings: list[Finding] = []
         # per list of child defs (by id, the list kept alive with it): names, first def per name
         self._names: dict[int, tuple[list[ChildDef], list[str], dict[str, ChildDef]]] = {}
+        self.inline: list[tuple[str, ModuleClassInfo]] = []  # said once the selection is known
 
     def build(self, line: int, path: str, count: int | None, child: ChildDef | None) -> None:
         info = self.infos[line]
         defs = self._own_defs(line)
         self._add(path, info.qualname, child, count, is_leaf=not defs)
-        if inline := inline_op_finding(path, info):
-            self.findings.append(inline)
+        if info.inline_ops:
+            self.inline.append((path, info))
         for name in _top_names(defs):
             self._child(info, defs, name, _join(path, name), count)
 
@@ -75,6 +76,12 @@ class _StaticTree:
             first = {d.name: d for d in reversed(defs)}
             kept = self._names[id(defs)] = (defs, [d.name for d in defs], first)
         return kept[1], kept[2]
+
+    def inline_findings(self, targets: Sequence[ModuleTarget]) -> list[Finding]:
+        """The parents' inline ops, each said for the selection `targets` makes."""
+        selected = {t.path for t in targets if t.selected}
+        found = (inline_op_finding(path, info, path in selected) for path, info in self.inline)
+        return [f for f in found if f is not None]
 
     def _child(
         self, caller: ModuleClassInfo, defs: list[ChildDef], rel: str, path: str, count: int | None
@@ -206,13 +213,14 @@ def static_plan(
         f"plan made from the source alone (nothing executed); root {how}",
     )
     if with_parents:
-        targets = with_parents_selected(targets, tree.findings)
+        targets = with_parents_selected(targets, tree.inline_findings(targets))
+    findings = [*tree.findings, *tree.inline_findings(targets)]
     return ProfilePlan(
         root_class=infos[root].qualname,
         targets=targets,
         compat=probe().choices(),
         classes=tuple(infos.values()),
-        findings=(note, *tree.findings),
+        findings=(note, *findings),
         selectors=_selectors(paths, globs, depth, leaves_only),
         model_file=str(model_file),
         entry=entry,

@@ -120,6 +120,57 @@ def iterated_container(node: cst.BaseExpression) -> str | None:
     return self_attr(node)
 
 
+def container_loop(
+    target: cst.BaseExpression, iterable: cst.BaseExpression
+) -> tuple[str, cst.BaseExpression] | None:
+    """For `for target in iterable` over a container attribute: (the container's name, the part
+    of `target` that names its entry). `for b in self.h`, `enumerate(self.h)`, `zip(self.h, pasts)`
+    and `enumerate(zip(...))`, `self.d.items()`, `reversed(self.h)`, `self.h[1:]`."""
+    args = (
+        [a.value for a in iterable.args if a.keyword is None and not a.star]
+        if isinstance(iterable, cst.Call)
+        else []
+    )
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and args:
+        name = iterable.func.value
+        if name == "reversed":
+            return container_loop(target, args[0])
+        if name == "enumerate":
+            pair = _unpacked(target, 2)
+            return container_loop(pair[1], args[0]) if pair else None
+        if name == "zip":
+            parts = _unpacked(target, len(args))
+            found = (container_loop(t, a) for t, a in zip(parts, args, strict=False))
+            return next((f for f in found if f is not None), None)
+        return None
+    owner = iterated_container(iterable)
+    if owner is None:
+        return None
+    func = iterable.func if isinstance(iterable, cst.Call) else None
+    items = isinstance(func, cst.Attribute) and func.attr.value == "items"
+    pair = _unpacked(target, 2) if items else ()
+    return owner, pair[1] if pair else target
+
+
+def _unpacked(target: cst.BaseExpression, n: int) -> tuple[cst.BaseExpression, ...]:
+    """The n names of an unpacking target (`i, block` or `(block, past)`); () otherwise."""
+    if isinstance(target, cst.Tuple | cst.List) and len(target.elements) == n:
+        return tuple(e.value for e in target.elements)
+    return ()
+
+
+# Builtins a forward hands a module to look at it or walk it, never to run it:
+# `enumerate(self.layers)`, `len(self.blocks)`, `isinstance(self.norm, nn.LayerNorm)`.
+INSPECTING_BUILTINS = frozenset(
+    f"builtins.{name}"
+    for name in (
+        "enumerate", "zip", "reversed", "len", "list", "tuple", "iter", "next", "isinstance",
+        "hasattr", "getattr", "setattr", "id", "type", "range", "print", "repr", "str", "sorted",
+        "vars", "dict",
+    )
+)  # fmt: skip
+
+
 def iterates_children(node: cst.BaseExpression) -> bool:
     """`self.children()`, `self.named_children()` (also under enumerate/reversed/list)."""
     if not isinstance(node, cst.Call):

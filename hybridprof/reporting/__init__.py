@@ -80,11 +80,14 @@ def _renderer_from(registry: dict[str, tuple[str, str]], path: str | Path, what:
     return getattr(importlib.import_module(module_name), class_name)()
 
 
-def write_report(session: ProfileSession, path: str | Path, force: bool = False) -> Path:
-    """Render `session` by the extension of `path` and write it atomically; returns the path."""
+def write_report(
+    session: ProfileSession, path: str | Path, force: bool = False, own: bool = False
+) -> Path:
+    """Render `session` by the extension of `path` and write it atomically; returns the path.
+    `own`: hybridprof chose the name (replaced only over a report hybridprof wrote)."""
     renderer = renderer_for(path)
-    check_output_path(path, force)  # before rendering: a PDF can take seconds
-    return write_atomic(path, renderer.render(session), force)
+    check_output_path(path, force, own=own)  # before rendering: a PDF can take seconds
+    return write_atomic(path, renderer.render(session), force, own=own)
 
 
 def diff_extensions() -> tuple[str, ...]:
@@ -112,12 +115,20 @@ def _dataframe_of(session: ProfileSession) -> Any:
     return frame(session)
 
 
+def _text_of(session: ProfileSession) -> str:
+    from hybridprof.reporting.text_table import render_text
+
+    return render_text(session)
+
+
 def install_views() -> None:
-    """Show sessions as HTML in notebooks and give them `to_dataframe()` (idempotent)."""
+    """Show sessions as HTML in notebooks, print them as their tree table and give them
+    `to_dataframe()` (idempotent)."""
     from hybridprof.reporting.notebook import session_html
 
     register_view("html", ProfileSession, session_html)
     register_view("dataframe", ProfileSession, _dataframe_of)
+    register_view("text", ProfileSession, _text_of)
 
 
 install_views()

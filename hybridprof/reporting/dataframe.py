@@ -9,7 +9,9 @@ without backward) is NaN rather than 0, so a reader can tell "not measured" from
 
 Shares come from one denominator, the median iteration's profiled time: `pct_self` (own time,
 forward plus backward) adds up to ~100% over the rows, the `(outside modules)` row included;
-`pct_total` is a row's subtree (inclusive) share.
+`pct_total` is a row's subtree (inclusive) share. A training step's optimizer has rows of its
+own before the outside row: `(optimizer)` (its total, like a container's) and its parts
+(`(optimizer).step`, `(optimizer).step.AdamW group 0`, `(optimizer).clip_grad`, ...).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pandas as pd
 
 from hybridprof.analysis.layer_table import LayerRow, LayerTable, Timing, layer_table
 from hybridprof.datamodel import ProfileSession
+from hybridprof.datamodel.memory import CATEGORIES, LAYER_BYTES
 
 FLOAT_COLUMNS = (
     "self_cpu_us",
@@ -158,6 +161,45 @@ def _outside_row(row: LayerRow) -> dict[str, object]:
     return frame_row
 
 
+def _optimizer_row(row: LayerRow) -> dict[str, object]:
+    """The optimizer's row (a container: its total is its parts') or one of its parts."""
+    assert row.total_cpu is not None
+    own = row.self_cpu or Timing(0.0, 0.0, 0.0)
+    ci_low, ci_high = _interval(row)
+    frame_row: dict[str, object] = {c: math.nan for c in FLOAT_COLUMNS}
+    frame_row.update({c: 0 for c in INT_COLUMNS})
+    frame_row.update({c: "" for c in STR_COLUMNS})
+    frame_row.update(
+        path=row.path,
+        name=row.name,
+        class_name=row.class_name,
+        depth=row.depth,
+        is_leaf=not row.has_children,
+        calls_per_iter=row.calls_per_iteration or 0.0,
+        self_cpu_us=own.median,
+        self_cpu_us_min=own.min,
+        self_cpu_us_max=own.max,
+        total_cpu_us=row.total_cpu.median,
+        total_cpu_us_min=row.total_cpu.min,
+        total_cpu_us_max=row.total_cpu.max,
+        total_device_us=_number(row.total_device_us, False),
+        op_count=row.op_count,
+        pct_total=_pct(row.pct_total),
+        pct_self=_pct(row.pct_self),
+        self_cpu_us_ci_low=ci_low,
+        self_cpu_us_ci_high=ci_high,
+    )
+    return frame_row
+
+
+def _frame_row(row: LayerRow, table: LayerTable) -> dict[str, object]:
+    if row.kind == "outside":
+        return _outside_row(row)
+    if row.kind in ("optimizer", "optimizer_part"):
+        return _optimizer_row(row)
+    return _tree_row(row, table)
+
+
 def _typed(frame: pd.DataFrame, floats: tuple[str, ...], ints: tuple[str, ...]) -> pd.DataFrame:
     # An empty frame would otherwise get object columns; fix every dtype so readers can rely on it.
     types: dict[str, str] = {c: "float64" for c in floats if c in frame.columns}
@@ -168,15 +210,20 @@ def _typed(frame: pd.DataFrame, floats: tuple[str, ...], ints: tuple[str, ...]) 
 
 
 def session_frame(session: ProfileSession) -> pd.DataFrame:
-    """One row per profiled path, in module-tree order, then one for time outside every profiled
-    module; columns as `COLUMNS` (times us, memory bytes), then `WORK_COLUMNS` when the session
-    counted FLOPs (`run --flops`). A container that never runs itself (ModuleList) has a row with
-    its children's totals and no calls or self time."""
+    """One row per profiled path, in module-tree order, then the optimizer's of a training step,
+    then one for time outside every profiled module; columns as `COLUMNS` (times us, memory
+    bytes), then `fused` for a compiled model, `WORK_COLUMNS` when the session counted FLOPs
+    (`run --flops`), and `MEMORY_COLUMNS` when it has the memory section (`--profile-memory`,
+    bytes on the model's device; 0 where a row has none). A container that never runs itself
+    (ModuleList) has a row with its children's totals and no calls or self time."""
     table = layer_table(session)
     shown = [row for row in table.rows if row.kind != "unprofiled"]
-    rows = [_outside_row(r) if r.kind == "outside" else _tree_row(r, table) for r in shown]
+    rows = [_frame_row(r, table) for r in shown]
     frame = _typed(pd.DataFrame(rows, columns=list(COLUMNS)), FLOAT_COLUMNS, INT_COLUMNS)
-    return frame if session.flops is None else _with_work(frame, shown)
+    if session.compiled is not None:  # what each layer's compiled kernels fused ("ln_2, mlp.0")
+        frame["fused"] = pd.Series([", ".join(r.fused) for r in shown], dtype="str").values
+    frame = frame if session.flops is None else _with_work(frame, shown)
+    return frame if table.memory is None else _with_memory(frame, shown)
 
 
 WORK_INT_COLUMNS = (
@@ -221,6 +268,52 @@ def _with_work(frame: pd.DataFrame, rows: list[LayerRow]) -> pd.DataFrame:
     return pd.concat([frame, work.set_index(frame.index)], axis=1)
 
 
+# Each LayerMemory figure as `mem_<field>` (bytes; `mem_self_net`/`mem_net` are the only signed
+# ones: allocated minus freed), and whether the model's own saved-tensor hooks hid its saves.
+MEMORY_INT_COLUMNS = (*(f"mem_{name}" for name in LAYER_BYTES), "mem_self_net", "mem_net")
+MEMORY_COLUMNS = (*MEMORY_INT_COLUMNS, "mem_saved_hidden")
+
+
+def _memory_row(row: LayerRow) -> dict[str, object]:
+    memory = row.memory
+    if memory is None:
+        empty: dict[str, object] = {c: 0 for c in MEMORY_INT_COLUMNS}
+        return empty | {"mem_saved_hidden": False}
+    values: dict[str, object] = {f"mem_{name}": getattr(memory, name) for name in LAYER_BYTES}
+    values.update(mem_self_net=memory.self_net, mem_net=memory.net)
+    return values | {"mem_saved_hidden": memory.saved_hidden}
+
+
+def _with_memory(frame: pd.DataFrame, rows: list[LayerRow]) -> pd.DataFrame:
+    memory = pd.DataFrame([_memory_row(r) for r in rows], columns=list(MEMORY_COLUMNS))
+    memory = memory.astype({c: "int64" for c in MEMORY_INT_COLUMNS} | {"mem_saved_hidden": "bool"})
+    return pd.concat([frame, memory.set_index(frame.index)], axis=1)
+
+
+PEAK_COLUMNS = ("device", "phase", "path", "bytes", *(f"{name}_bytes" for name in CATEGORIES))
+
+
+def memory_peak_frame(session: ProfileSession) -> pd.DataFrame:
+    """What was live at the step's peak, per device: one row per allocating layer and phase
+    (`phase` "start": alive before the step; `path` empty: in no profiled layer), its bytes by
+    category. Empty without the memory section or its breakdown."""
+    devices = session.memory.devices if session.memory is not None else ()
+    rows = [
+        {
+            "device": device.device,
+            "phase": share.phase,
+            "path": "" if share.path is None else share.path,
+            "bytes": share.bytes,
+            **{f"{name}_bytes": getattr(share.categories, name) for name in CATEGORIES},
+        }
+        for device in devices
+        for share in device.peak.by_layer
+    ]
+    frame = pd.DataFrame(rows, columns=list(PEAK_COLUMNS))
+    ints = {c: "int64" for c in PEAK_COLUMNS if c.endswith("bytes")}
+    return frame.astype(ints | {"device": "str", "phase": "str", "path": "str"})
+
+
 def ops_frame(session: ProfileSession) -> pd.DataFrame:
     """One row per (path, op): the show_events breakdown of every profiled path."""
     rows = [
@@ -247,6 +340,7 @@ def ops_frame(session: ProfileSession) -> pd.DataFrame:
 def class_totals(session: ProfileSession) -> pd.DataFrame:
     """Self CPU time summed per layer class (e.g. all Conv2d), heaviest first."""
     frame = session_frame(session)
-    frame = frame[frame["class_name"] != ""]  # the outside row belongs to no class
+    modules = sum(1 for r in layer_table(session).tree() if r.kind != "unprofiled")
+    frame = frame.iloc[:modules]  # the optimizer's and the outside rows belong to no class
     grouped = frame.groupby("class_name", sort=False)["self_cpu_us"].agg(["sum", "count"])
     return grouped.sort_values("sum", ascending=False).reset_index()

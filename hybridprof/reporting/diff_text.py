@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hybridprof.diff import Change, DiffResult, LayerDiff, OpChange
-from hybridprof.reporting.format import format_bytes, format_time_us
+from hybridprof.errors import EXIT_INCONCLUSIVE
+from hybridprof.reporting.format import format_bytes, format_time_us, visible_lines
 
 TOP = 5  # regressions and improvements named in the summary
 QUANTITY_TITLES = {
@@ -55,6 +56,13 @@ def change_text(change: Change) -> str:
     if beyond is not None and change.shift is not None and abs(change.shift - 1.0) >= 0.005:
         shift = f"{100.0 * (change.shift - 1.0):+.1f}%"
         text += f"; beyond the run-wide {shift} shift: {beyond:+.1f}%"
+    paired = change.paired
+    if paired is not None:
+        return text + (
+            f"; paired: {paired.pct():+.1f}% over {paired.pairs} pairs, "
+            f"{100 * paired.confidence:.3g}% CI [{100 * (paired.low - 1):+.1f}%, "
+            f"{100 * (paired.high - 1):+.1f}%]): {change.verdict}"
+        )
     return text + f", 95% CI {interval_text(change)}): {change.verdict}"
 
 
@@ -85,6 +93,46 @@ KNOCK_ON_NOTE = (
 )
 
 
+def floor_line(diff: DiffResult) -> str:
+    """What the min-delta floor is and where it comes from ("" in files that predate it)."""
+    if not diff.min_delta_basis:
+        return ""
+    return (
+        f"min delta: a change under {format_time_us(diff.min_delta_us)} is never slower or "
+        f"faster by itself ({diff.min_delta_basis})"
+    )
+
+
+def pairing_line(diff: DiffResult) -> str:
+    pairing = diff.pairing
+    if pairing is None:
+        return ""
+    return (
+        f"paired run: both models in one process, {pairing.pairs} pairs of iterations in "
+        f"{pairing.order} order (stopped: {pairing.stop_reason})"
+    )
+
+
+def gate_lines(diff: DiffResult) -> list[str]:
+    """The gate's answer, the exit code --fail-on-regression gives it, and why."""
+    if diff.gate is None:
+        return []
+    answer = diff.gate.answer
+    code = {"regression": 1, "inconclusive": EXIT_INCONCLUSIVE, "pass": 0}[answer]
+    lines = [f"answer: {answer} (exit {code} with --fail-on-regression)"]
+    lines.extend(f"  - {reason}" for reason in diff.gate.reasons)
+    return lines
+
+
+def matched_lines(diff: DiffResult) -> list[str]:
+    """Every layer matched under another path, with its rule, whatever its verdict."""
+    return [
+        f"  matched: {layer_title(layer)}: {verdict_label(layer)}"
+        for layer in diff.layers
+        if layer.match not in ("path", "added", "removed")
+    ]
+
+
 def layer_title(layer: LayerDiff) -> str:
     if layer.match == "path" or layer.base_path is None or layer.new_path is None:
         return f"{layer.path or '(root)'} [{layer.class_name}]"
@@ -102,6 +150,7 @@ def summary_lines(diff: DiffResult) -> list[str]:
     lines.append(f"new:  {diff.new.short()}")
     lines.extend(f"note: {n}" for n in diff.notes)
     lines.append(f"threshold: {diff.threshold_pct:g}%; method: {diff.method}")
+    lines.extend(line for line in (floor_line(diff), pairing_line(diff)) if line)
     lines.extend(shift_lines(diff))
     lines.append("")
     lines.append(f"whole iteration: {change_text(diff.total)}")
@@ -109,14 +158,16 @@ def summary_lines(diff: DiffResult) -> list[str]:
     removed = sum(1 for layer in diff.layers if layer.verdict == "removed")
     renamed = sum(1 for layer in diff.layers if layer.match not in ("path", "added", "removed"))
     lines.append(
-        f"layers: {len(diff.regressions())} slower, {len(diff.improvements())} faster, "
-        f"{len(diff.knock_ons())} knock-on, {added} added, {removed} removed, {renamed} matched "
-        f"under another path, {len(diff.layers)} in all"
+        f"layers: {len(diff.regressions())} slower, {len(diff.undecided())} inconclusive, "
+        f"{len(diff.improvements())} faster, {len(diff.knock_ons())} knock-on, {added} added, "
+        f"{removed} removed, {renamed} matched under another path, {len(diff.layers)} in all"
     )
+    lines.extend(matched_lines(diff))
     if diff.knock_ons():
         lines.append(KNOCK_ON_NOTE)
     for title, layers in (
         ("slower", diff.regressions()),
+        ("inconclusive", diff.undecided()),
         ("faster", diff.improvements()),
         ("knock-on", diff.knock_ons()),
     ):
@@ -165,4 +216,7 @@ def render_diff_text(diff: DiffResult, all_layers: bool = False) -> str:
     hidden = len(diff.layers) - len(shown)
     if hidden:
         lines.append(f"({hidden} layer(s) within noise not listed)")
-    return "\n".join(lines) + "\n"
+    gate = gate_lines(diff)
+    if gate:
+        lines += ["", *gate]
+    return visible_lines(lines) + "\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from hybridprof.datamodel import MachinePeak
+from hybridprof.datamodel import MachinePeak, ProfileSession
 
 
 def format_time_us(us: float) -> str:
@@ -49,6 +49,20 @@ def format_rate(value: float | None, unit: str) -> str:
     return "-" if value is None else f"{value:.3g} {unit}"
 
 
+def flops_total_text(session: ProfileSession) -> str:
+    """`FLOPs per step: 176 MFLOP forward+backward (58.5 MFLOP forward, 117 MFLOP backward)`, or
+    `FLOPs per step: 58.5 MFLOP forward`; empty without --flops."""
+    work = session.flops
+    if work is None:
+        return ""
+    forward = format_count(work.forward_flops, "FLOP")
+    if not session.backward:
+        return f"FLOPs per step: {forward} forward"
+    both = format_count(work.forward_flops + work.backward_flops, "FLOP")
+    backward = format_count(work.backward_flops, "FLOP")
+    return f"FLOPs per step: {both} forward+backward ({forward} forward, {backward} backward)"
+
+
 def peak_text(peak: MachinePeak) -> str:
     return (
         f"peak {peak.gflops:.4g} GFLOP/s and {peak.gbps:.4g} GB/s ({peak.source}; {peak.how}); "
@@ -59,9 +73,14 @@ def peak_text(peak: MachinePeak) -> str:
 
 
 # Characters a terminal or editor acts on instead of showing: C0/C1 controls (ESC starts colour and
-# title sequences, CR rewrites the line), and the invisible and bidirectional-override marks that
-# make text read differently from what it is. Module names come from user models and session files.
-_HIDDEN = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+# title sequences, CR rewrites the line), and the invisible and bidirectional marks that make text
+# read differently from what it is: zero-width and bidi overrides and isolates, the Arabic letter
+# mark (U+061C), the Mongolian vowel separator (U+180E), and the tag characters (U+E0000-E007F,
+# invisible letters that can smuggle text). Module names come from user models and session files.
+_HIDDEN = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff"
+    "\U000e0000-\U000e007f]"
+)
 _HIDDEN_OR_NEWLINE = re.compile(_HIDDEN.pattern[:-1] + "\n]")
 
 
@@ -72,6 +91,12 @@ def visible(text: str, newlines: bool = False) -> str:
     """
     pattern = _HIDDEN if newlines else _HIDDEN_OR_NEWLINE
     return pattern.sub(_escaped, text)
+
+
+def visible_lines(lines: list[str]) -> str:
+    """Lines joined into one text, each made `visible`: a newline inside a line (a module name
+    holding one) is shown escaped, so it cannot start a forged line of its own."""
+    return "\n".join(visible(line) for line in lines)
 
 
 def _escaped(match: re.Match[str]) -> str:

@@ -53,17 +53,20 @@ def session_html(session: ProfileSession, max_rows: int = NOTEBOOK_MAX_ROWS) -> 
 
 def notebook_page(session: ProfileSession, max_rows: int = NOTEBOOK_MAX_ROWS) -> str:
     """The report page the frame shows: at most `max_rows` table rows, with a note when cut."""
-    from hybridprof.reporting.page.context import _pdf_rows, build_context
+    from hybridprof.reporting.page.context import build_context
+    from hybridprof.reporting.page.icicle import icicles
+    from hybridprof.reporting.page.row_limits import heaviest_rows
     from hybridprof.reporting.page.templates import render_page
 
     ctx = build_context(session, "html")
-    rows, note = _pdf_rows(list(ctx.rows), max_rows)
+    rows, note = heaviest_rows(list(ctx.rows), max_rows)
     if note:
         kept = {row.path for row in rows}
         ops = {path: op for path, op in ctx.data.get("ops", {}).items() if path in kept}
         ctx = replace(
             ctx,
             rows=tuple(rows),
+            icicles=icicles(rows, session.backward),  # its blocks point at the rows kept
             notes=(*ctx.notes, note, WHOLE_REPORT),
             data={**ctx.data, "ops": ops},
             sources=tuple(s for s in ctx.sources if s.path in kept),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from hybridprof.datamodel import Finding, FindingKind, ModuleTarget, ProfilePlan
 from hybridprof.reporting.findings import group_findings
+from hybridprof.reporting.format import visible_lines
 
 SELECTED, SKIPPED = "[x]", "[ ]"
 
@@ -41,7 +42,7 @@ def render_plan(
     if compat and plan.compat:
         lines += ["", f"compat (torch {plan.torch_version or '?'}):"]
         lines += [f"  {c.name} = {c.value}: {c.reason}" for c in plan.compat]
-    return "\n".join(lines) + "\n"
+    return visible_lines(lines) + "\n"
 
 
 def render_tree(plan: ProfilePlan, base: str | None = None) -> list[str]:

@@ -11,14 +11,18 @@ whichever pass it ran).
 
 A last row, `(outside modules)`, holds the profiled time in no profiled module (the loss, backward
 glue, code around the model), so the Self CPU column adds up to the whole iteration; a container
-that never runs itself (ModuleList) shows its children's total and no calls. Every figure comes
-from the layer table (`analysis.layer_table`); a figure a row does not have is an empty cell.
+that never runs itself (ModuleList) shows its children's total and no calls. A training step's
+optimizer comes before it: the `(optimizer)` row (its total, with its ops under it with
+`show_events`) and its parts (step, with each param group's share under it, clip_grad,
+grad_scaler, zero_grad). Every figure comes from the layer table (`analysis.layer_table`); a
+figure a row does not have is an empty cell.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import Any
 
 from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
 from hybridprof.analysis.roofline import LayerRoofline
@@ -32,6 +36,20 @@ from hybridprof.reporting.format import (
     visible,
 )
 from hybridprof.reporting.trust import timing_text
+
+
+class TableText(str):
+    """A table as text that also shows as itself where Python shows a value's repr: a notebook
+    cell ending in `prof.display(show_events=True)` shows the table, not a quoted string full of
+    `\n`. It is a `str` in every other way (torchprof's `display` returned one)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython's text view
+        printer.text(str(self))
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +111,8 @@ def columns(table: LayerTable) -> list[Column]:
             ]
     cols += roofline_columns(table)
     cols.append(Column(table.calls_title, _calls, lambda o: str(o.calls)))
+    if table.has_compiled:
+        cols.append(Column("Fused", lambda r: ", ".join(r.fused), lambda o: ""))
     return cols
 
 
@@ -123,7 +143,7 @@ def render_text(
     max_depth: int | None = None,
     outside_row: bool = True,
     only: Collection[str] | None = None,
-) -> str:
+) -> TableText:
     """The tree table as one string (no trailing newline); `outside_row=False` leaves out the
     `(outside modules)` row (torchprof's table had none), `only` keeps just those paths' rows."""
     table = layer_table(session)
@@ -138,16 +158,26 @@ def render_text(
         body.append([prefix + row.name, *(c.of_row(row) for c in cols)])
         if show_events and row.record is not None and row.kind == "layer":
             body.extend(_op_rows(row.record.ops, prefix, cols))
+    optimizer = list(table.optimizer())
+    for row, prefix in zip(optimizer, tree_prefixes(optimizer), strict=True):
+        body.append([prefix + row.name, *(c.of_row(row) for c in cols)])
+        if show_events and row.kind == "optimizer" and session.optimizer is not None:
+            body.extend(_op_rows(session.optimizer.ops, prefix, cols))
     outside = table.outside()
     if outside_row and outside is not None:
         body.append([outside.name, *(c.of_row(outside) for c in cols)])
-    return format_table(["Module", *(c.title for c in cols)], body)
+    return TableText(format_table(["Module", *(c.title for c in cols)], body))
 
 
 def _op_rows(ops: tuple[OpStat, ...], prefix: str, cols: list[Column]) -> list[list[str]]:
-    # Ops hang under their layer: continue the layer's tree line, then indent the op name.
+    names = op_names(ops, prefix)
+    return [[name, *(c.of_op(op) for c in cols)] for op, name in zip(ops, names, strict=True)]
+
+
+def op_names(ops: tuple[OpStat, ...], prefix: str) -> list[str]:
+    """Ops hang under their layer: the layer's tree line continued, then the op name indented."""
     lead = prefix.replace("├──", "│  ").replace("└──", "   ") + "    "
-    return [[lead + op.name, *(c.of_op(op) for c in cols)] for op in ops]
+    return [lead + op.name for op in ops]
 
 
 def tree_prefixes(rows: list[LayerRow]) -> list[str]:
@@ -181,4 +211,13 @@ def _line(cells: list[str], widths: list[int]) -> str:
     return " | ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
 
 
-__all__ = ["Column", "columns", "format_table", "render_text", "roofline_columns", "tree_prefixes"]
+__all__ = [
+    "Column",
+    "TableText",
+    "columns",
+    "format_table",
+    "op_names",
+    "render_text",
+    "roofline_columns",
+    "tree_prefixes",
+]

@@ -38,6 +38,8 @@ from hybridprof.errors import HybridprofError, ModelRunError, UsageError
 from hybridprof.files.loader import ModelInputs, as_model_inputs, keeping_cwd
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import module_at
+from hybridprof.runtime.compiled.run import EXTRA_WARMUP, CompiledRun, compiled_run
+from hybridprof.runtime.failure import failure_hint
 from hybridprof.runtime.flops.counter import with_work
 from hybridprof.runtime.guards import first_line, refuse_nesting
 from hybridprof.runtime.limits import threads_problem
@@ -51,6 +53,7 @@ from hybridprof.runtime.measures.aggregate import (
 )
 from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.measures.table import MeasureTable
+from hybridprof.runtime.memory.capture import MemoryCapture
 from hybridprof.runtime.model_state import model_state_kept, random_state_kept
 from hybridprof.runtime.patching import ForwardPatcher
 from hybridprof.runtime.stopping import AUTO, Count, IterationRule, unconverged
@@ -66,6 +69,12 @@ from hybridprof.runtime.workload import (
     to_device,
     torch_threads,
     training_step,
+)
+
+# profile_memory with a strategy that does not replay the allocation events (per-call, timer):
+NET_MEMORY_ONLY = (
+    "per-layer memory (peaks, bytes saved for backward, the step's peak) is measured by the "
+    "session strategy only: drop --strategy (strategy=) to get it"
 )
 
 # phase ("warmup" or "measure"), iterations done in that phase, iterations in that phase (None:
@@ -101,6 +110,7 @@ class RunOptions:
     flops: bool = False  # count FLOPs and bytes per layer in one extra pass, measure the peak
     peak_gflops: float | None = None  # the machine's peak, given instead of measured
     peak_gbps: float | None = None
+    compiled_by_hybridprof: bool = False  # the model is hybridprof's torch.compile of the user's
 
     def check(self) -> IterationRule:
         """Refuse bad values; the rule that decides how many iterations run."""
@@ -123,17 +133,33 @@ class Driver:
         config: StrategyConfig,
         *,
         record_shapes: bool = False,
+        reset_modes: bool = True,
+        optimizers: Sequence[Any] = (),
+        inputs: Any = None,
+        compiled: CompiledRun | None = None,
     ) -> None:
         refuse_nesting(strategy_name)
         self.model = model
         self.plan = plan
         self.strategy_name = strategy_name
+        if config.profile_memory and config.memory is None:
+            # per-layer memory; the optimizers' state and the inputs are told apart at the peak
+            capture = MemoryCapture(model, optimizers=optimizers, inputs=inputs)
+            config = replace(config, memory=capture)
         self.config = config
         self.strategy: Strategy = make_strategy(strategy_name, config)
         # Shapes are noted in the first iteration only, outside the strategy's ranges.
         self.shapes = ShapeRecorder(self.strategy) if record_shapes else None
         call = self.shapes.call if self.shapes is not None else self.strategy.call
-        self.patcher = ForwardPatcher(model, plan.selected_paths(), call)
+        layout = compiled.layout if compiled is not None else None
+        self.patcher = ForwardPatcher(
+            model,
+            plan.selected_paths(),
+            call,
+            reset_modes=reset_modes,
+            skip=layout.inside if layout else frozenset(),
+            call_impl=layout.call_impl if layout else frozenset(),
+        )
         self.started_at = ""
         self.seconds = 0.0
         self.step_us = 0.0  # wall time of the last iteration's step (what an auto warm-up judges)
@@ -150,6 +176,7 @@ class Driver:
         backward: bool = False,
         keep_raw_events: bool = False,
         trace_path: str | None = None,
+        training: bool = False,
     ) -> StrategyConfig:
         return StrategyConfig(
             paths=plan.selected_paths(),
@@ -159,6 +186,7 @@ class Driver:
             backward=backward,
             keep_raw_events=keep_raw_events,
             trace_path=trace_path,
+            training=training,
         )
 
     # -- begin, patch, iterate, stop
@@ -184,8 +212,9 @@ class Driver:
 
         With `warm` the step first runs unmeasured, its patched forwards passing straight through,
         and only the second run is measured: on a chain of 1,000 Linear(16,16) the first layer
-        read ~10x the others without it (the previous iteration's event reading, the profiler's
-        restart, or a pause had left the CPU's caches cold), within 2x with it. The cyclic GC
+        read several times the others without it (the previous iteration's event reading, the
+        profiler's restart, or a pause had left the CPU's caches cold), close to them with it
+        (figures: benchmarks/README.md, check_coverage.py --chain). The cyclic GC
         waits for the gap between iterations: a collection inside the step (tens of ms in a
         process holding torch) would land in whichever layer was running.
         """
@@ -223,10 +252,14 @@ class Driver:
 
     def stop(self) -> IterationResult | None:
         """Stop the open iteration (begun by `strategy.begin_iteration`), results left unread."""
-        self.seconds = time.perf_counter() - self._clock
+        self.mark_end()
         result = self.strategy.stop_iteration()
         self.watch.sample()
         return result
+
+    def mark_end(self) -> None:
+        """The run's length: from `begin()` until now."""
+        self.seconds = time.perf_counter() - self._clock
 
     def end(self) -> None:
         self.strategy.end()
@@ -251,6 +284,10 @@ class Driver:
             ),
         )
         session = build_session(self.plan, table, self.strategy_name, facts)
+        memory = session.memory
+        if self.config.profile_memory and len(table) and (memory is None or not memory.devices):
+            why = memory.notes if memory is not None else (NET_MEMORY_ONLY,)
+            session = replace(session, memory=None, warnings=(*session.warnings, *why))
         shapes = self.shapes
         if shapes is None:
             return session
@@ -285,15 +322,16 @@ class Driver:
         path = self.patcher.failed_path
         if path is None:
             where = "the training step" if self.config.backward else "the forward"
-            return (
-                f"{where} of {type(self.model).__name__} failed outside the profiled layers: {text}"
-            )
+            failed = f"{where} of {type(self.model).__name__} failed outside the profiled layers"
+            return _with_hint(f"{failed}: {text}", exc)
         target = self.plan.target(path)
         cls = target.class_name if target else type(module_at(self.model, path)).__name__
-        return (
-            f"forward failed in {path or '(root)'} ({cls}): {text}; check that the inputs fit "
-            "the model"
-        )
+        return _with_hint(f"forward failed in {path or '(root)'} ({cls}): {text}", exc)
+
+
+def _with_hint(message: str, exc: BaseException) -> str:
+    hint = failure_hint(exc)
+    return f"{message}; {hint}" if hint else message
 
 
 def run(
@@ -344,6 +382,7 @@ class _RunLoop:
     device: torch.device | None
     progress: ProgressFn | None
     step: StepFn | None = None
+    compiled: CompiledRun | None = None  # the model's compiled parts, if any
     measures: MeasureTable = field(default_factory=MeasureTable)  # arrays, not objects: flat memory
     iteration_us: list[float] = field(default_factory=list)  # what `--iters auto` judges
     warmup_done: int = 0
@@ -360,13 +399,29 @@ class _RunLoop:
             backward=opts.backward,
             trace_path=opts.trace_path,
         )
-        driver = Driver(self.model, self.plan, self.strategy_name, config, record_shapes=True)
+        by = "hybridprof" if opts.compiled_by_hybridprof else "user"
+        compiled = self.compiled = compiled_run(self.model, self.strategy_name, compiled_by=by)
+        if compiled is not None:
+            config = replace(config, compiled=compiled)
+            compiled.grad_enabled = opts.backward or (
+                self.step is not None and torch.is_grad_enabled()
+            )
+        driver = Driver(
+            self.model,
+            self.plan,
+            self.strategy_name,
+            config,
+            record_shapes=True,
+            inputs=self.inputs,
+            compiled=compiled,
+        )
         start = time.perf_counter()
         with (
             random_state_kept(self.device),
             model_state_kept(self.model, training=opts.backward),
             _patched(driver),
             _trace_removed_on_failure(opts.trace_path),
+            compiled.instrumented() if compiled is not None else contextlib.nullcontext(),
         ):
             self._iterate(driver)
         if self.interrupted:
@@ -392,14 +447,22 @@ class _RunLoop:
             trace_file=opts.trace_path,
         )
         session = driver.build_session(self.measures, facts)
+        if compiled is not None:
+            session = compiled.finish(session)
         nothing = never_ran_warning(session)
         return replace(session, warnings=session.warnings + ((nothing,) if nothing else ()))
 
     def _iterate(self, driver: Driver) -> None:
         step = self.step or (training_step if self.opts.backward else forward_once)
 
+        compiled = self.compiled
+
         def one() -> None:
-            step(self.model, self.inputs)
+            if compiled is None:
+                step(self.model, self.inputs)
+                return
+            with compiled.step_context():  # ranges for eager code inside compiled code
+                step(self.model, self.inputs)
 
         driver.begin()
         self.started = time.perf_counter()
@@ -420,18 +483,32 @@ class _RunLoop:
         times: list[float] = []
         total = self.rule.warmup_total()
         self._report("warmup", 0, total)
-        while not self.rule.warmup_done(times, self._elapsed()):
+        compiled, extra = self.compiled, 0
+        while not self.rule.warmup_done(times, self._elapsed()) or (
+            compiled is not None  # compiled code: warm until an iteration compiles nothing
+            and (not times or compiled.compiled_last)
+            and (extra := extra + 1) <= EXTRA_WARMUP
+        ):
+            before = compiled.snapshot() if compiled is not None else None
             driver.iteration(one, warmup=True)
+            if compiled is not None and before is not None:
+                compiled.warm_iteration_done(before)
             times.append(driver.step_us)
             self._report("warmup", len(times), total)
         self.warmup_done = len(times)
+        if compiled is not None:
+            compiled.warmup_done(self.plan.selected_paths())
 
     def _measure(self, driver: Driver, one: Callable[[], None]) -> None:
         """Measured iterations until the rule says stop (count reached, converged, time out)."""
         total = self.rule.iters_total()
         self._report("measure", 0, total)
         while (reason := self.rule.stop_reason(self.iteration_us, self._elapsed())) is None:
+            if self.compiled is not None:
+                self.compiled.begin_iteration()
             measure = driver.iteration(one, warm=self.opts.warm_step)
+            if self.compiled is not None and self.compiled.recompiled() is not None:
+                continue  # compile time is never a layer's: the iteration is left out
             self.measures.add(measure)
             self.iteration_us.append(measure.total_cpu_us or driver.step_us)
             self._report("measure", len(self.measures), total)
@@ -449,7 +526,7 @@ class _RunLoop:
 def long_lived_frozen() -> Iterator[None]:
     """The objects alive when the iterations start (the model, the plan, torch's own) are left
     out of the cyclic GC's scans until they end: between iterations a full collection walked all
-    of them (~0.2 s every other iteration at 10,000 layers) to free an iteration's short-lived
+    of them (a long pause every other iteration at 10,000 layers) to free an iteration's short-lived
     objects. Unfrozen afterwards: what became garbage meanwhile is collected then. A process that
     froze objects itself is left as it is (unfreezing would release its objects too)."""
     if gc.get_freeze_count():

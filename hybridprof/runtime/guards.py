@@ -2,20 +2,44 @@
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
 from hybridprof.errors import NestedProfileError
 from hybridprof.runtime.patching import live_patches
 from hybridprof.runtime.strategies import spec_of
 
+# The with-blocks whose steps are being counted right now, by id: between two windows of steps
+# nothing is patched, and a profile started there would collide with the next window.
+_BLOCKS: dict[int, str] = {}
+_BLOCKS_LOCK = threading.Lock()
+
+
+def block_opened(key: int, description: str) -> None:
+    with _BLOCKS_LOCK:
+        _BLOCKS[key] = description
+
+
+def block_closed(key: int) -> None:
+    with _BLOCKS_LOCK:
+        _BLOCKS.pop(key, None)
+
+
+def open_blocks() -> tuple[str, ...]:
+    """The with-blocks open right now in this process (the test suite asserts there are none)."""
+    with _BLOCKS_LOCK:
+        return tuple(_BLOCKS.values())
+
 
 def refuse_nesting(strategy_name: str) -> None:
     """NestedProfileError when another profile is running: the inner would empty the outer."""
     patched = live_patches()
-    if patched:
+    active = [f"patched: {', '.join(patched[:3])}"] if patched else list(open_blocks()[:1])
+    if active:
         raise NestedProfileError(
-            f"another hybridprof profile is active in this process (patched: "
-            f"{', '.join(patched[:3])}); profile after it ends, not inside it"
+            f"another hybridprof profile is active in this process ({active[0]}); profile "
+            "after it ends, not inside it"
         )
     if spec_of(strategy_name).torch_profiler and torch.autograd._profiler_enabled():
         raise NestedProfileError(

@@ -5,7 +5,9 @@ to a strategy: `call(path, original_forward, args, kwargs)`. Patching `forward` 
 `__call__` keeps `nn.Module.__call__` and so every user hook intact. The undo log restores, in
 reverse order: the added attribute is DELETED (assigning a bound method back would leave an instance
 attribute that `copy.deepcopy` then carries to copies), a module's own instance `forward` is put
-back as that exact object, and train/eval flags changed while patched are reset.
+back as that exact object, and train/eval flags changed while patched are reset (unless the
+patcher is told to keep them: in a with-block around the user's loop, a mode the user's own code
+set, `model.eval()` before an evaluation, is the user's to keep).
 
 A patched model stays copy-safe: an instance forward would otherwise go with every copy and keep
 calling the ORIGINAL module (with the original's weights). So each patched module also gets an
@@ -13,6 +15,13 @@ instance `__getstate__` (what pickle, `torch.save`, `copy.copy` and `copy.deepco
 instance `_replicate_for_data_parallel` (how `nn.DataParallel` makes its replicas) that leave
 hybridprof's attributes out: a copy made while profiling is a plain module of its class, computing
 with its own weights, and loads where hybridprof is not installed. Both go with the forward on undo.
+
+Compiled code (runtime/compiled/) is never patched: dynamo guards on `forward` not being an
+instance attribute of every module it traces, and would trace the wrapper. `skip` names those
+modules; a `module.compile()`d module (in `call_impl`) is wrapped at its instance
+`_compiled_call_impl`, which only the eager `Module.__call__` reads, undone the same way. A
+patched forward that dynamo traces anyway (a compiled caller hybridprof did not see) just calls
+the original, so it adds no graph break.
 
 Only the thread that patched is measured: a call from another thread runs the module's own forward
 unmeasured and is counted in `foreign_calls`, so the runner can say so (strategies keep one stack of
@@ -29,6 +38,7 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
+import torch
 from torch import nn
 
 CallFn = Callable[[str, Callable[..., Any], tuple[Any, ...], Mapping[str, Any]], Any]
@@ -87,7 +97,7 @@ class PatchedForward:
         self.live = True
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not self.live:
+        if not self.live or _is_compiling():
             return self.original(*args, **kwargs)
         if get_ident() != self.patcher.owner:
             self.patcher.note_foreign_call()
@@ -113,6 +123,9 @@ class PatchedForward:
         if self.own_forward is not None:
             return (_identity, (self.own_forward,))
         return (InertForward, (self.module,))
+
+
+_is_compiling = torch.compiler.is_compiling
 
 
 def _identity(value: Any) -> Any:
@@ -187,6 +200,7 @@ class _Patch:
     wrapper: PatchedForward
     own_forward: Any | None  # the module's own instance forward before patching, if any
     guards: tuple[tuple[str, Any], ...]  # the copy guards added (name, object)
+    attribute: str = "forward"  # or "_compiled_call_impl" (a module.compile()d module)
 
 
 class ForwardPatcher:
@@ -196,10 +210,22 @@ class ForwardPatcher:
     so the driver can say which layer failed; the exception itself propagates unchanged.
     """
 
-    def __init__(self, model: nn.Module, paths: Iterable[str], call: CallFn) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        paths: Iterable[str],
+        call: CallFn,
+        *,
+        reset_modes: bool = True,
+        skip: frozenset[int] = frozenset(),
+        call_impl: frozenset[int] = frozenset(),
+    ) -> None:
         self.model = model
+        self.skip = skip  # ids of modules inside compiled code: never patched
+        self.call_impl = call_impl  # ids of module.compile()d modules: patched at that entry
         self.paths = tuple(dict.fromkeys(paths))
         self.call = call
+        self.reset_modes = reset_modes
         self.failed_path: str | None = None
         self.owner = 0  # the thread that patched: the one measured
         self.foreign_calls = 0  # calls from other threads, run unmeasured
@@ -225,12 +251,12 @@ class ForwardPatcher:
         self.owner = get_ident()
         self.foreign_calls = 0
         self.unpatchable, self.replaced = {}, {}
-        self._modes = [(m, m.training) for m in self.model.modules()]
+        self._modes = [(m, m.training) for m in self.model.modules()] if self.reset_modes else []
         seen: set[int] = set()
         try:
             for path in self.paths:
                 module = self.model.get_submodule(path) if path else self.model
-                if id(module) not in seen:
+                if id(module) not in seen and id(module) not in self.skip:
                     seen.add(id(module))
                     self._patch_one(path, module)
         except BaseException:
@@ -238,6 +264,9 @@ class ForwardPatcher:
             raise
 
     def _patch_one(self, path: str, module: nn.Module) -> None:
+        if id(module) in self.call_impl:
+            self._patch_call_impl(path, module)
+            return
         own = module.__dict__.get("forward")
         wrapper = PatchedForward(self, path, module, own)
         guards = {
@@ -265,7 +294,7 @@ class ForwardPatcher:
         `measured`: the step was a measured one, which then missed the calls made after the
         replacement (said in `patch_warnings`)."""
         for index, patch in enumerate(self._patches):
-            current = patch.module.__dict__.get("forward")
+            current = patch.module.__dict__.get(patch.attribute)
             if current is patch.wrapper:
                 continue
             if measured:
@@ -273,7 +302,7 @@ class ForwardPatcher:
             # The model's own forward now: restore() puts it back, as the model left it.
             own = current.own_forward if isinstance(current, PatchedForward) else current
             wrapper = PatchedForward(self, patch.path, patch.module, own)
-            patch.module.__dict__["forward"] = wrapper
+            patch.module.__dict__[patch.attribute] = wrapper
             for _, guard in patch.guards:
                 guard.own_forward = own
             self._patches[index] = replace(patch, wrapper=wrapper, own_forward=own)
@@ -295,8 +324,19 @@ class ForwardPatcher:
         ]
         return tuple(said)
 
+    def _patch_call_impl(self, path: str, module: nn.Module) -> None:
+        """A module.compile()d module: the range around its compiled entry, not its forward
+        (which dynamo traces)."""
+        compiled = module.__dict__["_compiled_call_impl"]
+        wrapper = PatchedForward(self, path, module, compiled)
+        module.__dict__["_compiled_call_impl"] = wrapper
+        self._patches.append(_Patch(path, module, wrapper, compiled, (), "_compiled_call_impl"))
+        with _LIVE_LOCK:
+            _LIVE[(id(self), id(module))] = f"{path or '(root)'} ({type(module).__name__})"
+
     def restore(self) -> None:
-        """Undo every patch in reverse order, then reset changed train/eval flags."""
+        """Undo every patch in reverse order, then reset changed train/eval flags (when
+        `reset_modes`)."""
         while self._patches:
             self._unpatch_one(self._patches.pop())
         for module, training in self._modes:
@@ -309,16 +349,16 @@ class ForwardPatcher:
         for name, guard in patch.guards:
             if patch.module.__dict__.get(name) is guard:
                 del patch.module.__dict__[name]
-        current = patch.module.__dict__.get("forward")
+        current = patch.module.__dict__.get(patch.attribute)
         if current is not patch.wrapper:
             # Replaced by the model since the last check (the library's with-block has no steps
             # to check after): its calls after that went unmeasured.
             self.replaced[patch.path] = self.replaced.get(patch.path, 0) + 1
         if current is patch.wrapper:
             if patch.own_forward is None:
-                del patch.module.__dict__["forward"]
+                del patch.module.__dict__[patch.attribute]
             else:
-                patch.module.__dict__["forward"] = patch.own_forward
+                patch.module.__dict__[patch.attribute] = patch.own_forward
         with _LIVE_LOCK:
             _LIVE.pop((id(self), id(patch.module)), None)
 

@@ -79,7 +79,7 @@ def _redirected_fd2() -> Iterator[None]:
 
 
 def _scratch_file() -> IO[bytes]:
-    # One scratch file per process, truncated on each use: a new temp file costs ~70 us.
+    # One scratch file per process, truncated on each use: a new temp file per use costs more.
     global _scratch
     if _scratch is None or _scratch.closed:
         _scratch = tempfile.TemporaryFile()  # noqa: SIM115 (kept open for the process)

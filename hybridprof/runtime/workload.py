@@ -196,8 +196,8 @@ def torch_threads(threads: int | None) -> Iterator[None]:
     """Run with `threads` intra-op threads, then put torch's setting back.
 
     One thread gives the steadiest per-layer times: with several, small layers pay for waking the
-    OpenMP pool, and on a busy machine that wait swamps them (ReLU 77 us at 1 thread, 10-30 ms at 2
-    on a loaded 2-core machine).
+    OpenMP pool, and on a busy machine that wait swamps them (figures: benchmarks/README.md,
+    "Measured in passing").
     """
     if threads is None:
         yield

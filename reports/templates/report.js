@@ -104,10 +104,16 @@
     return lo;
   }
 
+  // What shows of the table: the part of its scroll box that is inside the window (the box
+  // scrolls the table both ways; the window scrolls the box into view).
+  var scroller = document.getElementById("layers-scroll");
   function screenRange() {
     if (drawAll) { return { first: 0, last: items.length }; }
-    var top = -tbody.getBoundingClientRect().top;
-    return { first: itemAt(Math.max(0, top)), last: Math.min(items.length, itemAt(top + window.innerHeight) + 1) };
+    var box = scroller.getBoundingClientRect();
+    var body = tbody.getBoundingClientRect().top;
+    var top = Math.max(box.top, 0) - body;
+    var bottom = Math.min(box.bottom, window.innerHeight) - body;
+    return { first: itemAt(Math.max(0, top)), last: Math.min(items.length, itemAt(Math.max(0, bottom)) + 1) };
   }
 
   function spacer(height) {
@@ -355,6 +361,7 @@
     window.requestAnimationFrame(function () { pending = false; draw(false); });
   }
   window.addEventListener("scroll", onScroll, { passive: true });
+  scroller.addEventListener("scroll", onScroll, { passive: true });
   window.addEventListener("resize", onScroll);
   // Printing from the browser: every visible row (print.css lays them out), then back.
   window.addEventListener("beforeprint", function () { drawAll = true; draw(true); });
@@ -391,4 +398,5 @@
 
   setWidths();
   update();
+  hybridprofIcicle(data);  // icicle.js, inlined before this script
 }());

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -194,12 +193,9 @@ def test_big_report_renders_and_filters(browser: Any, tmp_path: Path) -> None:
     assert shown.endswith(" of 2402 rows") and int(shown.split()[0]) < 2402  # opens collapsed
     opened.page.click("#expand-all")
     assert opened.page.text_content("#shown") == "2402 of 2402 rows"
-    started = time.perf_counter()
     opened.page.fill("#filter", "blocks.150.layers.7")
+    # the expectation's own timeout is the hang guard; how fast it is, bench_reports.py measures
     expect(opened.page.locator("#shown")).to_have_text(re.compile(r"^5 of"), timeout=10_000)
-    assert (
-        time.perf_counter() - started < 10
-    )  # a hang guard, not a benchmark (bench_reports.py times it)
     assert opened.visible()[-1] == "blocks.150.layers.7"
     assert opened.problems == []
     opened.page.close()
@@ -208,6 +204,13 @@ def test_big_report_renders_and_filters(browser: Any, tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def big_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_report(big_session(leaves=3000), tmp_path_factory.mktemp("big") / "big.html")
+
+
+# The layer table scrolls in its own box: bring the box into view, then scroll it to its end.
+SCROLL_TO_END = (
+    "() => { const box = document.getElementById('layers-scroll');"
+    " box.scrollIntoView(); box.scrollTop = box.scrollHeight; }"
+)
 
 
 def drawn(opened: Opened) -> int:
@@ -222,7 +225,7 @@ def test_a_big_table_draws_only_the_rows_on_screen(browser: Any, big_report: Pat
     table_height = opened.page.eval_on_selector("#layers tbody", "b => b.offsetHeight")
     row_height = opened.page.eval_on_selector("#layers tr.row", "r => r.offsetHeight")
     assert table_height == pytest.approx(3602 * row_height, abs=3602)  # spacers stand for the rest
-    opened.page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
+    opened.page.evaluate(SCROLL_TO_END)
     expect(opened.page.locator("#layers tr.row").last).to_have_attribute("data-i", "3601")
     last = opened.page.locator("#layers tr.row").last.bounding_box()
     foot = opened.page.eval_on_selector("#layers", "t => t.getBoundingClientRect().bottom")
@@ -266,7 +269,7 @@ def test_an_open_op_table_pushes_the_rows_below_it_down(browser: Any, big_report
         "tr.detail", "d => d.nextElementSibling.classList.contains('row')"
     )
     # the whole table is taller by the op table: scrolling to the end still ends on the last row
-    opened.page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
+    opened.page.evaluate(SCROLL_TO_END)
     expect(opened.page.locator("#layers tr.row").last).to_have_attribute("data-i", "3601")
     assert opened.problems == []
     opened.page.close()

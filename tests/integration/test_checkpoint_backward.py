@@ -92,3 +92,36 @@ def test_nothing_is_counted_twice() -> None:
         assert record.backward_self_cpu_us is not None
         layers += record.self_cpu_us.median + record.backward_self_cpu_us.median
     assert 0 < layers <= whole * (1 + 1e-9), (layers, whole)
+
+
+class Reentrant(nn.Module):
+    """Two Linear+ReLU blocks under reentrant checkpointing (`use_reentrant=True`): each block's
+    backward runs inside its checkpoint's node, as a nested `torch.autograd.backward`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(32, 32), nn.ReLU()) for _ in range(2))
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=True)
+        return self.head(x)
+
+
+def test_reentrant_checkpointing_gives_each_layer_its_backward_nodes() -> None:
+    session = profile(
+        Reentrant(), torch.rand(8, 32).requires_grad_(), backward=True, warmup=1, iters=2
+    )
+    for path in ("blocks.0.0", "blocks.1.0"):
+        assert "AddmmBackward0" in backward_ops(session, path), path
+        assert "AddmmBackward0" not in backward_ops(session, "")
+    assert "ReluBackward0" in backward_ops(session, "blocks.0.1")
+    whole = session.iteration_cpu_us[0]
+    layers = sum(
+        r.self_cpu_us.values[0] + r.backward_self_cpu_us.values[0]
+        for r in (rec.per_iteration for rec in session.records)
+        if r is not None and r.backward_self_cpu_us is not None
+    )
+    assert 0 < layers <= whole * (1 + 1e-9)

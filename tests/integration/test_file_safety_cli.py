@@ -119,7 +119,7 @@ def test_two_runs_never_mix_their_files_in_one_out_dir(tmp_path: Path) -> None:
     assert second.returncode == 2
     assert one_error_line(second) == (
         "hybridprof: error: another hybridprof run is writing into 'out'; wait for it to finish "
-        "or give another --out-dir"
+        "or write into another folder (--out-dir, -o, --report)"
     )
     assert first.returncode == 130, err
     session = load_session(tmp_path / "out" / "session.json")
@@ -129,3 +129,86 @@ def test_two_runs_never_mix_their_files_in_one_out_dir(tmp_path: Path) -> None:
         "run", str(FIXTURES / "run_small.py"), *QUICK, "--out-dir", "out", cwd=tmp_path
     )
     assert again.returncode == 0, again.stderr  # the lock ends with the run
+
+
+def test_two_runs_with_one_report_name_never_mix_their_files(tmp_path: Path) -> None:
+    # --report x.html alone (no --out-dir): the session goes beside it, and the folder is locked
+    with measuring_run(tmp_path, "--report", "x.html") as first:
+        second = hybridprof(
+            "run", str(FIXTURES / "run_small.py"), *QUICK, "--report", "x.html", cwd=tmp_path
+        )
+        first.send_signal(signal.SIGINT)
+        _, err = first.communicate(timeout=120)
+    assert second.returncode == 2
+    assert one_error_line(second).startswith(
+        "hybridprof: error: another hybridprof run is writing into '.'; wait for it to finish"
+    )
+    assert first.returncode == 130, err
+    session = load_session(tmp_path / "x.session.json")
+    assert session.model_file is not None and session.model_file.endswith("run_signal.py")
+    assert "run_signal.py" in (tmp_path / "x.html").read_text()
+
+
+def test_an_output_made_during_the_run_refuses_it_before_any_file_is_written(
+    tmp_path: Path,
+) -> None:
+    with measuring_run(tmp_path, "--report", "x.html") as first:
+        (tmp_path / "x.html").write_text("made by someone else while the run measured")
+        first.send_signal(signal.SIGINT)
+        _, err = first.communicate(timeout=120)
+    assert first.returncode == 2, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("hybridprof: error: output 'x.html' exists; pass --force to overwrite")
+    assert "the session is in " in line
+    rescued = Path(line.split("the session is in ")[1].split(" (re-render")[0])
+    assert load_session(rescued).interrupted
+    rescued.unlink()
+    assert not (tmp_path / "x.session.json").exists()  # nothing written, not even the session
+    assert (tmp_path / "x.html").read_text() == "made by someone else while the run measured"
+
+
+@pytest.mark.parametrize("kind", ["file", "dangling"])
+@pytest.mark.parametrize(
+    ("argv", "own"),
+    [
+        (("run", "RUN_SMALL", *QUICK), "hybridprof-out/session.json"),
+        (("run", "RUN_SMALL", *QUICK, "--out-dir", "out"), "out/report.html"),
+        (("run", "RUN_SMALL", *QUICK, "--report", "net.html"), "net.session.json"),
+        (("analyze", "RUN_SMALL", "--static-only"), "hybridprof-out/run_small.plan.json"),
+    ],
+)
+def test_a_symlink_planted_at_a_name_hybridprof_picks_is_refused(
+    tmp_path: Path, argv: tuple[str, ...], own: str, kind: str
+) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("precious")
+    link = tmp_path / own
+    link.parent.mkdir(exist_ok=True)
+    link.symlink_to(victim / ("precious.txt" if kind == "file" else "created"))
+    command = [str(FIXTURES / "run_small.py") if a == "RUN_SMALL" else a for a in argv]
+    done = hybridprof(*command, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert one_error_line(done) == (
+        f"hybridprof: error: '{own}' is a symbolic link; hybridprof never writes a name it picks "
+        "itself through a link: move it away, or name the output yourself (-o)"
+    )
+    assert [p.name for p in victim.iterdir()] == ["precious.txt"]
+    assert (victim / "precious.txt").read_text() == "precious"
+    assert done.stdout == ""  # refused before any work
+
+
+def test_a_users_file_at_a_name_hybridprof_picks_is_kept(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "session.json").write_text('{"kind": "my-tool-results", "schema_version": 4}')
+    done = hybridprof(
+        "run", str(FIXTURES / "run_small.py"), *QUICK, "--out-dir", "out", cwd=tmp_path
+    )
+    assert done.returncode == 2
+    assert one_error_line(done) == (
+        "hybridprof: error: 'out/session.json' exists and is not a session hybridprof wrote, so "
+        "it is not replaced: move it away, or name the output yourself (-o)"
+    )
+    assert (out / "session.json").read_text() == '{"kind": "my-tool-results", "schema_version": 4}'
+    assert sorted(p.name for p in out.iterdir()) == ["session.json"]

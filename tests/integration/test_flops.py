@@ -12,6 +12,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from hybridprof.api import profile
 from hybridprof.datamodel import ProfileSession
+from hybridprof.runtime.flops.formulas import EXTRA_FORMULAS
 
 PEAK = {"peak_gflops": 50.0, "peak_gbps": 10.0}  # given: no microbenchmark in most tests
 
@@ -69,7 +70,9 @@ def _flops_profile(model: nn.Module, x: torch.Tensor, **options: object) -> Prof
 
 
 def _counter_total(model: nn.Module, x: torch.Tensor, backward: bool) -> int:
-    with FlopCounterMode(display=False) as counter:
+    # FlopCounterMode with the formulas hybridprof adds (attention on CPU, grouped convolutions'
+    # backward): the rest is torch's registry, which both use
+    with FlopCounterMode(display=False, custom_mapping=EXTRA_FORMULAS) as counter:
         if backward:
             model(x).float().mean().backward()
         else:
@@ -127,7 +130,7 @@ def test_layers_add_up_to_flop_counter_modes_total(backward: bool) -> None:
 
 def test_attention_counts_for_its_parent_selected_or_not() -> None:
     model, x = Decoder(), torch.randn(2, 10, 16)
-    with FlopCounterMode(display=False) as counter:
+    with FlopCounterMode(display=False, custom_mapping=EXTRA_FORMULAS) as counter:
         model(x)
     attn_flops = sum(counter.get_flop_counts()["Decoder.blocks.0.attn"].values())
     leaves = _flops_profile(model, x).flops  # leaves: attn (a parent of out_proj) not profiled

@@ -77,7 +77,11 @@ def test_two_busy_processes_on_two_cores_make_the_run_noisy(
     stability = json.loads(session_file.read_text())["stability"]
     assert stability["verdict"] == "noisy", stability
     assert "exceed" in stability["advice"]
-    warnings = [line for line in result.stdout.splitlines() if "noisy timings" in line]
-    assert len(warnings) == 1 and warnings[0].startswith("warning: noisy timings: ")
+    lines = result.stdout.splitlines()
+    warnings = [line for line in lines if "noisy timings" in line]
+    # said above the table (before its header) and again with the run's other warnings
+    assert len(warnings) == 2 and warnings[0] == warnings[1]
+    assert warnings[0].startswith("warning: noisy timings: ")
+    assert lines.index(warnings[0]) < next(i for i, x in enumerate(lines) if x.startswith("Module"))
     fix = "--threads 1" if stability["threads"] > 1 else "background jobs"
     assert fix in warnings[0]

@@ -31,6 +31,8 @@ CELLS = [
     "    wide(torch.rand(1, 4))\n"
     "big",
     "hybridprof.Profile(model)",  # 4: nothing profiled yet: text only
+    "prof.display(show_events=True)",  # 5: the table with ops, as text
+    "session = prof.session()\nprint(session)\nrepr(session)",  # 6: printed: the table
 ]
 
 
@@ -94,3 +96,22 @@ def test_an_unprofiled_profile_shows_as_text(executed: Any) -> None:
 
 def test_no_cell_raised(executed: Any) -> None:
     assert all(not any(o.output_type == "error" for o in c.outputs) for c in executed.cells)
+
+
+def text_of(cell: Any) -> str:
+    (result,) = [o for o in cell.outputs if o.output_type == "execute_result"]
+    return str(result.data["text/plain"])
+
+
+def test_display_shows_as_the_table_not_a_quoted_string(executed: Any) -> None:
+    shown = text_of(executed.cells[5])
+    assert shown.startswith("Module ") and "\\n" not in shown and shown[0] not in "'\""
+    assert "├── features" in shown and "aten::conv2d" in shown  # real lines, ops under layers
+
+
+def test_a_printed_session_is_its_table_and_its_repr_one_line(executed: Any) -> None:
+    (printed,) = [o.text for o in executed.cells[6].outputs if o.output_type == "stream"]
+    assert printed.startswith("Module ") and "(outside profiled modules)" in printed
+    shown = text_of(executed.cells[6])
+    assert shown.startswith("'<ProfileSession of AlexNet: ") and "\\n" not in shown
+    assert len(shown) < 200

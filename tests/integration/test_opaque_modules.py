@@ -8,8 +8,6 @@ import torch
 from torch import nn
 
 import hybridprof
-from hybridprof.errors import UsageError
-from hybridprof.planner.module_tree import select_targets
 from hybridprof.planner.plan import plan_model
 
 # torch 2.13 deprecates TorchScript; users still hand us scripted modules, so we test them.
@@ -58,11 +56,3 @@ def test_scripted_or_traced_root_is_profiled_as_one_layer(make: str) -> None:
     with hybridprof.Profile(model) as prof:
         model(x)
     assert [(r.path, r.calls) for r in prof.session().records] == [("", 1)]
-
-
-def test_compiled_model_is_refused_with_the_fix() -> None:
-    compiled = torch.compile(nn.Sequential(nn.Linear(4, 4)))
-    with pytest.raises(UsageError, match=r"torch\.compile'd .*profile its _orig_mod"):
-        select_targets(compiled)
-    with pytest.raises(UsageError, match=r"torch\.compile'd"):
-        hybridprof.Profile(compiled)

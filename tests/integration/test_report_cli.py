@@ -15,6 +15,7 @@ from torch import nn
 
 from hybridprof.api import profile
 from hybridprof.cli import main
+from tests.report_page import page_rows
 
 FORMATS = ("html", "pdf", "txt", "csv", "json")
 
@@ -47,12 +48,17 @@ def test_every_format_round_trips(
     for output in outputs:
         assert output.stat().st_size > 0 and f"report: {output}" in printed
     html, pdf, txt, csv_file, json_file = outputs
-    assert "2.0" in html.read_text() and "<html" in html.read_text().lower()
+    paths = {"", "0", "1", "2", "2.0", "2.1"}  # every module of the model runs a forward
+    assert set(page_rows(html.read_text())) == paths | {"(outside modules)"}
     assert pdf.read_bytes().startswith(b"%PDF")
-    assert "Linear" in txt.read_text() or "0" in txt.read_text()
+    names = [line.split(" | ")[0].rstrip() for line in txt.read_text().splitlines()]
+    for row in ("Sequential", "├── 0", "├── 1", "└── 2", "    ├── 0", "    └── 1"):
+        assert row in names, row  # the tree, every layer under its parent
+    assert any(name.endswith("    aten::addmm") for name in names)  # and each layer's ops
     rows = list(csv.DictReader(csv_file.open()))
-    assert {"0", "1", "2.0", "2.1"} <= {row["path"] for row in rows}
-    assert "2.0" in json.dumps(json.loads(json_file.read_text()))
+    assert {row["path"] for row in rows} == paths | {"(outside modules)"}
+    records = json.loads(json_file.read_text())
+    assert {record["path"] for record in records} == paths | {"(outside modules)"}
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temp file behind
 
 
@@ -134,3 +140,31 @@ def test_report_never_imports_torch(saved: Path, tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "r.html").is_file()
+
+
+def test_a_session_through_a_pipe_is_read(saved: Path) -> None:
+    # bash's <(...) hands over /dev/fd/63, a pipe: a session file that is no regular file
+    script = Path(sys.executable).with_name("hybridprof")
+    for command in (
+        f"'{script}' report <(cat '{saved}')",
+        f"cat '{saved}' | '{script}' report /dev/stdin",
+        f"'{script}' diff <(cat '{saved}') <(cat '{saved}')",
+    ):
+        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, (command, done.stderr)
+        assert done.stderr == ""
+
+
+@pytest.mark.parametrize("depth", ["-1", "-5"])
+def test_a_negative_max_depth_is_refused(
+    saved: Path, depth: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", str(saved), "--max-depth", depth]) == 2
+    assert error_line(capsys) == (
+        f"hybridprof: error: --max-depth must be 0 (the root only) or more, got {depth}"
+    )
+    assert capsys.readouterr().out == ""
+    assert main(["report", str(saved), "--max-depth", "0"]) == 0
+    lines = capsys.readouterr().out.splitlines()  # a noisy run's warning may come first
+    header = next(i for i, line in enumerate(lines) if line.startswith("Module "))
+    assert lines[header + 2].startswith("Sequential ")  # the root row, under the header

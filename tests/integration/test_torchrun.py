@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -38,9 +37,8 @@ def torchrun(args: list[str], cwd: Path, env: dict[str, str] | None = None, time
 @pytest.fixture(scope="module")
 def ddp_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
     folder = tmp_path_factory.mktemp("ddp")
-    done = torchrun(
-        ["--entry", "build_sleepy", "--backward", "--ddp", *QUICK, "--out-dir", "out"], folder
-    )
+    options = ["--entry", "build_sleepy", "--backward", "--ddp", "--profile-memory", *QUICK]
+    done = torchrun([*options, "--out-dir", "out"], folder)
     assert done.returncode == 0, done.stderr[-3000:]
     return folder / "out", done
 
@@ -113,6 +111,22 @@ def test_a_layer_slow_on_rank1_only_is_a_straggler(ddp_run) -> None:
     assert "Ranks (2)" in html and "chart-rank_steps" in html and "(straggler)" in html
 
 
+def test_the_merged_view_has_each_ranks_memory_peak(ddp_run) -> None:
+    out, _ = ddp_run
+    merged = load_session(out / "session-merged.json")
+    assert merged.memory is not None
+    peaks = merged.memory.rank_peaks
+    assert [p.rank for p in peaks] == [0, 1]
+    for rank, peak in zip((0, 1), peaks, strict=True):
+        session = load_session(out / f"session-rank{rank}.json")
+        assert session.memory is not None
+        assert peak.peak_live_bytes == session.memory.devices[0].peak.live_bytes > 0
+    device = merged.memory.devices[0]
+    assert device.peak.live_bytes == max(p.peak_live_bytes for p in peaks)
+    assert {m.path for m in device.layers} >= {"0", "1", "3"}
+    assert "Peak per rank" in (out / "report.html").read_text()
+
+
 def test_merge_offline_gives_the_same_merged_view(ddp_run, tmp_path: Path) -> None:
     out, _ = ddp_run
     ranks = [str(out / "session-rank1.json"), str(out / "session-rank0.json")]
@@ -151,9 +165,11 @@ def test_a_rank_that_raises_ends_both_ranks_with_one_line_each(tmp_path: Path) -
         tmp_path,
         env={"FAILED_AT_FILE": str(stamp)},
     )
-    ended = time.time()
     assert done.returncode != 0
-    assert ended - float(stamp.read_text()) < 60
+    assert stamp.exists()  # rank 1 failed in its forward, as the model makes it
+    # The other rank was told through the store, not by a collective timing out (which would
+    # take gloo's 30 minutes and end the run by torchrun's timeout above, a hang guard).
+    assert "timed out" not in done.stderr.lower() and "timeout" not in done.stderr.lower()
     ours = [line for line in done.stderr.splitlines() if line.startswith("hybridprof:")]
     ours.append(done.stderr[-4000:])  # shown when an assertion below fails
     cause = "forward failed in 1 (Broken): ValueError: rank one is broken here"

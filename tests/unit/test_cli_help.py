@@ -18,7 +18,7 @@ PARSERS = {
     "merge": merge.build_parser,
     "diff": diff.build_parser,
 }
-METAVARS = {"FILE", "DIR", "NAME", "PATH", "SHAPE", "N", "DEVICE", "SECONDS", "PERCENT"}
+METAVARS = {"FILE", "DIR", "NAME", "PATH", "SHAPE", "N", "DEVICE", "SECONDS", "PERCENT", "TIME"}
 
 
 def options(command: str) -> list[argparse.Action]:
@@ -50,7 +50,16 @@ def test_an_option_shared_by_commands_reads_the_same_in_each() -> None:
         for action in options(command):
             name = action.option_strings[-1]
             # What -o saves and what --report reports differ per command; their names do not.
-            differs = name in ("--help", "--output", "--report")
+            # diff --run measures pairs of iterations of two models, with no plan file, at one
+            # thread unless told.
+            differs = name in (
+                "--help",
+                "--output",
+                "--report",
+                "--iters",
+                "--strategy",
+                "--threads",
+            )
             shape = (action.metavar, None if differs else action.help)
             assert seen.setdefault(name, shape) == shape, f"{name} differs in {command}"
 

@@ -10,7 +10,8 @@ import pytest
 from hybridprof.analysis.tree import tree_rows
 from hybridprof.datamodel import Stat
 from hybridprof.reporting.dataframe import session_frame
-from hybridprof.reporting.page.context import build_context, open_depth
+from hybridprof.reporting.page.context import build_context
+from hybridprof.reporting.page.row_limits import open_depth
 from hybridprof.reporting.renderers.html import render_html
 from hybridprof.reporting.text_table import render_text
 from tests.report_page import page_rows
@@ -112,5 +113,10 @@ def test_shares_stay_whole_when_pauses_inflate_the_median_iteration() -> None:
     assert frame["pct_self"].sum() == pytest.approx(100.0)
     root = frame[frame["path"] == ""].iloc[0]
     assert root["pct_total"] == pytest.approx(96.0)  # the sum of its rows' shares
-    header = {h.label: h.value for h in build_context(session).header}
-    assert header["Total profiled time"].startswith("5.000ms per iteration (median); % columns")
+    header = {h.label: h for h in build_context(session).header}
+    total = header["Total profiled time"]
+    assert total.value == "5.000ms per iteration (median)"  # one figure in the header...
+    assert total.note.startswith("The % columns are shares of 1.000ms")  # ...the other explained
+    html = render_html(session)
+    assert 'title="The % columns are shares of 1.000ms' in html
+    assert '<p class="footnote">* The % columns are shares of 1.000ms' in html

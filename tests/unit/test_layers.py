@@ -4,6 +4,7 @@ circle, and the folders are the layers.
 The packages of `hybridprof/`, top to bottom (each may import those below it):
 
     cli, api, torchprof   the command line and the library facade (torchprof: its API)
+    integrations          trainer callbacks (HF, Lightning) over the facade
     runtime               measuring; it may use the planner
     planner, reporting    beside each other: neither imports the other, nor the runtime
     files                 saved sessions, plans and diffs; the user's model file; atomic writes
@@ -51,6 +52,7 @@ LAYER_OF = {
     "api": "api",
     "torchprof": "api",  # torchprof's API (`import hybridprof.torchprof as torchprof`): a facade
     "cli": "cli",
+    "integrations": "integrations",  # trainer callbacks (HF, Lightning) over the library facade
     "__main__": "entry",
 }
 _DATA = {"data", "errors"}
@@ -68,6 +70,7 @@ BELOW = {
     "runtime": {"planner", *_FILES},
     "api": {"runtime", "planner", "reporting", "examples", *_FILES},
     "cli": {"api", "runtime", "planner", "reporting", "examples", *_FILES},
+    "integrations": {"api", "runtime", "planner", "reporting", *_FILES},
     "entry": {"cli"},
 }
 LOOSE_AT_TOP = {"__init__", "__main__", "errors"}  # everything else lives in a package

@@ -3,6 +3,7 @@ and the one-line refusals."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -19,7 +20,7 @@ from hybridprof.datamodel import (
     Stat,
 )
 from hybridprof.diff import diff_sessions
-from hybridprof.errors import UsageError
+from hybridprof.errors import SessionFileError, UsageError
 from hybridprof.reporting.page.context import build_context
 from hybridprof.reporting.renderers.html import render_html
 from tests.sessions import small_session
@@ -196,3 +197,123 @@ def test_merged_series_are_each_iterations_median_across_ranks_so_merged_runs_ca
     slower = [_with_series(rank_session(r, world=3), s * 2) for r, s in enumerate((1.0, 1.2, 3.0))]
     diff = diff_sessions(merged, merge_sessions(slower))
     assert {layer.verdict for layer in diff.layers} == {"slower"}  # judged, not "unknown"
+
+
+def _series_session(rank: int, iterations: int) -> ProfileSession:
+    """Rank `rank` of 2 with `iterations` measured iterations: fc1 takes 100, 200, 300... us in
+    iteration 1, 2, 3..., every layer called once per iteration."""
+
+    def series(r: ModuleRecord) -> ModuleRecord:
+        own = [100.0 * (i + 1) for i in range(iterations)]
+        return replace(
+            r,
+            calls=iterations,
+            self_cpu_us=Stat.of(own),
+            total_cpu_us=Stat.of(own),
+            per_iteration=IterationSeries(Series.of(own)),
+        )
+
+    session = rank_session(rank)
+    assert session.rank is not None
+    steps = tuple(2000.0 + i for i in range(iterations))
+    return replace(
+        session,
+        records=tuple(map(series, session.records)),
+        iterations=iterations,
+        iteration_cpu_us=steps,
+        rank=replace(session.rank, step_us=steps, comm_us=(100.0,) * iterations),
+        collectives=(bucket((100.0,) * iterations),),
+    )
+
+
+def test_ranks_that_ran_different_numbers_of_iterations_merge_over_the_common_ones() -> None:
+    # rank 1 was stopped after 2 of 3 iterations: merging must not show 1.5 calls per iteration
+    merged = merge_sessions([_series_session(0, 3), _series_session(1, 2)])
+    assert merged.iterations == 2
+    fc1 = merged.record("fc1")
+    assert fc1 is not None
+    assert fc1.calls_per_iteration(merged.iterations) == 1.0
+    assert fc1.self_cpu_us == Stat(150.0, 150.0, 150.0)  # both ranks' median of 100 and 200 us
+    assert fc1.per_iteration is not None
+    assert fc1.per_iteration.self_cpu_us.values == (100.0, 200.0)
+    assert merged.iteration_cpu_us == (2000.0, 2001.0)
+    assert merged.ranks is not None
+    assert [r.iterations for r in merged.ranks.ranks] == [2, 2]
+    assert merged.warnings[0] == (
+        "the ranks ran different numbers of measured iterations (rank 0: 3, rank 1: 2; one was "
+        "stopped early); merged over the first 2, which every rank ran"
+    )
+    assert ProfileSession.from_json(merged.to_json()) == merged
+
+
+def test_a_rank_without_per_iteration_times_and_another_count_is_refused() -> None:
+    longer = _series_session(0, 3)
+    old = replace(longer, records=tuple(replace(r, per_iteration=None) for r in longer.records))
+    with pytest.raises(UsageError, match="rank 0 ran 3 iterations, another rank fewer"):
+        merge_sessions([old, _series_session(1, 2)])
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            lambda s: replace(s, model_hash="b" * 64),
+            "rank 1's session profiled another model than rank 0's: the model file (nets.py) was "
+            "changed between them (its sha256 starts bbbbbbbbbbbb on rank 1, aaaaaaaaaaaa on "
+            "rank 0); merge the sessions of one run",
+        ),
+        (
+            lambda s: replace(s, plan=replace(s.plan, root_class="OtherNet")),
+            "rank 1's session profiled another model than rank 0's: class OtherNet against Net; "
+            "merge the sessions of one run",
+        ),
+        (
+            lambda s: replace(
+                s,
+                plan=replace(
+                    s.plan,
+                    targets=tuple(
+                        replace(t, selected=False) if t.path == "fc1" else t for t in s.plan.targets
+                    ),
+                ),
+            ),
+            "rank 1's session profiled another model than rank 0's: rank 1 did not select fc1 "
+            "(rank 0 did); merge the sessions of one run",
+        ),
+    ],
+)
+def test_the_refusal_of_different_models_says_what_differs(change, said: str) -> None:
+    first = replace(rank_session(0), model_hash="a" * 64, model_file="nets.py")
+    other = change(replace(rank_session(1), model_hash="a" * 64, model_file="nets.py"))
+    with pytest.raises(UsageError) as caught:
+        merge_sessions([first, other])
+    assert str(caught.value) == said
+
+
+def test_a_merged_session_must_hold_as_many_ranks_as_its_world_size() -> None:
+    merged = merge_sessions([rank_session(0), rank_session(1)])
+    data = json.loads(merged.to_json())
+    data["ranks"]["world_size"] = 10**18  # the renderers would lay out 10**18 columns
+    with pytest.raises(SessionFileError, match=r"ranks: world size 1000000000000000000 does not "):
+        ProfileSession.from_json(json.dumps(data))
+    rank = json.loads(rank_session(1).to_json())
+    rank["rank"]["info"]["world_size"] = 10**18
+    with pytest.raises(SessionFileError, match=r"rank\.info: world size 1000000000000000000 is "):
+        ProfileSession.from_json(json.dumps(rank))
+    rank["rank"]["info"].update(world_size=2, rank=10**18)
+    with pytest.raises(SessionFileError, match=r"rank 1000000000000000000 is outside the world"):
+        ProfileSession.from_json(json.dumps(rank))
+
+
+def test_merge_prints_the_warning_of_ranks_that_ran_different_numbers_of_iterations(
+    tmp_path, capsys
+) -> None:
+    from hybridprof.cli import main
+
+    files = []
+    for rank, iterations in ((0, 3), (1, 2)):
+        files.append(tmp_path / f"session-rank{rank}.json")
+        files[-1].write_text(_series_session(rank, iterations).to_json())
+    assert main(["merge", *map(str, files)]) == 0
+    out = capsys.readouterr().out
+    assert "warning: the ranks ran different numbers of measured iterations (rank 0: 3, " in out

@@ -45,7 +45,7 @@ def test_interrupted_run_says_so() -> None:
 
 def test_rows_are_formatted_and_keep_raw_numbers() -> None:
     rows = {r.path: r for r in build_context(small_session()).rows}
-    assert list(rows) == ["", "fc1", "fc2", "act"]  # children heaviest first
+    assert list(rows) == ["", "fc1", "act", "fc2"]  # module order, as the model defines it
     fc1 = rows["fc1"]
     assert (fc1.self_cpu, fc1.total_cpu, fc1.pct_text) == ("520.000us", "580.000us", "58.0%")
     assert fc1.spread == "468.000us–572.000us"

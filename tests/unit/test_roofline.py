@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from hybridprof.analysis.roofline import session_rooflines, verdict
+from hybridprof.analysis.roofline import inconsistencies, session_rooflines, verdict
 from hybridprof.datamodel import (
     LayerWork,
     MachinePeak,
@@ -50,11 +50,76 @@ def flops_session(base: ProfileSession | None = None) -> ProfileSession:
 
 def test_verdicts_follow_the_roofline() -> None:
     assert verdict(26_000_000, 1_000_000, 520.0, PEAK) == "compute-bound at 50% of peak"
-    assert verdict(0, 2_000_000, 100.0, PEAK) == "memory-bound at 200% of peak bandwidth"
+    assert verdict(0, 2_000_000, 100.0, PEAK) == "inconsistent: 200% of peak bandwidth"
     assert verdict(300_000, 2_000_000, 300.0, PEAK) == "memory-bound at 67% of peak bandwidth"
     assert verdict(1000, 1000, 100.0, PEAK) == "overhead-bound"  # far below both roofs
     assert verdict(0, 0, 5.0, PEAK) == "overhead-bound"  # a view-only layer (Flatten)
     assert verdict(1000, 1000, 0.0, PEAK) == ""  # no time: no verdict
+
+
+def test_no_verdict_above_a_roof() -> None:
+    # 100 GFLOP/s is the peak: 130 MFLOP in 1 ms is 130 GFLOP/s, which cannot be
+    assert verdict(130_000_000, 1_000_000, 1000.0, PEAK) == "inconsistent: 130% of peak FLOP/s"
+    assert verdict(100_000_000, 1_000_000, 1000.0, PEAK) == "compute-bound at 100% of peak"
+    assert verdict(0, 10_000_000, 1000.0, PEAK) == "memory-bound at 100% of peak bandwidth"
+
+
+def _with_times(session: ProfileSession, times: dict[str, float]) -> ProfileSession:
+    records = tuple(
+        replace(r, self_cpu_us=Stat(times[r.path], times[r.path], times[r.path]))
+        if r.path in times
+        else r
+        for r in session.records
+    )
+    return replace(session, records=records)
+
+
+def test_inconsistent_layers_name_the_number_likely_wrong() -> None:
+    # fc1 and fc2 both do real arithmetic (right of the ridge) and both beat the peak: the peak
+    session = flops_session()
+    work = session.flops
+    assert work is not None
+    layers = tuple(replace(w, flops=200_000_000) if w.path == "fc2" else w for w in work.layers)
+    peak_low = _with_times(replace(session, flops=replace(work, layers=layers)), {"fc1": 200.0})
+    (found, *others) = [x for x in inconsistencies(peak_low) if x.roof == "peak FLOP/s"]
+    assert others == [] and found.suspect == "peak" and set(found.paths) == {"fc1", "fc2"}
+    assert "--peak-gflops" in found.text and "up to 667%" in found.text
+    # only fc1 beats it, and its own time is 10 us: the time
+    short = _with_times(session, {"fc1": 10.0})
+    assert [(x.suspect, x.paths) for x in inconsistencies(short) if x.roof == "peak FLOP/s"] == [
+        ("time", ("fc1",))
+    ]
+
+    # fc1 alone, three times the peak in a steady 520 us: its count; a little over: no culprit
+    def fc1_flops(flops: int) -> ProfileSession:
+        layers = tuple(replace(w, flops=flops) if w.path == "fc1" else w for w in work.layers)
+        return replace(session, flops=replace(work, layers=layers))
+
+    far = [x for x in inconsistencies(fc1_flops(156_000_000)) if x.roof == "peak FLOP/s"]
+    assert [(x.suspect, x.paths) for x in far] == [("count", ("fc1",))]
+    assert "FLOP counts are likely too high" in far[0].text
+    near = [x for x in inconsistencies(fc1_flops(62_400_000)) if x.roof == "peak FLOP/s"]
+    assert [(x.suspect, x.paths) for x in near] == [("margin", ("fc1",))]
+    assert "--peak-gflops" in near[0].text
+    # act moves 2 MB in 100 us, twice the peak bandwidth: bytes from cache, not memory
+    (moved,) = [x for x in inconsistencies(session) if x.roof == "peak bandwidth"]
+    assert moved.suspect == "count" and moved.paths == ("act",) and "cache" in moved.text
+    assert inconsistencies(small_session()) == ()
+
+
+def test_reports_say_what_is_inconsistent() -> None:
+    session = flops_session()
+    ctx = build_context(session)
+    assert {r.path: r.verdict for r in ctx.rows}["act"] == "inconsistent: 200% of peak bandwidth"
+    assert ctx.roofline is not None
+    assert any(
+        n.startswith("Inconsistent: 1 layer(s) above the peak bandwidth")
+        for n in ctx.roofline.notes
+    )
+    assert "inconsistent: 200% of peak bandwidth" in render_text(session)
+    assert 'fill="#c0392b"' not in str(ctx.roofline.svg)  # act has no FLOPs: not on the chart
+    fast = build_context(_with_times(session, {"fc1": 10.0})).roofline
+    assert fast is not None and 'fill="#c0392b"' in str(fast.svg)  # the impossible dot stands out
 
 
 def test_layer_figures_and_unprofiled_rows() -> None:
@@ -125,7 +190,7 @@ def test_html_context_fills_the_tree_rows() -> None:
     assert by_path["fc1"].verdict == "compute-bound at 50% of peak"
     assert by_path["fc1"].flops == "26 MFLOP"
     assert ctx.roofline is not None and len(ctx.roofline.rows) == 4
-    assert "1 of 3 profiled layers are not on the chart" in ctx.roofline.notes[0]
+    assert any("1 of 3 profiled layers are not on the chart" in n for n in ctx.roofline.notes)
 
 
 def test_session_file_round_trip_and_v1_files() -> None:

@@ -44,3 +44,23 @@ def test_ddp_outside_torchrun_says_how_to_launch(
         "... --ddp"
     ]
     assert not (tmp_path / "s.json").exists()
+
+
+@pytest.mark.parametrize("name", ["session-rank1.json", "session-merged.json", "report.html"])
+def test_a_ranks_own_names_are_never_written_through_a_symlink(tmp_path: Path, name: str) -> None:
+    from hybridprof.cli.run import build_parser
+    from hybridprof.cli.run_ranks import plan_rank_outputs
+    from hybridprof.errors import OutputError
+
+    out = tmp_path / "ddp"
+    out.mkdir()
+    victim = tmp_path / "precious.txt"
+    victim.write_text("precious")
+    (out / name).symlink_to(victim)
+    args = build_parser().parse_args([MODEL, "--out-dir", str(out), "--force"])
+    rank = 1 if name == "session-rank1.json" else 0
+    launch = torchrun_launch({"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank)})
+    assert launch is not None
+    with pytest.raises(OutputError, match=r"is a symbolic link; hybridprof never writes"):
+        plan_rank_outputs(args, launch)
+    assert victim.read_text() == "precious"

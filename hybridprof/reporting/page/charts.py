@@ -147,10 +147,24 @@ def backward_chart(session: ProfileSession, n: int = TOP_LAYERS) -> Chart:
     )
 
 
+def step_chart(session: ProfileSession) -> Chart:
+    """Where a training step goes: the layers' forward and backward, the optimizer, the rest."""
+    forward = sum(r.self_cpu_us.median for r in session.records)
+    backward = sum(r.backward_self_cpu_us.median for r in session.records if r.backward_self_cpu_us)
+    bars = [Bar("layers, forward", (forward,)), Bar("layers, backward", (backward,))]
+    if session.optimizer is not None:
+        bars.append(Bar("(optimizer)", (session.optimizer.self_cpu_us.median,)))
+    if session.outside_cpu_us is not None:
+        bars.append(Bar("(outside modules)", (session.outside_cpu_us.median,)))
+    return make_chart("step", "Where the step goes (self CPU time, medians)", bars)
+
+
 def session_charts(session: ProfileSession) -> tuple[Chart, ...]:
     """Top layers and time by class always; forward vs backward when the session measured
-    backward."""
+    backward; where the step goes when it trained."""
     charts = [top_layers_chart(session), class_chart(session)]
     if session.backward:
         charts.append(backward_chart(session))
+    if session.backward or session.optimizer is not None:
+        charts.append(step_chart(session))
     return tuple(charts)

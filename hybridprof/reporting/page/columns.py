@@ -1,8 +1,13 @@
 """The layer table's columns and cells, shared by the PDF (rendered by the template) and the HTML
 report (sent to the page as compact JSON arrays, and drawn there by report.js).
 
+The HTML table scrolls sideways inside its own box (its first column stays put); a PDF page cannot
+scroll, so its table is split into parts that each fit the page's width (`pdf_parts`), each
+starting with the Layer column, every row in each part: the times first, then what is left.
+
 The HTML report does not render its rows server-side: a 10,000-layer model has 11,000 rows, whose
-markup alone was 15 MB and took Chromium seconds to lay out. The page gets every row as data and
+markup alone was too big for Chromium to lay out quickly (figures: benchmarks/README.md,
+bench_reports). The page gets every row as data and
 draws only the rows on screen (see report.js); the PDF, which has no script, renders its (limited)
 rows from the same cells.
 """
@@ -13,7 +18,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from hybridprof.reporting.page.context import ReportContext, RowView
+from hybridprof.reporting.page.context import ReportContext
+from hybridprof.reporting.page.rows import RowView
 
 Sort = Literal["tree", "text", "num", ""]  # "": the column does not sort
 
@@ -65,12 +71,28 @@ def layer_columns(ctx: ReportContext) -> tuple[Column, ...]:
              f"Subtree time (forward{both}) as a share of the median iteration"),
     ]  # fmt: skip
     if ctx.has_memory:
-        cols.append(_num("memory", "Self CPU mem", "memory_bytes"))
+        cols.append(
+            _num("memory", "Net self mem", "memory_bytes",
+                 "Allocated less freed by its own ops in the forward (torchprof's Self CPU Mem): "
+                 "the one figure that can be negative")
+        )  # fmt: skip
+    if ctx.memory is not None:
+        cols += [
+            _num("mem_peak", "Peak (fwd)", "mem_peak_bytes",
+                 "The most bytes live in its forward calls above what was live when each began"),
+            _num("mem_saved", "Saved", "mem_saved_bytes",
+                 "Bytes its forward saved for backward (each storage once; parameters apart)"),
+        ]  # fmt: skip
+        if ctx.has_backward:
+            cols.append(
+                _num("mem_backward_peak", "Peak (bwd)", "mem_backward_peak_bytes",
+                     "The most bytes live during its backward above what was live when it began")
+            )  # fmt: skip
     if ctx.roofline:
         cols += [
             _num("flops", "FLOPs"),
             _num("gflops", "GFLOP/s"),
-            Column("verdict", "Verdict", ""),
+            Column("verdict", "Verdict", "verdict"),
         ]
     cols += [
         Column("spread", "Spread (self, min–max)", "num spread"),
@@ -78,6 +100,45 @@ def layer_columns(ctx: ReportContext) -> tuple[Column, ...]:
         Column("output_shape", "Output", "shape"),
     ]
     return tuple(cols)
+
+
+# The PDF's layer table (print.css: A4 landscape, 12 mm margins, 7.5 pt): the line's width in
+# points and what a character and a cell's padding take, for the estimate of what fits.
+PDF_LINE_PT = 720.0
+PDF_CHAR_PT = 4.6
+PDF_PADDING_PT = 7.0
+PDF_INDENT_EM = 0.8  # print.css's td.dN: 0.2 em + 0.8 em per level
+WRAPS = {"verdict": 22, "output_shape": 18}  # cells that wrap between words: their line's chars
+
+
+def pdf_parts(columns: tuple[Column, ...], rows: tuple[RowView, ...]) -> list[tuple[Column, ...]]:
+    """The columns in parts that each fit the PDF page, each part led by the Layer column (the
+    first); a part takes columns in their order while they fit."""
+    name, rest = columns[0], columns[1:]
+    first = _pdf_width(name, rows)
+    parts: list[list[Column]] = [[name]]
+    used = first
+    for column in rest:
+        width = _pdf_width(column, rows)
+        if used + width > PDF_LINE_PT and len(parts[-1]) > 1:
+            parts.append([name])
+            used = first
+        parts[-1].append(column)
+        used += width
+    return [tuple(part) for part in parts]
+
+
+def _pdf_width(column: Column, rows: tuple[RowView, ...]) -> float:
+    """The points a column needs: its longest cell (a wrapping one's line), or its header's
+    longest word (headers wrap between words)."""
+    if column.key == "name":
+        indent = max((PDF_INDENT_EM * 7.5 * min(r.depth, 12) for r in rows), default=0.0)
+        chars = max((len(r.name) for r in rows), default=0)
+        return chars * PDF_CHAR_PT + indent + PDF_PADDING_PT
+    cells = [len(cell_text(r, column)) for r in rows]
+    chars = min(max(cells, default=0), WRAPS.get(column.key, 10**6))
+    word = max(len(w) for w in column.label.split())
+    return max(chars, word) * PDF_CHAR_PT + PDF_PADDING_PT
 
 
 def cell_text(row: RowView, column: Column) -> str:

@@ -8,98 +8,50 @@ formatted numbers, heat, op breakdowns, findings, and the limits the PDF applies
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from hybridprof.analysis.layer_table import LayerRow, LayerTable, Timing, layer_table
+from hybridprof.analysis.layer_table import LayerTable, layer_table
+from hybridprof.analysis.tree import OPTIMIZER_ROW
 from hybridprof.datamodel import (
     FindingKind,
-    ModuleRecord,
     OpStat,
     ProfileSession,
 )
 from hybridprof.reporting.findings import group_findings
-from hybridprof.reporting.format import format_bytes, format_calls, format_time_us
+from hybridprof.reporting.format import format_bytes, format_time_us
 from hybridprof.reporting.page.charts import Chart, session_charts
+from hybridprof.reporting.page.icicle import Icicle, icicles
+from hybridprof.reporting.page.memory_view import MemoryView, memory_view
 from hybridprof.reporting.page.ranks import RanksView, ranks_view
-from hybridprof.reporting.page.roofline_view import RooflineView, cells, roofline_view
+from hybridprof.reporting.page.roofline_view import RooflineView, roofline_view
+from hybridprof.reporting.page.row_limits import heaviest_rows, opened
+from hybridprof.reporting.page.rows import OpView, RowView, op_view, outside_view, row_view
 from hybridprof.reporting.trust import (
     INTERVAL_NOTE,
     has_intervals,
     iterations_text,
     stability_text,
-    timing_text,
 )
 
 Mode = Literal["html", "pdf"]
 PDF_MAX_ROWS = 200
 PDF_OP_LAYERS = 10
 PDF_MAX_OPS = 10
-HEAVY_SHARE = 50.0  # % of the iteration: a row this heavy is opened so its parts show
-OPEN_ROWS = 30  # the HTML tree also opens a level while the rows shown stay this few
+ORDER = {
+    "html": "Rows in module order, as the model defines them; the tree opens along the path "
+    "that takes the most time. Click a column's header to order each level by it, largest first "
+    "(again: smallest first; Layer: module order again).",
+    "pdf": "Rows in module order, as the model defines them.",
+}
 
 
 @dataclass(frozen=True, slots=True)
 class HeaderItem:
     label: str
     value: str
-
-
-@dataclass(frozen=True, slots=True)
-class OpView:
-    name: str
-    calls: int
-    self_cpu: str
-    total_cpu: str
-    self_device: str
-    memory: str
-    backward: bool
-
-
-@dataclass(frozen=True, slots=True)
-class RowView:
-    """One line of the tree table; raw numbers (for sorting) next to their formatted text."""
-
-    path: str
-    name: str
-    depth: int
-    parent: str | None
-    class_name: str
-    profiled: bool
-    has_children: bool
-    calls: float  # per iteration (as the times are)
-    calls_text: str
-    self_us: float
-    total_us: float
-    pct: float  # subtree (inclusive) share of the iteration, forward plus backward
-    heat: int  # 0..5: self time relative to the heaviest row, for shading
-    self_cpu: str
-    total_cpu: str
-    self_device: str
-    total_device: str
-    backward: str
-    backward_total: str
-    pct_text: str
-    self_pct: float  # own share of the iteration: the rows' self shares add up to ~100%
-    self_pct_text: str
-    memory: str
-    memory_bytes: int
-    spread: str
-    params: int
-    output_shape: str
-    source: str
-    op_count: int
-    flops: str = ""  # with --flops: the layer's FLOPs per step, achieved GFLOP/s, verdict
-    gflops: str = ""
-    verdict: str = ""
-    derived: bool = False  # a container that never runs: its children's totals only
-    outside: bool = False  # the row of time in no profiled module
-    collapsed: bool = False  # the HTML tree opens with this row's children hidden
-    self_device_us: float = 0.0  # raw numbers the HTML table sorts these columns by
-    total_device_us: float = 0.0
-    backward_us: float = 0.0
-    backward_total_us: float = 0.0
+    note: str = ""  # said as a footnote (and a tooltip): one figure in the header, not two
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,148 +103,13 @@ class ReportContext:
     warnings: tuple[str, ...]
     never_called: tuple[str, ...]
     notes: tuple[str, ...]
+    order: str = ""  # the layer table's order, said above it
     stability: StabilityView | None = None  # None for sessions saved before it was measured
     data: dict[str, Any] = field(default_factory=dict)  # for the page script, as |tojson
     roofline: RooflineView | None = None  # with --flops
     ranks: RanksView | None = None  # merged sessions of a torchrun run
-
-
-def _dash(us: float | None) -> str:
-    """A time a row has, or "-" where its quantity was not measured for it."""
-    return "-" if us is None else format_time_us(us)
-
-
-def _percent(pct: float | None) -> str:
-    return "-" if pct is None else f"{pct:.1f}%"
-
-
-def _heat(self_us: float, peak: float) -> int:
-    return 0 if peak <= 0 else min(5, int(6 * self_us / peak))
-
-
-def _row_view(row: LayerRow, peak: float) -> RowView:
-    """A layer table row as the page shows it (formatting only: every figure is the table's)."""
-    own = row.kind == "layer"  # has calls and self figures of its own
-    measured = row.record is not None  # a layer, or a container with its children's totals
-    self_us = row.self_cpu.median if row.self_cpu else 0.0
-    work = row.roofline
-    flops, gflops, verdict = (
-        cells(work) if work is not None and (measured or work.flops or work.bytes) else ("", "", "")
-    )
-    return RowView(
-        path=row.path,
-        name=row.name,
-        depth=row.depth,
-        parent=row.parent,
-        class_name=row.class_name,
-        profiled=measured,
-        has_children=row.has_children,
-        calls=row.calls_per_iteration or 0.0,
-        calls_text=_calls_text(row) if own else "",
-        self_us=self_us,
-        total_us=row.total_cpu.median if row.total_cpu else 0.0,
-        pct=row.pct_total or 0.0,
-        heat=_heat(self_us, peak),
-        self_cpu=timing_text(row.self_cpu),
-        total_cpu=timing_text(row.total_cpu),
-        self_device=_dash(row.self_device_us) if own else "",
-        total_device=_dash(row.total_device_us) if measured else "",
-        backward=_dash(row.backward_self_cpu_us) if own else "",
-        backward_total=_dash(row.backward_total_cpu_us) if measured else "",
-        pct_text=_percent(row.pct_total) if measured else "",
-        self_pct=row.pct_self or 0.0,
-        self_pct_text=_percent(row.pct_self) if own else "",
-        memory=format_bytes(row.self_cpu_mem or 0) if own else "",
-        memory_bytes=row.self_cpu_mem or 0,
-        spread=_spread(row.self_cpu) if own and row.self_cpu else "",
-        params=row.param_count,
-        output_shape=", ".join(row.output_shapes),
-        source=row.source.short() if row.source else "",
-        op_count=row.op_count,
-        flops=flops,
-        gflops=gflops,
-        verdict=verdict,
-        derived=row.kind == "container",
-        self_device_us=row.self_device_us or 0.0,
-        total_device_us=row.total_device_us or 0.0,
-        backward_us=row.backward_self_cpu_us or 0.0,
-        backward_total_us=row.backward_total_cpu_us or 0.0,
-    )
-
-
-def _calls_text(row: LayerRow) -> str:
-    calls = row.calls_per_iteration
-    return "" if calls is None else format_calls(calls)
-
-
-def _spread(timing: Timing) -> str:
-    return f"{format_time_us(timing.min)}–{format_time_us(timing.max)}"
-
-
-def _outside_view(row: LayerRow, peak: float) -> RowView:
-    """The `(outside modules)` row: one amount, forward and backward together."""
-    assert row.self_cpu is not None
-    stat = row.self_cpu
-    text = format_time_us(stat.median)
-    return RowView(
-        path=row.path, name=row.name, depth=0, parent=None, class_name="", profiled=True,
-        has_children=False, calls=0.0, calls_text="", self_us=stat.median, total_us=stat.median,
-        pct=row.pct_total or 0.0, heat=_heat(stat.median, peak), self_cpu=text, total_cpu=text,
-        self_device="", total_device="", backward="", backward_total="",
-        pct_text=_percent(row.pct_total), self_pct=row.pct_self or 0.0,
-        self_pct_text=_percent(row.pct_self), memory="", memory_bytes=0, spread=_spread(stat),
-        params=0, output_shape="", source="", op_count=0, outside=True,
-    )  # fmt: skip
-
-
-def heaviest_first(rows: list[RowView]) -> list[RowView]:
-    """The same tree with each row's children ordered by their share (subtree time, forward plus
-    backward), heaviest first; rows with no time keep their module order after them."""
-    children: dict[str | None, list[RowView]] = {}
-    for row in rows:
-        children.setdefault(row.parent, []).append(row)
-    ordered: list[RowView] = []
-
-    def place(row: RowView) -> None:
-        ordered.append(row)
-        for child in sorted(children.get(row.path, []), key=lambda r: -r.pct):
-            place(child)
-
-    for top in sorted(children.get(None, []), key=lambda r: -r.pct):
-        place(top)
-    return ordered
-
-
-def open_depth(rows: list[RowView]) -> int:
-    """How deep the HTML tree opens: a level is opened while it holds a row with at least
-    HEAVY_SHARE of the iteration (its parts are where the time goes) or while the rows shown stay
-    within OPEN_ROWS; rows at the returned depth start collapsed."""
-    deepest = max((r.depth for r in rows), default=0)
-    depth = 0
-    while depth < deepest:
-        level = [r for r in rows if r.depth == depth and r.has_children]
-        heavy = any(r.pct >= HEAVY_SHARE for r in level)
-        shown = sum(1 for r in rows if r.depth <= depth + 1)
-        if not heavy and shown > OPEN_ROWS:
-            break
-        depth += 1
-    return depth
-
-
-def _op_view(o: OpStat) -> OpView:
-    return OpView(
-        name=o.name,
-        calls=o.calls,
-        self_cpu=format_time_us(o.self_cpu_us),
-        total_cpu=format_time_us(o.total_cpu_us),
-        self_device=format_time_us(o.self_device_us),
-        memory=format_bytes(o.self_cpu_mem),
-        backward=o.backward,
-    )
-
-
-def _sorted_ops(rec: ModuleRecord) -> list[OpStat]:
-    return sorted(rec.ops, key=lambda o: -o.self_cpu_us)
+    icicles: tuple[Icicle, ...] = ()  # the module tree by time, per pass
+    memory: MemoryView | None = None  # --profile-memory: the step's peak, timeline, layers
 
 
 def _header(session: ProfileSession, table: LayerTable) -> tuple[HeaderItem, ...]:
@@ -311,10 +128,29 @@ def _header(session: ProfileSession, table: LayerTable) -> tuple[HeaderItem, ...
         ("Threads", str(env.threads)),
         ("Strategy", session.strategy),
         ("Iterations", runs),
+        *((("Steps", _steps_text(session)),) if session.steps or session.schedule else ()),
         ("Date", session.started_at or plan.created_at or "-"),
-        ("Total profiled time", _total_time_text(table.iteration_us, table.shares_of_us)),
     ]
-    return tuple(HeaderItem(k, v) for k, v in items)
+    from hybridprof.reporting.compiled_text import compile_header
+
+    total = f"{format_time_us(table.iteration_us)} per iteration (median)"
+    note = _shares_note(table.iteration_us, table.shares_of_us)
+    return (
+        *(HeaderItem(k, v) for k, v in [*items, *compile_header(session)]),
+        HeaderItem("Total profiled time", total, note),
+    )
+
+
+def _steps_text(session: ProfileSession) -> str:
+    """A training loop's steps: how many ran, and which the schedule measured."""
+    text = f"{session.steps} in the block, {session.iterations} measured"
+    plan = session.schedule
+    if plan is not None:
+        text += (
+            f" (schedule: skip {plan.skip_first}, wait {plan.wait}, warm-up {plan.warmup}, "
+            f"active {plan.active}, repeat {plan.repeat or 'until the end'})"
+        )
+    return text
 
 
 def _stability(session: ProfileSession) -> StabilityView | None:
@@ -324,15 +160,15 @@ def _stability(session: ProfileSession) -> StabilityView | None:
     return StabilityView(stability.verdict, stability_text(stability))
 
 
-def _total_time_text(median_us: float, shares_of: float) -> str:
-    """The median iteration, and what the shares are of when that differs by more than 2%."""
-    text = f"{format_time_us(median_us)} per iteration (median)"
+def _shares_note(median_us: float, shares_of: float) -> str:
+    """What the % columns are shares of, when that is not the median iteration (within 2%)."""
     if median_us > 0 and abs(shares_of - median_us) > 0.02 * median_us:
-        text += (
-            f"; % columns are shares of {format_time_us(shares_of)}, the rows' medians summed "
-            "(the iterations varied: pauses landed in different layers)"
+        return (
+            f"The % columns are shares of {format_time_us(shares_of)}, the rows' medians summed, "
+            f"not of the median iteration's {format_time_us(median_us)}: the iterations varied, "
+            "and pauses landed in different layers."
         )
-    return text
+    return ""
 
 
 def _param_count(session: ProfileSession) -> int:
@@ -373,50 +209,27 @@ def _sources(session: ProfileSession, paths: set[str]) -> tuple[SourceView, ...]
     )
 
 
-def _pdf_rows(rows: list[RowView], limit: int) -> tuple[list[RowView], str]:
-    """All rows if they fit; else the heaviest profiled rows (by total CPU) with their ancestors.
-
-    A depth cut would keep mostly unprofiled containers (the selection is usually the leaves), so
-    the PDF keeps what costs time instead, in tree order so it still reads as a tree.
-    """
-    if len(rows) <= limit:
-        return rows, ""
-    by_path = {r.path: r for r in rows}
-    kept: set[str] = set()
-    shown = 0
-    for row in sorted((r for r in rows if r.profiled), key=lambda r: -r.total_us):
-        chain = _with_ancestors(row, by_path, kept)
-        if len(kept) + len(chain) > limit:
-            break
-        kept.update(chain)
-        shown += 1
-    profiled = sum(1 for r in rows if r.profiled and not (r.derived or r.outside))
-    note = (
-        f"The table shows the {shown} heaviest of {profiled} profiled layers by total CPU time, "
-        f"with their parents ({len(kept)} of {len(rows)} rows); the HTML report has all of them."
-    )
-    return [r for r in rows if r.path in kept], note
-
-
-def _with_ancestors(row: RowView, by_path: dict[str, RowView], kept: set[str]) -> list[str]:
-    """`row`'s path and those of its ancestors not yet kept."""
-    chain: list[str] = []
-    current: RowView | None = row
-    while current is not None and current.path not in kept:
-        chain.append(current.path)
-        current = by_path.get(current.parent) if current.parent is not None else None
-    return chain
-
-
 def _top_op_tables(
     rows: list[RowView], session: ProfileSession, n: int
 ) -> tuple[tuple[RowView, tuple[OpView, ...]], ...]:
-    with_ops = sorted((r for r in rows if r.op_count), key=lambda r: -r.self_us)[:n]
-    by_path = {r.path: r for r in session.records}
+    ops = _ops_by_row(session)
+    with_ops = sorted((r for r in rows if r.path in ops), key=lambda r: -r.self_us)[:n]
     return tuple(
-        (r, tuple(_op_view(o) for o in _sorted_ops(by_path[r.path])[:PDF_MAX_OPS]))
-        for r in with_ops
+        (r, tuple(op_view(o) for o in _by_self_time(ops[r.path])[:PDF_MAX_OPS])) for r in with_ops
     )
+
+
+def _ops_by_row(session: ProfileSession) -> dict[str, tuple[OpStat, ...]]:
+    """Each row's ops by its path: the records', and the optimizer row's (a module path has
+    priority: a module may be named like the row)."""
+    ops = {rec.path: rec.ops for rec in session.records if rec.ops}
+    if session.optimizer is not None and session.optimizer.ops:
+        ops.setdefault(OPTIMIZER_ROW, session.optimizer.ops)
+    return ops
+
+
+def _by_self_time(ops: tuple[OpStat, ...]) -> list[OpStat]:
+    return sorted(ops, key=lambda o: -o.self_cpu_us)
 
 
 def _js_data(session: ProfileSession) -> dict[str, Any]:
@@ -424,7 +237,7 @@ def _js_data(session: ProfileSession) -> dict[str, Any]:
     # lazily. Device time and memory are formatted only when the table shows them.
     device, memory = session.use_device, session.profile_memory
     ops = {
-        rec.path: [
+        path: [
             [
                 o.name,
                 o.calls,
@@ -434,10 +247,9 @@ def _js_data(session: ProfileSession) -> dict[str, Any]:
                 format_bytes(o.self_cpu_mem) if memory else "",
                 o.backward,
             ]
-            for o in _sorted_ops(rec)
+            for o in _by_self_time(row_ops)
         ]
-        for rec in session.records
-        if rec.ops
+        for path, row_ops in _ops_by_row(session).items()
     }
     return {"ops": ops, "device": device, "memory": memory}
 
@@ -446,7 +258,7 @@ def _pdf_limits(
     rows: list[RowView], max_rows: int, op_layers: int
 ) -> tuple[list[RowView], list[str]]:
     """The rows the PDF shows and the notes that say what it left out (it has no JS to expand)."""
-    kept, note = _pdf_rows(rows, max_rows)
+    kept, note = heaviest_rows(rows, max_rows)
     with_ops = sum(1 for r in rows if r.op_count)
     ops_note = (
         f"Op breakdowns are shown for the top {min(with_ops, op_layers)} of {with_ops} layers "
@@ -465,19 +277,19 @@ def build_context(
     notes)."""
     table = layer_table(session)
     peak = max((r.self_cpu.median for r in table.layers() if r.self_cpu), default=0.0)
-    all_rows = heaviest_first([_row_view(r, peak) for r in table.tree()])
-    depth = open_depth(all_rows)
-    all_rows = [
-        replace(r, collapsed=True) if r.has_children and r.depth >= depth else r for r in all_rows
-    ]
+    all_rows = opened([row_view(r, peak) for r in table.tree()])  # module order
+    all_rows += [row_view(r, peak) for r in table.optimizer()]
     outside = table.outside()
     if outside is not None:
-        all_rows.append(_outside_view(outside, peak))
+        all_rows.append(outside_view(outside, peak))
     rows, notes = (
         _pdf_limits(all_rows, pdf_max_rows, pdf_op_layers) if mode == "pdf" else (all_rows, [])
     )
     if has_intervals(session):
         notes = [INTERVAL_NOTE, *notes]
+    from hybridprof.reporting.compiled_text import compile_notes
+
+    notes = [*notes, *compile_notes(session)]
     plan = session.plan
     model_name = Path(session.model_file or plan.model_file or plan.root_class).name
     return ReportContext(
@@ -502,8 +314,11 @@ def build_context(
         warnings=session.warnings,
         never_called=session.never_called,
         notes=tuple(notes),
+        order=ORDER[mode],
         stability=_stability(session),
         data=_js_data(session) if mode == "html" else {},
         roofline=roofline_view(session),
         ranks=ranks_view(session),
+        icicles=icicles(all_rows, session.backward),
+        memory=memory_view(session),
     )

@@ -19,8 +19,11 @@ from hybridprof.reporting.diff_text import (
     KNOCK_ON_NOTE,
     QUANTITY_TITLES,
     change_text,
+    floor_line,
+    gate_lines,
     interval_text,
     layer_title,
+    pairing_line,
     shift_lines,
     signed_pct,
     signed_time,
@@ -130,7 +133,13 @@ def delta_chart(diff: DiffResult, n: int = CHART_BARS) -> Markup:
     return Markup("".join(parts))
 
 
-_BAR_COLOURS = {"slower": "#c0392b", "faster": "#2e7d32", "added": "#c0392b", "removed": "#2e7d32"}
+_BAR_COLOURS = {
+    "slower": "#c0392b",
+    "faster": "#2e7d32",
+    "added": "#c0392b",
+    "removed": "#2e7d32",
+    "inconclusive": "#b7791f",
+}
 
 
 def _short(label: str, width: int = 38) -> str:
@@ -156,6 +165,7 @@ def build_diff_context(diff: DiffResult, mode: Mode) -> dict[str, Any]:
         )
         for title, group in (
             ("Slower", diff.regressions()),
+            ("Inconclusive (interval wider than the threshold)", diff.undecided()),
             ("Faster", diff.improvements()),
             ("Knock-on (own work unchanged)", diff.knock_ons()),
         )
@@ -175,14 +185,30 @@ def build_diff_context(diff: DiffResult, mode: Mode) -> dict[str, Any]:
         "chart_caption": (
             "Biggest self CPU time changes"
             + (" beyond the run-wide shift" if diff.shift("self_cpu_us") else "")
-            + " (red: slower, green: faster, grey: within noise or knock-on)"
+            + " (red: slower, green: faster, amber: inconclusive, grey: within noise or knock-on)"
         ),
         "quantities": QUANTITY_TITLES,
         "shift_lines": shift_lines(diff),
+        "method_lines": [line for line in (floor_line(diff), pairing_line(diff)) if line],
+        "gate": gate_lines(diff),
+        "gate_answer": diff.gate.answer if diff.gate is not None else "",
+        "matched": [
+            f"{layer_title(x)}: {verdict_label(x)}"
+            for x in diff.layers
+            if x.match not in ("path", "added", "removed")
+        ],
         "knock_on_note": KNOCK_ON_NOTE if diff.knock_ons() else "",
         "counts": {
             v: sum(1 for x in diff.layers if x.verdict == v and not x.knock_on)
-            for v in ("slower", "faster", "added", "removed", "unknown", "within noise")
+            for v in (
+                "slower",
+                "inconclusive",
+                "faster",
+                "added",
+                "removed",
+                "unknown",
+                "within noise",
+            )
         }
         | {"knock-on": len(diff.knock_ons())},
     }

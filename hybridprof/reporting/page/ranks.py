@@ -17,7 +17,7 @@ from hybridprof.datamodel import (
     RankSummary,
     Stat,
 )
-from hybridprof.reporting.format import format_bytes, format_calls, format_time_us
+from hybridprof.reporting.format import format_bytes, format_calls, format_time_us, visible
 from hybridprof.reporting.page.charts import Bar, Chart, make_chart
 
 MAX_LAYER_ROWS = 60  # layers with the largest spread across ranks first
@@ -183,7 +183,7 @@ def rank_lines(merged: ProfileSession) -> list[str]:
         size = f", {format_bytes(c.nbytes)}" if c.nbytes else ""
         where = f" in {c.layer}" if c.layer else ""
         lines.append(f"comm: {c.name}{where}: {format_time_us(c.time_us.median)}{size}")
-    return lines
+    return [visible(line) for line in lines]  # names from the file: a newline would forge a line
 
 
 __all__ = ["RanksView", "rank_lines", "ranks_view", "step_chart"]

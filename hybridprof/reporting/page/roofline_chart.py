@@ -21,7 +21,12 @@ WIDTH, HEIGHT = 640, 380
 LEFT, RIGHT, TOP, BOTTOM = 64, 24, 16, 44
 LABELLED = 6
 LABEL_CHARS = 26
-COLORS = {"compute": "#3b6ea8", "memory": "#d9822b", "overhead": "#8a94a0"}
+COLORS = {
+    "compute": "#3b6ea8",
+    "memory": "#d9822b",
+    "overhead": "#8a94a0",
+    "inconsistent": "#c0392b",  # above a roof: one of the numbers is wrong
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +138,7 @@ def _roofs(x: _Scale, y: _Scale, peak: MachinePeak) -> list[str]:
 
 
 def _color(verdict: str) -> str:
-    kind = verdict.split("-", 1)[0]
+    kind = verdict.replace(":", "-").split("-", 1)[0]
     return COLORS.get(kind, COLORS["overhead"])
 
 

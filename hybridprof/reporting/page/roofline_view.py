@@ -9,7 +9,12 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
-from hybridprof.analysis.roofline import LayerRoofline, session_rooflines, unattributed_flops
+from hybridprof.analysis.roofline import (
+    LayerRoofline,
+    inconsistencies,
+    session_rooflines,
+    unattributed_flops,
+)
 from hybridprof.datamodel import ProfileSession
 from hybridprof.reporting.format import format_count, format_rate, peak_text
 from hybridprof.reporting.page.roofline_chart import chart_dots, render_roofline
@@ -98,7 +103,7 @@ def roofline_view(session: ProfileSession) -> RooflineView | None:
     shown = _heaviest(with_work, MAX_ROWS)
     placed = len(chart_dots(lines))
     timed = sum(1 for x in lines if x.self_us is not None)
-    notes = []
+    notes = [f"Inconsistent: {x.text}." for x in inconsistencies(session)]
     if placed < timed:
         notes.append(
             f"{timed - placed} of {timed} profiled layers are not on the chart: no counted FLOPs "

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from importlib import resources
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from hybridprof.errors import ReportDependencyError
-from hybridprof.reporting.page.columns import cell_text, layer_columns, table_data
+from hybridprof.reporting.page.columns import cell_text, layer_columns, pdf_parts, table_data
 from hybridprof.reporting.page.context import ReportContext
 
 TEMPLATE_PACKAGE = "hybridprof._templates"
@@ -39,13 +39,37 @@ def _read_template(name: str) -> str:
 @functools.cache
 def template_env() -> jinja2.Environment:
     """The one jinja2 Environment of the reports (autoescape on, StrictUndefined)."""
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FunctionLoader(_read_template),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["dotted"] = breakable_at_dots
+    env.filters["op_name"] = breakable_op_name
+    env.filters["file_path"] = breakable_file_path
+    return env
+
+
+def breakable_op_name(name: object) -> Markup:
+    """An op name that may wrap after `::`, `_` or `.` (`aten::_scaled_dot_product_flash_...`):
+    a long one fits a narrow column of the PDF without cutting a word of it."""
+    text = str(escape(str(name)))
+    for mark in ("::", "_", "."):
+        text = text.replace(mark, mark + "<wbr>")
+    return Markup(text)
+
+
+def breakable_file_path(path: object) -> Markup:
+    """A file path that may wrap after each `/` (the header's model file)."""
+    return Markup(str(escape(str(path))).replace("/", "/<wbr>"))
+
+
+def breakable_at_dots(path: object) -> Markup:
+    """A module path that may wrap after each dot and nowhere else (`blocks.1.attn.qkv`, never
+    `bloc/ks.1`): escaped, with a word-break opportunity after every dot."""
+    return Markup(str(escape(str(path))).replace(".", ".<wbr>"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +84,9 @@ class Assets:
 
 @functools.cache
 def assets() -> Assets:
-    js = _read_template("report.js")
+    # One inline script (the CSP allows it by its hash): the icicle chart's function, then the
+    # table's script, which parses the page's data once and hands it to the chart.
+    js = _read_template("icicle.js") + "\n" + _read_template("report.js")
     return Assets(
         css=Markup(_read_template("report.css")),
         print_css=Markup(_read_template("print.css")),
@@ -89,8 +115,8 @@ SCRIPT_UNSAFE = (
 def script_json(data: object) -> Markup:
     """`data` as JSON that is safe as the text of a `<script type="application/json">` element."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    for char, escape in SCRIPT_UNSAFE:
-        text = text.replace(char, escape)
+    for char, written in SCRIPT_UNSAFE:
+        text = text.replace(char, written)
     return Markup(text)
 
 
@@ -109,16 +135,19 @@ def render_page(ctx: ReportContext) -> str:
                 "device": ctx.has_device,
                 "memory": ctx.has_memory,
                 "table": table_data(ctx),
+                "icicle": [chart.data() for chart in ctx.icicles],
                 "sources": [
                     [s.path or "(root)", s.class_name, s.where, s.aliases] for s in ctx.sources
                 ],
             }
         )
         ops_data = script_json(ctx.data.get("ops", {}))
+    columns = layer_columns(ctx)
     return template.render(
         ctx=ctx,
         assets=assets(),
-        columns=layer_columns(ctx),
+        columns=columns,
+        parts=pdf_parts(columns, ctx.rows) if ctx.mode == "pdf" else [columns],
         cell_text=cell_text,
         page_data=page_data,
         ops_data=ops_data,

@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 from hybridprof.datamodel import ProfileSession
-from hybridprof.reporting.dataframe import STR_COLUMNS, session_frame
-
-# A spreadsheet evaluates a cell that starts with one of these as a formula (`=HYPERLINK(...)`,
-# `@SUM(...)`); module names come from user models and session files.
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+from hybridprof.reporting.csv_cells import csv_text
+from hybridprof.reporting.dataframe import session_frame
 
 
 def render_csv(session: ProfileSession) -> str:
     frame = session_frame(session)
-    for column in STR_COLUMNS:
-        if column in frame.columns:
-            frame[column] = frame[column].map(defused_cell)
-    text: str = frame.to_csv(index=False, lineterminator="\n")
-    return text
-
-
-def defused_cell(value: object) -> object:
-    """A text cell a spreadsheet would run as a formula, prefixed with `'` so it shows as text."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return value
+    return csv_text(list(frame.columns), frame.itertuples(index=False, name=None))
 
 
 class CsvRenderer:

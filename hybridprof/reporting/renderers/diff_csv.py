@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import csv
-import io
-
 from hybridprof.diff import Change, DiffResult, LayerDiff
+from hybridprof.reporting.csv_cells import csv_text
 
 _QUANTITIES = (
     "self_cpu_us",
@@ -30,12 +28,7 @@ def render_diff_csv(diff: DiffResult) -> str:
     present = [q for q in _QUANTITIES if any(layer.change(q) for layer in diff.layers)]
     header = ["base_path", "new_path", "class", "match", "verdict", "knock_on"]
     header += [f"{q}_{part}" for q in present for part in _PARTS]
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header)
-    for layer in diff.layers:
-        writer.writerow(_row(layer, present))
-    return buffer.getvalue()
+    return csv_text(header, (_row(layer, present) for layer in diff.layers))
 
 
 def _row(layer: LayerDiff, present: list[str]) -> list[object]:

@@ -17,7 +17,7 @@ from hybridprof.reporting.page.context import PDF_MAX_ROWS, PDF_OP_LAYERS, build
 from hybridprof.reporting.page.templates import render_page
 
 INSTALL_HINT = "apt-get install libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0"
-SUBSET_PACKAGE = "libharfbuzz-subset0"  # optional: without it weasyprint embeds fonts 3-5x slower
+SUBSET_PACKAGE = "libharfbuzz-subset0"  # optional: without it weasyprint embeds fonts slower
 
 
 def load_weasyprint() -> Any:

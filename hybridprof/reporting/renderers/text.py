@@ -1,11 +1,19 @@
 """The .txt report: a line on the run, the layer table with each layer's ops, the roofline table
-with --flops, then what to know (warnings, never-called paths, ranks)."""
+with --flops, the memory section with --profile-memory, then what to know (warnings, never-called
+paths, ranks)."""
 
 from __future__ import annotations
 
-from hybridprof.analysis.roofline import session_rooflines, unattributed_flops
+from hybridprof.analysis.roofline import inconsistencies, session_rooflines, unattributed_flops
 from hybridprof.datamodel import ProfileSession
-from hybridprof.reporting.format import format_count, format_rate, peak_text, visible
+from hybridprof.reporting.format import (
+    flops_total_text,
+    format_count,
+    format_rate,
+    peak_text,
+    visible,
+)
+from hybridprof.reporting.memory_text import memory_section
 from hybridprof.reporting.page.ranks import rank_lines
 from hybridprof.reporting.text_table import format_table, render_text
 from hybridprof.reporting.trust import INTERVAL_NOTE, has_intervals, iterations_text, stability_text
@@ -23,19 +31,27 @@ def render_text_report(session: ProfileSession) -> str:
         f"({session.model_file or plan.model_file or 'library'}), strategy {session.strategy}, "
         f"iterations: {iterations_text(session)}, torch {env.torch_version}, {env.device}, "
         f"{env.threads} thread(s)",
+        *([flops_total_text(session)] if session.flops is not None else []),
     ]
     if session.stability is not None:
         stability = session.stability
         lines.append(f"stability: {stability.verdict}: {stability_text(stability)}")
     lines += ["", render_text(session, show_events=True), *roofline_section(session)]
+    lines += memory_section(session)
+    if session.compiled is not None:
+        from hybridprof.reporting.compiled_text import compile_lines
+
+        lines += ["", *compile_lines(session)]
     if has_intervals(session):
         lines += ["", INTERVAL_NOTE]
     if session.ranks is not None:
         lines += ["", *rank_lines(session)]
     if session.never_called:
-        lines += ["", "selected but never called: " + ", ".join(session.never_called)]
+        lines += ["", "selected but never called: " + ", ".join(map(visible, session.never_called))]
     if session.warnings:
-        lines += ["", "warnings:", *(f"- {w}" for w in session.warnings)]
+        lines += ["", "warnings:", *(f"- {visible(w)}" for w in session.warnings)]
+    # The tables escape their cells; a name in the other lines must not break its line either.
+    lines[0] = visible(lines[0])
     return "\n".join(visible(line, newlines=True) for line in lines) + "\n"
 
 
@@ -63,10 +79,12 @@ def roofline_section(session: ProfileSession) -> list[str]:
     outside = unattributed_flops(session)
     return [
         "",
+        flops_total_text(session),
         f"roofline, self figures per step ({peak_text(work.peak)}):",
         format_table(header, body),
         f"counted in one extra pass ({work.pass_s:.2f} s) by a {work.method}"
         + (f"; {format_count(outside, 'FLOP')} outside the model" if outside else ""),
+        *(f"inconsistent: {x.text}" for x in inconsistencies(session)),
     ]
 
 

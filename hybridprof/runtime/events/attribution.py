@@ -21,15 +21,26 @@ only code the autograd engine ran can show, on whatever thread; the walk keys ba
 already, so no clocks of different threads are compared. An outermost recompute range's total also
 counts toward the layers enclosing its layer's forward call. The op that ran the recompute (the
 node's own op) has in its self time the checkpoint's bookkeeping (RNG state, saved-tensor hooks, the
-exception that stops recomputing early: ~100 us a segment, several times that under the profiler);
+exception that stops recomputing early: a cost per segment, larger under the profiler);
 that goes to the layer that called the checkpoint, which owns its forward bookkeeping too, if
 selected (else to no layer).
 
+Reentrant checkpointing (`use_reentrant=True`) runs its segment's backward inside the node of the
+checkpoint: `torch.autograd.backward` is called in that node, so the segment's nodes are events
+nested in it. Each such nested node carries its own sequence number, which the recomputed forward
+op that made it carries too, so it goes to that op's layer (the enclosing node's layer when its
+number is not found), and its time is taken out of the enclosing node's.
+
+A training step (a with-block around the user's loop) has ranges that are no layer: the
+optimizer's, a closure's, param-group markers, the with-block's step ranges; `optimizer_fold.py`
+says what each does. An event inside an optimizer part is the optimizer's, whatever encloses it.
+
 Device kernels name their launching CPU op by correlation id; their time goes to that op's layer.
 
-Time in no layer: every op outside all layer ranges, and every backward node whose forward ran
-outside them (the loss's), adds its self time to `outside_cpu_us`, so the layers' self times
-(forward and backward) and that add up to the iteration's profiled time.
+Time in no layer: every op outside all layer ranges and the optimizer, and every backward node
+whose forward ran outside them (the loss's), adds its self time to `outside_cpu_us`, so the
+layers' self times (forward and backward), the optimizer's and that add up to the iteration's
+profiled time.
 """
 
 from __future__ import annotations
@@ -38,21 +49,53 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
 
+from hybridprof.runtime.events import optimizer_fold
+from hybridprof.runtime.events.frames import (
+    BWD,
+    BWD_ROOT,
+    CHAIN,
+    CHILD_DMEM,
+    CHILD_MEM,
+    CHILD_NS,
+    DMEM,
+    EVENT,
+    HOST,
+    KIND,
+    LAYER,
+    MEASURE,
+    MEM,
+    MERGED,
+    NESTED_DMEM,
+    NESTED_MEM,
+    NESTED_NS,
+    OP,
+    OPT,
+    RANGE,
+    RAW,
+    RECOMPUTE,
+    SOLE,
+    Frame,
+)
 from hybridprof.runtime.events.kineto import Event
-from hybridprof.runtime.measures.iteration import IterationMeasure, OpMeasure, PathMeasure, op_key
+from hybridprof.runtime.events.links import (
+    backward_root,
+    fold_backward,
+    fold_device,
+    fold_host,
+    fold_recompute,
+)
+from hybridprof.runtime.events.training_names import BACKWARD_PREFIX as BACKWARD_PREFIX
+from hybridprof.runtime.events.training_names import RangeNames
+from hybridprof.runtime.events.walk import Walk, add_outside, fold_op
+from hybridprof.runtime.measures.iteration import IterationMeasure, PathMeasure, op_key
 
-BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
 ROOT_RANGE = "(root)"
 
 
 def range_name(path: str) -> str:
     """The profiler range name of a layer: its path; the root ("") gets a visible name."""
     return path or ROOT_RANGE
-
-
-Frame = list[Any]  # see the frame index constants below
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,35 +114,6 @@ class Attribution:
     kernels: dict[int, list[tuple[str, int, float]]]
 
 
-# A frame is an open or closed CPU event while walking one thread's tree. Thousands are made per
-# iteration, so a frame is a plain list indexed by these constants (a list literal is ~5x cheaper
-# to build than an object whose __init__ sets the same fields).
-EVENT, CHAIN, BWD, RANGE, KIND, CHILD_NS, MEM, CHILD_MEM, DMEM, CHILD_DMEM = range(10)
-NESTED_NS, NESTED_MEM, NESTED_DMEM, RAW, MEASURE, PARENT, SOLE = range(10, 17)
-# KIND values. HOST: an op that recomputed. MERGED: an op nested as the only child of an op of the
-# same name (Dropout's aten::div_ inside aten::div_); torch's event tree drops it and lifts its
-# children into the parent, so it is counted once, and so it is here (see `_absorb`).
-OP, LAYER, BWD_ROOT, RECOMPUTE, HOST, MERGED = range(6)
-# SOLE: None until a child closes, then that child, then False once a second one has closed.
-
-
-@dataclass(slots=True)
-class _Walk:
-    """State shared by the walks of all threads of one iteration."""
-
-    names: Mapping[str, str]
-    backward: bool
-    keep_raw: bool
-    measure: IterationMeasure
-    deferred: list[Frame]  # backward frames: their layer is known once every thread is walked
-    seq_chains: dict[tuple[int, int], tuple[str, ...]]
-    forward_chains: dict[str, tuple[str, ...]]  # path -> layer chain of its first forward call
-    by_correlation: dict[int, Frame]
-    raw: dict[str, list[Frame]]
-    kernels: dict[int, list[tuple[str, int, float]]]
-    outside_ns: int = 0  # self time of events in no layer (see `_add_outside`)
-
-
 def attribute(
     events: Iterable[Event],
     names: Mapping[str, str],
@@ -115,8 +129,19 @@ def attribute(
     device: list[Event] = []
     for event in events:
         (device if event.kind == "device" else threads[event.thread]).append(event)
-    walk = _Walk(
-        names, backward, keep_raw, IterationMeasure(), [], {}, {}, {}, defaultdict(list), {}
+    walk = Walk(
+        names,
+        backward,
+        keep_raw,
+        IterationMeasure(),
+        [],
+        {},
+        {},
+        {},
+        defaultdict(list),
+        {},
+        RangeNames(names),
+        {},
     )
     top_level_ns = 0
     for thread_events in threads.values():
@@ -124,29 +149,33 @@ def attribute(
     walk.measure.total_cpu_us = top_level_ns / 1000
     for frame in walk.deferred:
         if frame[KIND] == RECOMPUTE:
-            _fold_recompute(frame, walk)
+            fold_recompute(frame, walk)
         elif frame[KIND] == HOST:
-            _fold_host(frame, walk)
+            fold_host(frame, walk)
         elif frame[KIND] != MERGED:
-            _fold_backward(frame, walk)
-    _fold_device(device, walk)
+            fold_backward(frame, walk)
+    fold_device(device, walk)
+    optimizer_fold.finish(walk.measure)
     walk.measure.outside_cpu_us = walk.outside_ns / 1000
     return Attribution(walk.measure, dict(walk.raw), walk.kernels)
 
 
-def _walk_thread(events: list[Event], walk: _Walk) -> int:
+def _walk_thread(events: list[Event], walk: Walk) -> int:
     """Walk one thread's events in tree order; returns the time covered by its top-level events.
 
     This loop runs once per event (thousands per forward), so the common case, an op, is inlined
-    here instead of going through small helpers: each Python call would cost ~10% of the budget.
+    here instead of going through small helpers: each Python call would cost a visible share of
+    the budget (figures: benchmarks/README.md, "Measured in passing").
     """
     # A stable sort on start time: events starting in the same nanosecond keep the profiler's
     # order, which records a parent before the children it calls.
     events.sort(key=_START)
     stack: list[Frame] = []
-    last_bwd: tuple[int, int] | None = None
+    # The key of the last node the engine ran at the top level, and of the last node nested in
+    # one (an AccumulateGrad, which has no number of its own, goes to the node before it).
+    last_bwd: list[tuple[int, int] | None] = [None, None]
     top_level_ns = 0
-    names, backward, keep_raw, pop = walk.names, walk.backward, walk.keep_raw, stack.pop
+    lookup, backward, keep_raw, pop = walk.lookup, walk.backward, walk.keep_raw, stack.pop
     for event in events:
         start = event[_START_I]
         while stack and start >= stack[-1][EVENT][_END_I]:
@@ -175,22 +204,27 @@ def _walk_thread(events: list[Event], walk: _Walk) -> int:
                 None,
                 parent,
                 None,
+                parent[OPT],
             ]
         else:
-            frame = [event, (), None, None, OP, 0, 0, 0, 0, 0, 0, 0, 0, None, None, None, None]
-        path = names.get(event[1])
-        if path is not None:
-            if frame[BWD] is None:
-                _open_layer(frame, path, walk)
-            else:
-                _open_layer(frame, path, walk, RECOMPUTE)
-        else:
+            frame = [
+                event, (), None, None, OP, 0, 0, 0, 0, 0, 0, 0, 0, None, None, None, None, None
+            ]  # fmt: skip
+        entry = lookup[event[1]]  # one lookup: the common case, an op, is None
+        if entry is None:
+            if backward and frame[CHAIN] and event.seq >= 0:
+                # Later ops overwrite earlier ones: the last op to see a number made its node.
+                walk.seq_chains[(event.thread, event.seq)] = frame[CHAIN]
+        elif isinstance(entry, str):
+            frame[OPT] = None  # a layer's forward is the layer's, wherever it runs
+            _open_layer(frame, entry, walk, LAYER if frame[BWD] is None else RECOMPUTE)
+        elif entry[0] == "node":
             if backward:
-                _link_backward(event, frame, walk, last_bwd)
-                if frame[KIND] == BWD_ROOT:
-                    last_bwd = frame[BWD]
-            if keep_raw and frame[BWD] is None and frame[RANGE] is not None:
-                frame[RANGE][RAW].append(frame)  # a forward op of a layer, in start order
+                _open_node(event, frame, walk, last_bwd)
+        else:
+            optimizer_fold.open_special(frame, entry[0], walk.measure)
+        if keep_raw and frame[KIND] == OP and frame[BWD] is None and frame[RANGE] is not None:
+            frame[RANGE][RAW].append(frame)  # a forward op of a layer, in start order
         if event.correlation_id:
             walk.by_correlation[event.correlation_id] = frame
         stack.append(frame)
@@ -203,24 +237,34 @@ _START_I, _END_I = Event._fields.index("start_ns"), Event._fields.index("end_ns"
 _START = itemgetter(_START_I)
 
 
-def _open_layer(frame: Frame, path: str, walk: _Walk, kind: int = LAYER) -> None:
+def _open_layer(frame: Frame, path: str, walk: Walk, kind: int = LAYER) -> None:
     frame[CHAIN] = (*frame[CHAIN], path)
     frame[RANGE], frame[KIND], frame[RAW] = frame, kind, []
     frame[MEASURE] = walk.measure.path(path)
 
 
-def _link_backward(
-    event: Event, frame: Frame, walk: _Walk, last_bwd: tuple[int, int] | None
+def _open_node(
+    event: Event, frame: Frame, walk: Walk, last_bwd: list[tuple[int, int] | None]
 ) -> None:
-    if not frame[CHAIN] and frame[BWD] is None and event.name.startswith(BACKWARD_PREFIX):
-        frame[KIND] = BWD_ROOT
-        frame[BWD] = (event.fwd_thread, event.seq) if event.seq >= 0 else last_bwd
-    elif frame[CHAIN] and event.seq >= 0:
-        # Later ops overwrite earlier ones: the last op to see a sequence number made its node.
+    """A backward node's key (forward thread, sequence number); one run inside a layer's forward
+    (`torch.autograd.grad` in it) is that layer's op. `last_bwd`: the last top-level and nested
+    node keys, updated here."""
+    if not frame[CHAIN]:
+        enclosing = frame[BWD]
+        own = (event.fwd_thread, event.seq) if event.seq >= 0 else None
+        frame[KIND], frame[OPT] = BWD_ROOT, None
+        walk.measure.backward = True
+        if enclosing is None:  # a node the engine runs
+            frame[BWD] = last_bwd[0] = own or last_bwd[0]
+            last_bwd[1] = None
+        else:  # nested in a node: reentrant checkpointing's backward of its segment
+            frame[BWD] = last_bwd[1] = own or last_bwd[1] or enclosing
+            walk.fallbacks[id(frame)] = enclosing
+    elif event.seq >= 0:
         walk.seq_chains[(event.thread, event.seq)] = frame[CHAIN]
 
 
-def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
+def _close(frame: Frame, stack: list[Frame], walk: Walk) -> int:
     """Pass a popped frame's totals to its parent and fold it; returns its duration if top-level."""
     event, kind = frame[EVENT], frame[KIND]
     sole = frame[SOLE]
@@ -238,7 +282,11 @@ def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
             parent[CHILD_DMEM] += total_dmem
         if kind != OP:
             _nest_in_parent(frame, duration, total_mem, total_dmem, stack)
-    if kind == LAYER:
+    if frame[OPT] is not None and kind == OP:  # the optimizer's, even inside a backward node
+        optimizer_fold.fold_optimizer(frame, walk.measure)
+        if frame[BWD] is not None and stack and stack[-1][OPT] is None:  # out of the node's time
+            backward_root(stack)[NESTED_NS] += duration
+    elif kind == LAYER:
         _fold_range(frame, duration, total_mem, total_dmem, walk)
         if not walk.keep_raw:
             # A range's frame named itself its RANGE while open; unlinked now, the frames form
@@ -247,7 +295,7 @@ def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
             frame[RANGE] = None
     elif frame[BWD] is not None:
         if kind == OP and frame[RANGE] is not None:  # an op of a recomputed forward
-            _fold_op(
+            fold_op(
                 frame, frame[RANGE][MEASURE].ops, op_key(event.name, backward=True), backward=True
             )
         else:
@@ -255,19 +303,13 @@ def _close(frame: Frame, stack: list[Frame], walk: _Walk) -> int:
                 frame[RANGE] = None  # as for LAYER: no cycle
             walk.deferred.append(frame)
     elif frame[CHAIN]:
-        _fold_op(frame, frame[RANGE][MEASURE].ops, event.name, backward=False)
+        fold_op(frame, frame[RANGE][MEASURE].ops, event.name, backward=False)
     else:
-        _add_outside(frame, walk)
+        add_outside(frame, walk)
     return 0 if stack else duration
 
 
-def _add_outside(frame: Frame, walk: _Walk) -> None:
-    """An event in no layer: its self time (layers nested in it keep theirs) is outside time."""
-    event = frame[EVENT]
-    walk.outside_ns += event.end_ns - event.start_ns - frame[CHILD_NS]
-
-
-def _fold_range(frame: Frame, duration: int, total_mem: int, total_dmem: int, walk: _Walk) -> None:
+def _fold_range(frame: Frame, duration: int, total_mem: int, total_dmem: int, walk: Walk) -> None:
     measure: PathMeasure = frame[MEASURE]
     measure.calls += 1
     if frame[CHAIN].count(measure.path) == 1:  # a recursive call is in its caller's total
@@ -282,7 +324,7 @@ def _fold_range(frame: Frame, duration: int, total_mem: int, total_dmem: int, wa
     walk.forward_chains.setdefault(measure.path, frame[CHAIN])
 
 
-def _absorb(frame: Frame, child: Frame, walk: _Walk) -> None:
+def _absorb(frame: Frame, child: Frame, walk: Walk) -> None:
     """Merge `child`, the only child of an op of the same name, into it, as torch's event tree
     does: the pair is one call; the parent's self time and memory take the child's. A child
     already folded (forward) is taken back out of its op row; a deferred one is skipped later."""
@@ -293,6 +335,9 @@ def _absorb(frame: Frame, child: Frame, walk: _Walk) -> None:
     frame[DMEM] += child[DMEM]
     frame[CHILD_DMEM] -= child[DMEM]
     child[KIND] = MERGED
+    if child[OPT] is not None:  # folded into the optimizer: taken back, `frame` holds it now
+        optimizer_fold.unfold_optimizer(child, walk.measure)
+        return
     if child[RANGE] is None:
         if child[BWD] is None:  # outside every layer: its self time moves into `frame`'s
             walk.outside_ns -= child_ns - child[CHILD_NS]
@@ -313,10 +358,13 @@ def _nest_in_parent(
 ) -> None:
     """Take a closing layer/recompute range's time (or a HOST's self time) out of its encloser's."""
     kind, enclosing = frame[KIND], stack[-1][RANGE]
-    if kind == HOST:
-        _backward_root(stack)[NESTED_NS] += duration - frame[CHILD_NS]
+    if kind == BWD_ROOT:
+        if stack[-1][BWD] is not None:  # nested: its time is its own layer's, not the encloser's
+            backward_root(stack)[NESTED_NS] += duration
+    elif kind == HOST:
+        backward_root(stack)[NESTED_NS] += duration - frame[CHILD_NS]
     elif kind == RECOMPUTE and enclosing is None:  # outermost: out of the node's layer's time
-        _backward_root(stack)[NESTED_NS] += duration
+        backward_root(stack)[NESTED_NS] += duration
         host = stack[-1]
         if host[KIND] == OP:
             host[KIND], host[MEASURE] = HOST, frame[MEASURE]
@@ -324,117 +372,3 @@ def _nest_in_parent(
         enclosing[NESTED_NS] += duration
         enclosing[NESTED_MEM] += total_mem
         enclosing[NESTED_DMEM] += total_dmem
-
-
-def _backward_root(stack: list[Frame]) -> Frame:
-    """The backward node event a recompute range runs in (the one BWD_ROOT on the stack)."""
-    return next(frame for frame in reversed(stack) if frame[KIND] == BWD_ROOT)
-
-
-def _fold_op(frame: Frame, ops: dict[str, OpMeasure], name: str, *, backward: bool) -> None:
-    event = frame[EVENT]
-    op = ops.get(name)
-    if op is None:
-        op = ops[name] = OpMeasure(event.name, backward=backward)
-    duration = event.end_ns - event.start_ns
-    op.calls += 1
-    op.total_cpu_us += duration / 1000
-    op.self_cpu_us += (duration - frame[CHILD_NS]) / 1000
-    if (
-        frame[MEM] or frame[CHILD_MEM] or frame[DMEM] or frame[CHILD_DMEM]
-    ):  # only with profile_memory
-        op.self_cpu_mem += frame[MEM]
-        op.cpu_mem += frame[MEM] + frame[CHILD_MEM]
-        op.self_device_mem += frame[DMEM]
-        op.device_mem += frame[DMEM] + frame[CHILD_DMEM]
-
-
-def _fold_backward(frame: Frame, walk: _Walk) -> None:
-    chain = walk.seq_chains.get(frame[BWD])
-    if not chain:  # a node whose forward ran outside every selected layer (e.g. the loss)
-        _add_outside(frame, walk)
-        return
-    measure = walk.measure
-    event = frame[EVENT]
-    _fold_op(frame, measure.path(chain[-1]).ops, op_key(event.name, backward=True), backward=True)
-    if frame[KIND] == BWD_ROOT:  # its time less the forwards recomputed in it (NESTED_NS)
-        duration_us = (event.end_ns - event.start_ns - frame[NESTED_NS]) / 1000
-        for path in dict.fromkeys(chain):
-            measure.path(path).backward_total_cpu_us += duration_us
-        measure.path(chain[-1]).backward_self_cpu_us += duration_us
-
-
-def _fold_recompute(frame: Frame, walk: _Walk) -> None:
-    """A recomputed forward call: backward time of its layer, never a forward call."""
-    event, measure = frame[EVENT], frame[MEASURE]
-    duration = event.end_ns - event.start_ns
-    measure.backward_self_cpu_us += (duration - frame[NESTED_NS]) / 1000
-    if frame[CHAIN].count(measure.path) == 1:  # as in `_fold_range`
-        measure.backward_total_cpu_us += duration / 1000
-    if len(frame[CHAIN]) == 1:  # outermost recomputed range: its forward's enclosing layers too
-        for path in dict.fromkeys(walk.forward_chains.get(measure.path, ())):
-            if path != measure.path:
-                walk.measure.path(path).backward_total_cpu_us += duration / 1000
-
-
-def _fold_host(frame: Frame, walk: _Walk) -> None:
-    """The op that ran a recompute: its self time is checkpoint bookkeeping, the caller's."""
-    callers = walk.forward_chains.get(frame[MEASURE].path, ())[:-1]
-    if not callers:  # the checkpoint was called outside every selected layer
-        _add_outside(frame, walk)
-        return
-    event = frame[EVENT]
-    self_us = (event.end_ns - event.start_ns - frame[CHILD_NS]) / 1000
-    caller = walk.measure.path(callers[-1])
-    _fold_op(frame, caller.ops, op_key(event.name, backward=True), backward=True)
-    caller.backward_self_cpu_us += self_us
-    for path in dict.fromkeys(callers):
-        walk.measure.path(path).backward_total_cpu_us += self_us
-
-
-def _fold_device(device: list[Event], walk: _Walk) -> None:
-    measure = walk.measure
-    for event in device:
-        launcher = walk.by_correlation.get(event.linked_id)
-        if launcher is None or event.name in walk.names:
-            continue  # unlinked activity, or the device-side copy of a layer range
-        duration_us = (event.end_ns - event.start_ns) / 1000
-        if walk.keep_raw:
-            _keep_kernel(walk, launcher, event.name, duration_us)
-        if launcher[BWD] is not None and launcher[RANGE] is not None:  # a recomputed forward
-            layer = launcher[RANGE][MEASURE]
-            _add_device(layer, op_key(launcher[EVENT].name, backward=True), duration_us)
-            layer.backward_self_device_us += duration_us
-            continue
-        if launcher[BWD] is not None:
-            chain = walk.seq_chains.get(launcher[BWD], ())
-            if chain:
-                _add_device(
-                    measure.path(chain[-1]),
-                    op_key(launcher[EVENT].name, backward=True),
-                    duration_us,
-                )
-                measure.path(chain[-1]).backward_self_device_us += duration_us
-            continue
-        chain = launcher[CHAIN]
-        if not chain:
-            continue
-        for path in dict.fromkeys(chain):
-            measure.path(path).total_device_us += duration_us
-        _add_device(measure.path(chain[-1]), launcher[EVENT].name, duration_us)
-        measure.path(chain[-1]).self_device_us += duration_us
-
-
-def _keep_kernel(walk: _Walk, launcher: Frame, name: str, duration_us: float) -> None:
-    """Note a kernel under its launching op for Profile.raw(); a merged op's kernels belong to
-    the op it was merged into (torch lifts them up the same way)."""
-    while launcher[KIND] == MERGED:
-        launcher = launcher[PARENT]
-    walk.kernels.setdefault(id(launcher), []).append((name, 0, duration_us))
-
-
-def _add_device(measure: PathMeasure, op_name: str, duration_us: float) -> None:
-    op = measure.ops.get(op_name)
-    if op is not None:  # ranges launch nothing themselves; an op always has its entry by now
-        op.self_device_us += duration_us
-        op.total_device_us += duration_us

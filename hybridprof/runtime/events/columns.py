@@ -4,9 +4,13 @@ The common case, a forward on the CPU without memory (`hybridprof run`, `Profile
 fields per event: name, start, end, thread. `read_columns` reads them once, one accessor over all
 events at a time, into arrays (names as small integer codes); `attribute_columns` then works out
 what `attribution.attribute` works out from the same events, with numpy passes instead of a Python
-step per event: on the 400-leaf MLP ~10x less time, and the same numbers (sums are taken in integer
+step per event: on the 400-leaf MLP far less time (benchmarks/README.md, "Measured in passing"),
+and the same numbers (sums are taken in integer
 nanoseconds, so they do not even depend on the order of the additions). Backward, memory and device
-events still go through `attribution.attribute` (`EventColumns.events()` rebuilds its input).
+events still go through `attribution.attribute` (`EventColumns.events()` rebuilds its input): when
+the names read show a training step (a backward node, an optimizer's range), two more fields are
+read, the autograd sequence number and the forward thread, so the walk can link backward nodes to
+the layers whose forward made them.
 
 The tree: per thread, events sorted by start (stable: a parent starts no later than its children
 and the profiler records it first) nest like a stack; an event's parent is the innermost event
@@ -26,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from hybridprof.runtime.events.kineto import MEASURE_MARK, SKIPPED_NAMES, Event
+from hybridprof.runtime.events.training_names import is_training_name
 from hybridprof.runtime.measures.iteration import IterationMeasure, OpMeasure, PathMeasure
 
 Array = np.ndarray[Any, Any]
@@ -34,29 +39,53 @@ Array = np.ndarray[Any, Any]
 @dataclass(frozen=True, slots=True)
 class EventColumns:
     """The CPU events of one iteration (utility events and those before the measure mark left
-    out), in the profiler's order: `code` indexes `names`."""
+    out), in the profiler's order: `code` indexes `names`. `seq` and `fwd_thread` (each event's
+    autograd sequence number and forward thread) are read only for a training step (`training`).
+    """
 
     names: list[str]
     code: Array
     start: Array
     end: Array
     thread: Array
+    seq: Array | None = None
+    fwd_thread: Array | None = None
 
     def __len__(self) -> int:
         return len(self.code)
 
+    @property
+    def training(self) -> bool:
+        """A backward pass or an optimizer ran: the events need the walk, with their links."""
+        return self.seq is not None
+
+    def subset(self, keep: Array) -> EventColumns:
+        """The events `keep` (a mask or positions) selects, in the same order."""
+        seq, fwd = self.seq, self.fwd_thread
+        return EventColumns(
+            self.names,
+            self.code[keep],
+            self.start[keep],
+            self.end[keep],
+            self.thread[keep],
+            None if seq is None else seq[keep],
+            None if fwd is None else fwd[keep],
+        )
+
     def events(self) -> list[Event]:
-        """The same events as `kineto.read_events` gives (CPU only, no links), for the walk that
-        keeps per-call frames (`Profile.raw()`)."""
+        """The same events as `kineto.read_events` gives (CPU only; with links for a training
+        step), for the walk: per-call frames (`Profile.raw()`), backward and the optimizer."""
         names = self.names
+        fields = (self.code, self.start, self.end, self.thread)
+        if self.seq is None or self.fwd_thread is None:
+            return [
+                Event("cpu", names[c], s, e, t)
+                for c, s, e, t in zip(*(f.tolist() for f in fields), strict=True)
+            ]
         return [
-            Event("cpu", names[c], s, e, t)
-            for c, s, e, t in zip(
-                self.code.tolist(),
-                self.start.tolist(),
-                self.end.tolist(),
-                self.thread.tolist(),
-                strict=True,
+            Event("cpu", names[c], s, e, t, q, f)
+            for c, s, e, t, q, f in zip(
+                *(f.tolist() for f in (*fields, self.seq, self.fwd_thread)), strict=True
             )
         ]
 
@@ -80,8 +109,12 @@ def read_columns(prof: Any, mark_window: tuple[int, int] | None = None) -> Event
     names = list(map(kind.name, raw))
     end = np.array(list(map(kind.end_ns, raw)), dtype=np.int64)
     thread = np.array(list(map(kind.start_thread_id, raw)), dtype=np.int64)
-    del raw
     unique = list(dict.fromkeys(names))  # a few dozen op names and one per layer
+    seq = fwd = None
+    if any(map(is_training_name, unique)):
+        seq = np.array(list(map(kind.sequence_nr, raw)), dtype=np.int64)
+        fwd = np.array(list(map(kind.fwd_thread_id, raw)), dtype=np.int64)
+    del raw
     index = {name: i for i, name in enumerate(unique)}
     code = np.fromiter(map(index.__getitem__, names), dtype=np.int64, count=len(names))
     keep = np.ones(len(code), dtype=bool)
@@ -91,9 +124,8 @@ def read_columns(prof: Any, mark_window: tuple[int, int] | None = None) -> Event
     skipped = [i for i, name in enumerate(unique) if name in SKIPPED_NAMES]
     if skipped:
         keep &= ~np.isin(code, skipped)
-    if not keep.all():
-        code, start, end, thread = code[keep], start[keep], end[keep], thread[keep]
-    return EventColumns(unique, code, start, end, thread)
+    columns = EventColumns(unique, code, start, end, thread, seq, fwd)
+    return columns if keep.all() else columns.subset(keep)
 
 
 # How far from the wall clock around the mark its event's start may be and still be looked for

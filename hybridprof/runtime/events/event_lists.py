@@ -7,13 +7,13 @@ session strategy never builds torch's events (that is part of what makes it chea
 built here, from the attribution's frames, the first time `Profile.raw()` asks.
 
 Real torch objects (`FunctionEvent`, `EventList`), each event a copy of the attributes of one made
-with torch's public constructor (~1.3 us of CPU an event on this project's machine, against ~6 us
-through the constructor and ~50-110 us for torch's own `function_events`, which parses every kineto
-field), linked into the tree torch would build: an op's `cpu_parent` is the innermost
-op enclosing it, and an op nested as the only child of an op of the same name was already merged
-into its parent by the attribution walk (`MERGED`), as torch's `EventList._remove_dup_nodes` does.
-A call's list holds every op that ran inside it, the ops of selected layers it called included (a
-profiler around the call sees them too), in start order; the layer ranges themselves are not
+with torch's public constructor (several times cheaper than the constructor, and far cheaper than
+torch's own `function_events`, which parses every kineto field; figures: benchmarks/README.md,
+"Measured in passing"), linked into the tree torch would build: an op's `cpu_parent` is the
+innermost op enclosing it, and an op nested as the only child of an op of the same name was already
+merged into its parent by the attribution walk (`MERGED`), as torch's `EventList._remove_dup_nodes`
+does. A call's list holds every op that ran inside it, the ops of selected layers it called included
+(a profiler around the call sees them too), in start order; the layer ranges themselves are not
 events. Each list is marked as a built tree, so `key_averages()` works without rebuilding it.
 """
 
@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from torch.autograd.profiler_util import EventList, FunctionEvent, Interval, Kernel
 
-from hybridprof.runtime.events.attribution import (
+from hybridprof.runtime.events.frames import (
     CHILD_DMEM,
     CHILD_MEM,
     DMEM,
@@ -127,8 +127,8 @@ def _make_events(calls: Iterable[list[Frame]], options: ListOptions) -> list[Fra
     """A FunctionEvent in the RAW slot of every op frame that has none yet; returns those frames.
 
     Built by copying the attribute dict of one event made with torch's public constructor (so
-    every attribute this torch version has is there) and setting the fields that differ: ~1.3 us
-    an event instead of ~6 us through `__init__`, which matters at tens of thousands of events.
+    every attribute this torch version has is there) and setting the fields that differ: several
+    times cheaper than `__init__`, which matters at tens of thousands of events.
     Times are us from the first op, as torch counts them from the start of its trace.
     """
     frames = list({id(f): f for ops in calls for f in ops if f[RAW] is None}.values())

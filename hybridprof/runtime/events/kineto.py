@@ -1,7 +1,8 @@
 """Reading a finished profiler session's raw events cheaply.
 
 torch's own `function_events` builds a FunctionEvent (plus its tree and memory intervals) for every
-event: ~50-110 us per event, seconds for a few forwards of a 400-leaf MLP. Attribution needs only a
+event: seconds for a few forwards of a 400-leaf MLP (benchmarks/README.md, "Measured in passing").
+Attribution needs only a
 handful of fields, so when `Compat.raw_events == "kineto"` we read them straight from
 `prof.kineto_results.events()` (semi-private; `compat.probe()` checks it exists) and fall back to
 `function_events` otherwise. Both paths give the same `Event` tuples.
@@ -74,7 +75,7 @@ def _after_mark(events: list[Event], mark_ns: int | None) -> list[Event]:
 
 
 def _from_kineto(raw: Any, *, links: bool, device: bool) -> list[Event]:
-    """Only the accessors needed are called (each is a pybind call, ~0.2 us), and Events are built
+    """Only the accessors needed are called (each is a pybind call), and Events are built
     with tuple.__new__ (skipping NamedTuple's Python-level __new__): this loop runs per event."""
     from torch.autograd import DeviceType
 
@@ -153,8 +154,9 @@ def _from_function_events(function_events: Any) -> list[Event]:
     return _after_mark(out, mark_ns)
 
 
-# A Chrome trace of every measured iteration made each ~20x slower to export and the file grow
-# without bound (354 MB at 10 iterations); the first few show the same thing.
+# A Chrome trace of every measured iteration made each many times slower to export and the file
+# grow without bound (benchmarks/README.md, "Measured in passing"); the first few show the same
+# thing.
 TRACE_ITERATIONS = 5
 
 

@@ -11,10 +11,13 @@ A backward op counts where the forward op that made its autograd node did: each 
 autograd's next sequence number next to the stack, and a backward op looks the sequence number of
 the node running it up in that timeline. AccumulateGrad (no sequence number) counts for the module
 that owns the parameter. Ops outside the model (the loss) count for no layer, only for the totals.
+A TorchScript module takes no Python hooks, so its `forward` is wrapped for the pass instead (the
+runtime's patcher, undone after): its ops count for it, not for its parent.
 
 FLOPs come from the formulas of `torch.utils.flop_counter` (the registry FlopCounterMode uses, and
-its rule of decomposing an op first), so the layers add up to FlopCounterMode's total. Bytes are an
-estimate from each op's tensors (`op_bytes.py`).
+its rule of decomposing an op first) with the corrections of `formulas.py` (grouped convolutions'
+backward, attention on CPU), so the layers add up to the total of a FlopCounterMode given those
+formulas. Bytes are an estimate from each op's tensors (`op_bytes.py`).
 """
 
 from __future__ import annotations
@@ -23,26 +26,32 @@ import bisect
 import contextlib
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 from torch import nn
 from torch._C import DispatchKey
-from torch.utils import flop_counter
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from hybridprof.datamodel import LayerWork, MachinePeak, OpCount, ProfileSession, WorkProfile
 from hybridprof.files.loader import ModelInputs, keeping_cwd
-from hybridprof.planner.module_tree import is_scripted, named_modules
+from hybridprof.runtime.flops.formulas import flop_registry
+from hybridprof.runtime.flops.module_paths import (
+    ModulePaths,
+    parameter_owners,
+    with_ancestors,
+)
 from hybridprof.runtime.flops.op_bytes import METADATA_OPS, bytes_of, moves_nothing
 from hybridprof.runtime.flops.peak import PeakRequest, machine_peak, model_dtype
 from hybridprof.runtime.model_state import model_state_kept
+from hybridprof.runtime.patching import ForwardPatcher
 from hybridprof.runtime.workload import training_step
 
 METHOD = (
-    "dispatch-mode counter with torch.utils.flop_counter's formulas; ops attributed to layers by "
+    "dispatch-mode counter with torch.utils.flop_counter's formulas (grouped convolutions' "
+    "backward and attention on CPU added); ops attributed to layers by "
     "a module stack kept with forward hooks (self: innermost profiled layer, like self time), "
     "backward ops by their autograd node's sequence number"
 )
@@ -100,9 +109,9 @@ class LayerCounter:
     def __init__(self, model: nn.Module, selected: tuple[str, ...]) -> None:
         self.model = model
         self.selected = frozenset(selected)
-        self.registry: dict[Any, Callable[..., int]] = dict(flop_counter.flop_registry)
-        self.paths = _canonical_paths(model)
-        self.owners = _parameter_owners(model, self.paths)
+        self.registry: dict[Any, Callable[..., int]] = flop_registry()
+        self.paths = ModulePaths(model)
+        self.owners = parameter_owners(model, self.paths)
         self.stack: list[str] = []
         self.called: set[str] = set()
         self.where = OUTSIDE
@@ -117,18 +126,31 @@ class LayerCounter:
 
     @contextlib.contextmanager
     def hooked(self) -> Iterator[None]:
-        """Pre/post forward hooks on every module (TorchScript ones as one opaque module)."""
+        """Pre/post forward hooks on every module; a TorchScript module (one opaque module) gets
+        a wrapped forward instead, which does the same."""
         handles = []
+        scripted = ForwardPatcher(self.model, self.paths.scripted(), self._scripted_call)
         try:
             for module, path in self.paths.items_in_order():
                 handles.append(module.register_forward_pre_hook(self._enter_hook(path)))
                 handles.append(
                     module.register_forward_hook(self._leave_hook(path), always_call=True)
                 )
+            scripted.patch()
             yield
         finally:
+            scripted.restore()
             for handle in handles:
                 handle.remove()
+
+    def _scripted_call(
+        self, path: str, forward: Callable[..., Any], args: Any, kwargs: Mapping[str, Any]
+    ) -> Any:
+        self._enter_hook(path)(None, args)
+        try:
+            return forward(*args, **kwargs)
+        finally:
+            self._leave_hook(path)(None, args, None)
 
     def _enter_hook(self, path: str) -> Callable[..., None]:
         def enter(module: nn.Module, args: Any) -> None:
@@ -197,7 +219,7 @@ class LayerCounter:
     def _node_origin(self, node: Any, seq: int) -> _Where:
         if seq == NO_SEQUENCE_NR:  # AccumulateGrad: the parameter's module
             owner = self.owners.get(id(getattr(node, "variable", None)))
-            return OUTSIDE if owner is None else self._where_of_stack(_with_ancestors(owner))
+            return OUTSIDE if owner is None else self._where_of_stack(with_ancestors(owner))
         index = bisect.bisect_right(self.timeline_seq, seq) - 1
         return self.timeline[index] if index >= 0 else OUTSIDE
 
@@ -258,49 +280,6 @@ class _CountingMode(TorchDispatchMode):
         out = func(*args, **kwargs)
         self.counter.count(func, args, kwargs, out)
         return out
-
-
-class _Paths:
-    """Each module object's canonical path (its first), in tree order; TorchScript stays opaque."""
-
-    def __init__(self, model: nn.Module) -> None:
-        self._by_id: dict[int, tuple[nn.Module, str]] = {}
-        for path, module in named_modules(model):
-            self._by_id.setdefault(id(module), (module, path))
-
-    def items_in_order(self) -> list[tuple[nn.Module, str]]:
-        return [(m, p) for m, p in self._by_id.values() if _hookable(m)]
-
-    def in_order(self) -> list[str]:
-        return [p for _, p in self._by_id.values()]
-
-    def path_of(self, module: nn.Module) -> str | None:
-        entry = self._by_id.get(id(module))
-        return None if entry is None else entry[1]
-
-
-def _hookable(module: nn.Module) -> bool:
-    # A scripted module's own forward hooks are TorchScript-only; it counts in its Python parent.
-    return not is_scripted(module)
-
-
-def _canonical_paths(model: nn.Module) -> _Paths:
-    return _Paths(model)
-
-
-def _parameter_owners(model: nn.Module, paths: _Paths) -> dict[int, str]:
-    owners: dict[int, str] = {}
-    for module, path in paths.items_in_order():
-        for parameter in module.parameters(recurse=False):
-            owners.setdefault(id(parameter), path)
-    return owners
-
-
-def _with_ancestors(path: str) -> tuple[str, ...]:
-    if path == "":
-        return ("",)
-    parts = path.split(".")
-    return ("", *(".".join(parts[: i + 1]) for i in range(len(parts))))
 
 
 # ---------------------------------------------------------------------- the pass

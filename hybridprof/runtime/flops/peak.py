@@ -3,7 +3,8 @@
 A large matmul gives FLOP/s; the better of a large copy (read plus write) and a large sum (read)
 gives bytes/s; on the run's device, thread count and the model's floating dtype, so a layer's
 achieved figures compare with what this machine can do in the same conditions. Each is the best of
-repeats within 0.4 s after one warm-up call (about 1.5 s in all). The result is cached per machine
+repeats within 0.4 s after one warm-up call (benchmarks/README.md, bench_flops, times the whole
+measurement). The result is cached per machine
 in the user's cache folder ($XDG_CACHE_HOME/hybridprof or ~/.cache/hybridprof, `peak.json`), keyed
 by host, CPU, device, dtype, threads and torch version; a machine busy with other work measures low
 and the low figure is cached: delete the file to measure again. Figures the user gives

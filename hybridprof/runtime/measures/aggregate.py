@@ -26,12 +26,14 @@ from hybridprof.datamodel import (
     OpStat,
     ProfilePlan,
     ProfileSession,
+    ScheduleInfo,
     Series,
     Stability,
     Stat,
     StopReason,
 )
-from hybridprof.runtime.measures.iteration import IterationMeasure
+from hybridprof.runtime.measures.iteration import OPTIMIZER_KEY, IterationMeasure
+from hybridprof.runtime.measures.optimizer import optimizer_record
 from hybridprof.runtime.measures.table import (
     OP_FIELDS,
     PATH_FIELDS,
@@ -51,7 +53,7 @@ class RunFacts:
     environment: Environment
     profile_memory: bool = False
     use_device: bool = False  # device (CUDA) time was measured
-    backward: bool = False
+    backward: bool = False  # backward time was measured (also when a backward pass was seen)
     warmup: int = 0
     requested_warmup: Count | None = None
     requested_iterations: Count = 1
@@ -66,6 +68,8 @@ class RunFacts:
     started_at: str = ""
     duration_s: float = 0.0
     trace_file: str | None = None
+    steps: int = 0  # `prof.step()` calls of a with-block
+    schedule: ScheduleInfo | None = None
 
 
 def build_session(
@@ -78,7 +82,10 @@ def build_session(
     this process's environment and nothing else)."""
     facts = facts or RunFacts(environment=environment())
     table = as_table(measures)
-    records = aggregate(plan.targets, table, use_device=facts.use_device, backward=facts.backward)
+    backward = facts.backward or table.backward  # a with-block says what it saw
+    records, optimizer_ops = _aggregate(
+        plan.targets, table, use_device=facts.use_device, backward=backward
+    )
     called = {r.path for r in records}
     return ProfileSession(
         plan=plan,
@@ -95,7 +102,7 @@ def build_session(
         interrupted=facts.interrupted,
         profile_memory=facts.profile_memory,
         use_device=facts.use_device,
-        backward=facts.backward,
+        backward=backward,
         iteration_cpu_us=tuple(table.total_cpu_us),
         outside_cpu_us=_outside_stat(table),
         never_called=tuple(p for p in plan.selected_paths() if p not in called),
@@ -106,6 +113,10 @@ def build_session(
         started_at=facts.started_at,
         duration_s=facts.duration_s,
         trace_file=facts.trace_file,
+        optimizer=optimizer_record(table, optimizer_ops, use_device=facts.use_device),
+        steps=facts.steps,
+        schedule=facts.schedule,
+        memory=table.memory.profile(),
     )
 
 
@@ -128,18 +139,30 @@ def aggregate(
     backward: bool = False,
 ) -> tuple[ModuleRecord, ...]:
     """One record per selected target that was called at least once, in the targets' order."""
-    table = as_table(measures)
+    records, _ = _aggregate(targets, as_table(measures), use_device=use_device, backward=backward)
+    return records
+
+
+def _aggregate(
+    targets: Sequence[ModuleTarget], table: MeasureTable, *, use_device: bool, backward: bool
+) -> tuple[tuple[ModuleRecord, ...], tuple[OpStat, ...]]:
+    """The records, and the optimizer row's op medians (worked out in the same pass)."""
     columns = _PathColumns(table)
     called: list[tuple[ModuleTarget, int]] = []
     for target in targets:
         row = table.row_of(target.path) if target.selected else None
         if row is not None and columns.calls(row) > 0:
             called.append((target, row))
-    ops = _op_stats(table.op_table(), {row: i for i, (_, row) in enumerate(called)}, len(called))
-    return tuple(
+    record_of_row = {row: i for i, (_, row) in enumerate(called)}
+    optimizer_row = table.row_of(OPTIMIZER_KEY)
+    if optimizer_row is not None:
+        record_of_row[optimizer_row] = len(called)
+    ops = _op_stats(table.op_table(), record_of_row, len(called) + 1)
+    records = tuple(
         _record(target, columns.of(row), ops[i], use_device, backward)
         for i, (target, row) in enumerate(called)
     )
+    return records, ops[len(called)]
 
 
 class _PathColumns:

@@ -8,11 +8,20 @@ microseconds and bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hybridprof.runtime.memory.figures import IterationMemory
 
 # A backward op is kept apart from the forward op of the same name under one layer: its key in
 # `PathMeasure.ops` is its name plus this suffix, and its `OpMeasure.backward` is True. `op_key`
 # is the one place that joins the two; readers use `OpMeasure.name` and `.backward`, never the key.
 BACKWARD_SUFFIX = " [bwd]"
+
+
+# The optimizer's row in a measure table: a key no module path can be (a module's name is never
+# empty and holds no dot, so no path is ".").
+OPTIMIZER_KEY = "."
 
 
 def op_key(name: str, backward: bool) -> str:
@@ -58,17 +67,46 @@ class PathMeasure:
 
 
 @dataclass(slots=True)
+class OptimizerMeasure:
+    """The optimizer's time in one iteration (see `datamodel.OptimizerRecord`).
+
+    row: its calls (optimizer steps), all its self CPU (and device) time and its ops, kept as a
+    path's measure so the measure table and the op medians treat it as they treat a layer.
+    parts: each part's self time (`step`, `clip_grad`, `grad_scaler`, `zero_grad`), which add up
+    to `row.self_cpu_us`; part_calls: how often each part was entered; groups: each param group's
+    span of the step ("AdamW group 0" -> us); classes: the optimizer classes seen, in order.
+    """
+
+    row: PathMeasure
+    parts: dict[str, float] = field(default_factory=dict)
+    part_calls: dict[str, int] = field(default_factory=dict)
+    groups: dict[str, float] = field(default_factory=dict)
+    classes: dict[str, None] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class IterationMeasure:
     """All paths of one iteration, plus the whole iteration's profiled CPU time.
 
     outside_cpu_us: the part of `total_cpu_us` in no profiled layer, forward or backward (the loss,
     the autograd engine's nodes for it, the user's code around the model), when the strategy
     measured it op by op; None when it did not (the session then takes what the layers leave).
+    optimizer: the optimizer's part of `total_cpu_us`, when an optimizer ran (a training step in a
+    with-block). backward: a backward pass ran in the iteration (its nodes were seen).
     """
 
     paths: dict[str, PathMeasure] = field(default_factory=dict)
     total_cpu_us: float = 0.0
     outside_cpu_us: float | None = None
+    optimizer: OptimizerMeasure | None = None
+    backward: bool = False
+    memory: IterationMemory | None = None  # with profile_memory, the session strategy's replay
+
+    def optimizer_measure(self) -> OptimizerMeasure:
+        """The iteration's optimizer measure, made on first use."""
+        if self.optimizer is None:
+            self.optimizer = OptimizerMeasure(PathMeasure(OPTIMIZER_KEY))
+        return self.optimizer
 
     def path(self, path: str) -> PathMeasure:
         measure = self.paths.get(path)

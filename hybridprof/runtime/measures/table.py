@@ -1,15 +1,18 @@
 """The measured iterations of a run, kept as arrays: what `aggregate.py` summarises.
 
-A strategy hands over one `IterationMeasure` per iteration: an object per layer and per op, ~15 MB
-an iteration at 10,000 layers. Kept as they came, a 30-iteration run held ~450 MB of them, so the
-memory of a run grew with its iterations. `MeasureTable.add` copies each into a few arrays (its
-layers' and its ops' fields, only those that are not all zero) and lets the objects go: ~1 MB an
-iteration there. The values are the same floats, so the medians and series built from the table
+A strategy hands over one `IterationMeasure` per iteration: an object per layer and per op, many
+megabytes an iteration at 10,000 layers. Kept as they came, they made the memory of a run grow with
+its iterations. `MeasureTable.add` copies each into a few arrays (its layers' and its ops' fields,
+only those that are not all zero) and lets the objects go: a small fraction of that an iteration
+(figures: benchmarks/README.md, "Measured in passing" and bench_whole). The values are the same
+floats, so the medians and series built from the table
 are the numbers the objects gave.
 
 Layers and ops are numbered in order of first appearance (a layer path; an op by its name and
 whether it ran in the backward pass), which is the order the session lists ops in before sorting
-them by weight.
+them by weight. A training step's optimizer is a row too, under a key no module path can be
+(`OPTIMIZER_KEY`), so its op medians come out as a layer's do; its parts and param groups, a few
+numbers an iteration, are kept as they came.
 """
 
 from __future__ import annotations
@@ -21,7 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from hybridprof.runtime.measures.iteration import IterationMeasure, OpMeasure, PathMeasure
+from hybridprof.runtime.measures.iteration import (
+    OPTIMIZER_KEY,
+    IterationMeasure,
+    OpMeasure,
+    OptimizerMeasure,
+    PathMeasure,
+)
+from hybridprof.runtime.memory.table import MemoryTable
 
 Array = np.ndarray[Any, Any]
 
@@ -41,6 +51,8 @@ class _Iteration:
     op_fields: dict[str, Array]
     total_cpu_us: float
     outside_cpu_us: float
+    backward: bool  # a backward pass ran in it
+    optimizer: OptimizerMeasure | None  # its parts and groups (its row is among the paths)
 
 
 class MeasureTable:
@@ -51,6 +63,7 @@ class MeasureTable:
         # (layer row, op name, backward) -> slot, numbered as pairs first appear: their order
         self._op_slots: dict[tuple[int, str, bool], int] = {}
         self._iterations: list[_Iteration] = []
+        self.memory = MemoryTable()  # per-layer memory, when the strategy measured it
 
     @classmethod
     def of(cls, measures: Iterable[IterationMeasure]) -> MeasureTable:
@@ -62,12 +75,24 @@ class MeasureTable:
     def add(self, measure: IterationMeasure) -> None:
         """Copy one iteration in (the measure itself is not kept)."""
         paths = list(measure.paths.values())
+        optimizer = measure.optimizer
+        if optimizer is not None:
+            paths.append(optimizer.row)
+            optimizer = OptimizerMeasure(
+                PathMeasure(OPTIMIZER_KEY),
+                optimizer.parts,
+                optimizer.part_calls,
+                optimizer.groups,
+                optimizer.classes,
+            )  # the row's numbers go into the arrays: only the few parts are kept
         ops: list[tuple[int, OpMeasure]] = []
         rows: list[int] = []
         for path in paths:
             row = self._path_rows.setdefault(path.path, len(self._path_rows))
             rows.append(row)
             ops.extend((row, op) for op in path.ops.values())
+        if measure.memory is not None:
+            self.memory.add(measure.memory)
         slots = self._op_slots
         numbers = [slots.setdefault((row, op.name, op.backward), len(slots)) for row, op in ops]
         self._iterations.append(
@@ -78,6 +103,8 @@ class MeasureTable:
                 op_fields=_fields([op for _, op in ops], OP_FIELDS),
                 total_cpu_us=measure.total_cpu_us,
                 outside_cpu_us=outside_us(measure),
+                backward=measure.backward,
+                optimizer=optimizer,
             )
         )
 
@@ -93,6 +120,16 @@ class MeasureTable:
     def outside_cpu_us(self) -> list[float]:
         """Each iteration's time in no profiled layer (see `aggregate.outside_us`)."""
         return [it.outside_cpu_us for it in self._iterations]
+
+    @property
+    def backward(self) -> bool:
+        """A backward pass ran in some iteration."""
+        return any(it.backward for it in self._iterations)
+
+    @property
+    def optimizers(self) -> list[OptimizerMeasure | None]:
+        """Each iteration's optimizer parts, groups and classes (None: no optimizer ran)."""
+        return [it.optimizer for it in self._iterations]
 
     def row_of(self, path: str) -> int | None:
         return self._path_rows.get(path)
@@ -161,4 +198,6 @@ def outside_us(measure: IterationMeasure) -> float:
     if measure.outside_cpu_us is not None:
         return measure.outside_cpu_us
     inside = sum(p.self_cpu_us + p.backward_self_cpu_us for p in measure.paths.values())
+    if measure.optimizer is not None:
+        inside += measure.optimizer.row.self_cpu_us
     return max(0.0, measure.total_cpu_us - inside)

@@ -22,10 +22,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hybridprof.planner.compat import Compat
 from hybridprof.runtime.measures.iteration import IterationMeasure
+
+if TYPE_CHECKING:
+    from hybridprof.runtime.memory.capture import MemoryCapture
+
+
+class EventAttribution(Protocol):
+    """Attributes one iteration's raw events (`events.attribution.attribute`'s signature), for
+    what the plain attribution cannot see by itself (compiled code)."""
+
+    def attribute(
+        self, events: list[Any], names: Mapping[str, str], *, backward: bool, keep_raw: bool
+    ) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +51,13 @@ class StrategyConfig:
     backward: bool = False  # attribute backward ops to the layer whose forward made them
     keep_raw_events: bool = False  # keep per-call event lists for Profile.raw()
     trace_path: str | None = None  # write a Chrome/Perfetto trace of the measured iterations
+    # A with-block around the user's own code: whether a backward pass or an optimizer ran is
+    # decided from the events seen (a forward-only block keeps the cheap forward path).
+    training: bool = False
+    # With profile_memory: the hooks that give per-layer memory (the session strategy uses them).
+    memory: MemoryCapture | None = None
+    # A model with compiled code: attributes each iteration's events (runtime/compiled/run.py).
+    compiled: EventAttribution | None = None
 
 
 class IterationResult(Protocol):

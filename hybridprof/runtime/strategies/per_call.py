@@ -9,8 +9,8 @@ excludes them.
 What changed from torchprof: totals are the sum of top-level ops (torchprof summed every nested
 event's inclusive time, counting a conv three times), and events are folded after the iteration so
 the profiler's post-processing never runs inside a measured call. This method costs a profiler
-start/stop per call and inflates small layers (the README's overhead table, from
-benchmarks/bench_overhead.py); "session" is the default for that reason.
+start/stop per call and inflates small layers (benchmarks/README.md, bench_overhead); "session"
+is the default for that reason.
 """
 
 from __future__ import annotations

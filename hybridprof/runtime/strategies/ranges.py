@@ -15,9 +15,10 @@ from hybridprof.runtime.strategies.base import StrategyConfig
 def range_factory(fast_ranges: str) -> Callable[[str], AbstractContextManager[Any]]:
     """`Compat.fast_ranges` -> a callable making a named range.
 
-    The private `_RecordFunctionFast` costs ~2-4 us per range while profiling; the public
-    `record_function` ~12-25 us, which alone breaks the overhead target on models of many small
-    layers, so it is only the fallback for a torch without the fast one.
+    The private `_RecordFunctionFast` is cheap per range while profiling; the public
+    `record_function` costs several times more, which alone breaks the overhead target on models
+    of many small layers, so it is only the fallback for a torch without the fast one (figures:
+    benchmarks/README.md, "Measured in passing").
     """
     if fast_ranges == "record_function_fast":
         fast: Callable[[str], AbstractContextManager[Any]] = torch._C._profiler._RecordFunctionFast

@@ -1,18 +1,18 @@
 """The default strategy: one profiler session per iteration, a cheap range per layer call.
 
 Approach ("session"): every selected call runs inside a profiler range named by its path
-(`torch._C._profiler._RecordFunctionFast`, ~2-4 us, when `Compat.fast_ranges` allows it, else the
-public `record_function`, ~12-25 us); the ops inside are attributed to the innermost enclosing range
-afterwards (events/attribution.py), from raw events read cheaply (events/kineto.py). Compared with
-torchprof's profiler-per-call this costs one start/stop per iteration instead of one per layer
+(`torch._C._profiler._RecordFunctionFast` when `Compat.fast_ranges` allows it, else the dearer
+public `record_function`; see ranges.py); the ops inside are attributed to the innermost enclosing
+range afterwards (events/attribution.py), from raw events read cheaply (events/kineto.py). Compared
+with torchprof's profiler-per-call this costs one start/stop per iteration instead of one per layer
 call, and it sees every layer under the same profiler, so small layers are not inflated.
 
 Memory stays bounded however long the run: the profiler is stopped at the end of every iteration,
 its events are folded into that iteration's per-path `IterationMeasure`, and the profiler object
-(which owns the events) is dropped before the next iteration starts. A restart of the autograd
-profiler costs ~1.5 ms (measured on the 400-leaf MLP: start 1.5-1.7 ms, stop ~3-4 us per event),
-cheaper than torch.profiler's schedule, which stops and restarts kineto per cycle in the same way
-but also imports torch._inductor (~2 s) on first use.
+(which owns the events) is dropped before the next iteration starts. Restarting the autograd
+profiler each iteration is cheaper than torch.profiler's schedule, which stops and restarts kineto
+per cycle in the same way but also imports torch._inductor (seconds) on first use (figures:
+benchmarks/README.md, "Measured in passing").
 
 `end_iteration` works an iteration out at once (the run loop's way). `stop_iteration` only stops the
 profiler and hands back a `StoppedIteration` that works out as much as its reader asks for, when
@@ -25,10 +25,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import torch
 
 from hybridprof.datamodel.gc_pause import gc_paused
-from hybridprof.runtime.events.attribution import Attribution, Frame, attribute, range_name
+from hybridprof.runtime.events.attribution import Attribution, attribute, range_name
 from hybridprof.runtime.events.columns import (
     EventColumns,
     attribute_columns,
@@ -36,8 +37,12 @@ from hybridprof.runtime.events.columns import (
     read_columns,
 )
 from hybridprof.runtime.events.event_lists import ListOptions, from_frames
-from hybridprof.runtime.events.kineto import MEASURE_MARK, TraceParts, read_events
+from hybridprof.runtime.events.frames import Frame
+from hybridprof.runtime.events.kineto import MEASURE_MARK, Event, TraceParts, read_events
+from hybridprof.runtime.events.steps import on_step_clock, split_columns, split_events
 from hybridprof.runtime.measures.iteration import IterationMeasure
+from hybridprof.runtime.memory.capture import MemoryCapture, StepRecords
+from hybridprof.runtime.memory.replay import replay
 from hybridprof.runtime.quiet import quiet_fd2
 from hybridprof.runtime.signals import sigint_deferred
 from hybridprof.runtime.strategies.base import StrategyConfig
@@ -57,6 +62,7 @@ class SessionStrategy:
         self._kernels: dict[int, list[tuple[str, int, float]]] = {}
         self._trace = TraceParts(config.trace_path) if config.trace_path else None
         self._mark_window: tuple[int, int] | None = None  # wall clock around the measure mark
+        self._memory = config.memory if config.profile_memory else None  # per-layer memory
 
     # -- the Strategy protocol
 
@@ -65,19 +71,26 @@ class SessionStrategy:
         iteration."""
         self._start()
         self._stop()
+        if self._memory is not None:
+            self._memory.install()
 
     def begin_iteration(self, warmup: bool = False) -> None:
         """A warm-up runs without the profiler: it warms the model, the allocator and the caches,
-        and its events would only be thrown away (at 10,000 layers stopping the profiler costs
-        ~0.2 s an iteration). Each measured iteration still runs its warm step under its own
-        session (see `start_measuring`), so the first measured layer is not cold."""
+        and its events would only be thrown away (at 10,000 layers stopping the profiler is a
+        large part of an iteration: benchmarks/README.md, bench_whole). Each measured iteration
+        still runs its warm step under its own session (see `start_measuring`), so the first
+        measured layer is not cold."""
         self._mark_window = None
         if not warmup:
             self._start()
+            if self._memory is not None:
+                self._memory.begin()  # the step starts here, or at the mark if one comes
 
     def start_measuring(self) -> None:
         """Mark where the iteration's measure starts: events before the mark (the runner's warm
         step, run under this same profiler session) are dropped when the events are read."""
+        if self._memory is not None:
+            self._memory.begin()
         before = time.time_ns()
         with self._make_range(MEASURE_MARK):
             pass
@@ -90,8 +103,15 @@ class SessionStrategy:
         args: tuple[Any, ...],
         kwargs: Mapping[str, Any],
     ) -> Any:
+        memory = self._memory
         with self._make_range(self._range_names[path]):
-            return forward(*args, **kwargs)
+            if memory is None:
+                return forward(*args, **kwargs)
+            memory.enter(path)
+            try:
+                return forward(*args, **kwargs)
+            finally:
+                memory.exit()
 
     def end_iteration(self, warmup: bool = False) -> IterationMeasure:
         stopped = self.stop_iteration()
@@ -113,13 +133,21 @@ class SessionStrategy:
         For callers that may never need the ops (the library `Profile`): the caller decides when,
         and how much, to work out. The trace and the kept raw events are `end_iteration`'s job.
         """
+        records = self._memory.end() if self._memory is not None else None
         profiler = self._stop()
         if profiler is None:
             return None
-        return StoppedIteration(profiler, self.config, self._paths_by_range, self._mark_window)
+        memory = (
+            (self._memory, records) if self._memory is not None and records is not None else None
+        )
+        return StoppedIteration(
+            profiler, self.config, self._paths_by_range, self._mark_window, memory
+        )
 
     def end(self) -> None:
         self._stop()
+        if self._memory is not None:
+            self._memory.uninstall()
         if self._trace is not None:
             self._trace.write()
 
@@ -150,14 +178,19 @@ class SessionStrategy:
 
 
 class StoppedIteration:
-    """One iteration's stopped profiler session, worked out only as far as a reader needs (the
-    lazy `IterationResult` of base.py).
+    """One stopped profiler session, worked out only as far as a reader needs (the lazy
+    `IterationResult` of base.py).
 
     Why lazy: the commonest reader, `str(prof)`, shows only each layer's calls and self/total CPU
     time, and those come from the layer ranges alone (`layer_measure`). The events are read once
     into columns (`columns.read_columns`), which both passes use; the full pass (`attribution`:
     ops, and memory, backward and device time where measured) runs the first time something needs
     ops, and releases the stopped profiler, which owns the events.
+
+    A with-block's session holds step ranges (`events/steps.py`): its measure is that of its one
+    measured step, and `step_measures` gives one per measured step of a window of several. The
+    events say whether a step trained (a backward node, an optimizer's range, `columns.training`):
+    then they are walked with their backward links, else the forward's array passes do.
     """
 
     def __init__(
@@ -166,8 +199,10 @@ class StoppedIteration:
         config: StrategyConfig,
         names: Mapping[str, str],
         mark_window: tuple[int, int] | None = None,
+        memory: tuple[MemoryCapture, StepRecords] | None = None,
     ) -> None:
         self.profiler = profiler
+        self._memory = memory
         self._mark_window = mark_window
         self.config = config
         self._names = names
@@ -175,14 +210,26 @@ class StoppedIteration:
         self._result: Attribution | None = None
         self._kept: Attribution | None = None  # with the per-call frames, for raw()
         self._layers: IterationMeasure | None = None
+        self._training: bool | None = None  # known once the events are read
+
+    @property
+    def _plain(self) -> bool:
+        """Forward-style events only: no memory or device events, no compiled code, raw kineto
+        events to read."""
+        config = self.config
+        plain = not (config.profile_memory or config.use_device or config.backward)
+        return plain and config.compat.raw_events == "kineto" and config.compiled is None
 
     @property
     def layers_suffice(self) -> bool:
         """True when layer ranges alone give every per-layer number this session measures: no
-        memory, device or backward time, and raw kineto events to read them from."""
-        config = self.config
-        plain = not (config.profile_memory or config.use_device or config.backward)
-        return plain and config.compat.raw_events == "kineto"
+        memory, device or backward time, no optimizer, no compiled code, and raw kineto events to
+        read them from."""
+        if not self._plain:
+            return False
+        if self._training is None:
+            self._training = self._read_columns().training
+        return not self._training
 
     def layer_measure(self) -> IterationMeasure:
         """Per-layer calls and self/total CPU time; no ops, and `total_cpu_us` is 0 unless the
@@ -212,45 +259,146 @@ class StoppedIteration:
         came from too, in array passes; the per-call frames of `raw()` are walked only when asked
         (`kept_calls`). Otherwise the events are walked one by one (attribution.py)."""
         if self._result is None:
-            config = self.config
             with gc_paused():
-                if self.layers_suffice:
-                    columns = self._read_columns()
-                    self.profiler = None  # its events are in the columns: free them first
-                    self._result = Attribution(attribute_columns(columns, self._names), {}, {})
-                    if not config.keep_raw_events:
-                        self._columns = None
+                if self._plain:
+                    self._result = self._from_columns(self._read_columns())
                 else:
                     self._result = self._kept = self._walk()
             self.profiler = None
         return self._result
 
+    def step_measures(self, keep_raw: bool = False) -> list[IterationMeasure]:
+        """One measure per measured step of the session's window, in order (warm-up steps and
+        what ran between steps left out); the profiler is released. `keep_raw`: keep what
+        `raw_events()` needs of the measured steps' calls (when the config asks for them)."""
+        keep_raw = keep_raw and self.config.keep_raw_events
+        with gc_paused():
+            if self._plain:
+                columns = self._read_columns()
+                self.profiler = None
+                active = [(s, at) for s, at in split_columns(columns) or [] if s.active]
+                measures = [
+                    on_step_clock(self._columns_measure(columns.subset(at)), step)
+                    for step, at in active
+                ]
+                self._columns = None
+                if keep_raw and active:  # walked for raw() only if it is asked for
+                    self._columns = columns.subset(np.concatenate([at for _, at in active]))
+                return measures
+            events = self._read_events()
+            found = [(s, part) for s, part in split_events(events) or [] if s.active]
+            if keep_raw and found:
+                self._kept = self._walk_events([e for _, part in found for e in part])
+            measures = [
+                on_step_clock(
+                    self._with_memory(self._walk_events(part, keep_raw=False), part).measure, step
+                )
+                for step, part in found
+            ]
+            self.profiler = None
+            return measures
+
     def kept_calls(self) -> Attribution:
         """The attribution with each layer call's frames (empty unless `keep_raw_events`)."""
-        self.attribution()
+        if self._result is None and self.profiler is not None:
+            self.attribution()
         if self._kept is None:
             if self._columns is None:  # nothing kept: nothing asked to be
                 return Attribution(IterationMeasure(), {}, {})
             with gc_paused():
-                self._kept = attribute(self._columns.events(), self._names, keep_raw=True)
+                self._kept = attribute(
+                    self._columns.events(),
+                    self._names,
+                    backward=self._columns.training,
+                    keep_raw=True,
+                )
         return self._kept
+
+    def _from_columns(self, columns: EventColumns) -> Attribution:
+        """The session's one measured step (or, without step ranges, all of it) from columns."""
+        self.profiler = None  # its events are in the columns: free them first
+        steps = split_columns(columns)
+        active = [(step, at) for step, at in steps or [] if step.active]
+        if steps is None:
+            part = columns
+        else:
+            part = columns.subset(active[0][1] if active else np.zeros(0, dtype=np.int64))
+        if columns.training:
+            result = attribute(
+                part.events(), self._names, backward=True, keep_raw=self.config.keep_raw_events
+            )
+            self._kept = result
+        else:
+            result = Attribution(attribute_columns(part, self._names), {}, {})
+        if not self.config.keep_raw_events or columns.training:
+            self._columns = None
+        else:
+            self._columns = part
+        if active:
+            on_step_clock(result.measure, active[0][0])
+        return result
+
+    def _columns_measure(self, part: EventColumns) -> IterationMeasure:
+        if part.training:
+            return attribute(part.events(), self._names, backward=True).measure
+        return attribute_columns(part, self._names)
 
     def _read_columns(self) -> EventColumns:
         if self._columns is None:
             self._columns = read_columns(self.profiler, self._mark_window)
         return self._columns
 
-    def _walk(self) -> Attribution:
+    def _read_events(self) -> list[Event]:
         config = self.config
-        events = read_events(
+        # A step the runner did not mark (a with-block) may run a backward of its own: memory
+        # in it needs the links to attribute its nodes.
+        memory_links = self._memory is not None and self._mark_window is None
+        return read_events(
             self.profiler,
             config.compat.raw_events,
-            links=config.backward,
+            links=config.backward or config.training or memory_links,
             device=config.use_device,
         )
+
+    def _walk(self) -> Attribution:
+        """The walk over every event; a with-block's over its one measured step."""
+        events = self._read_events()
+        found = split_events(events)
+        if found is None:
+            return self._with_memory(self._walk_events(events), events)
+        active = [(step, part) for step, part in found if step.active]
+        part = active[0][1] if active else []
+        result = self._with_memory(self._walk_events(part), part)
+        if active:
+            on_step_clock(result.measure, active[0][0])
+        return result
+
+    def _walk_events(self, events: list[Event], keep_raw: bool = True) -> Attribution:
+        config = self.config
+        if config.compiled is not None:  # kernels of compiled code: runtime/compiled/events.py
+            found: Attribution = config.compiled.attribute(
+                events,
+                self._names,
+                backward=config.backward or config.training,
+                keep_raw=keep_raw and config.keep_raw_events,
+            )
+            return found
         return attribute(
-            events, self._names, backward=config.backward, keep_raw=config.keep_raw_events
+            events,
+            self._names,
+            backward=config.backward or config.training,
+            keep_raw=keep_raw and config.keep_raw_events,
         )
+
+    def _with_memory(self, result: Attribution, events: list[Event]) -> Attribution:
+        """The measure with its per-layer memory replayed from `events` (with profile_memory).
+
+        A session with memory holds one measured step (the step loop restarts it for each), so
+        the capture's records are that step's."""
+        if self._memory is not None and self.config.compat.raw_events == "kineto":
+            capture, records = self._memory
+            result.measure.memory = replay(events, self.profiler, records, self._names, capture)
+        return result
 
 
 def list_options(config: StrategyConfig) -> ListOptions:

@@ -1,6 +1,7 @@
 """The lowest-overhead strategy: time each patched forward, no profiler, no op breakdown.
 
-Approach ("timer"): `time.perf_counter_ns` around each selected call, ~2 us per call; the wall
+Approach ("timer"): `time.perf_counter_ns` around each selected call, the cheapest measure
+(benchmarks/README.md, bench_overhead); the wall
 time is stored in the CPU-time fields (on CPU, one thread, they are the same thing). A layer's self
 time is its total minus the totals of the selected layers called inside it (a stack of open calls).
 On CUDA, kernels run asynchronously, so each call is bracketed by `torch.cuda.synchronize()`: the

@@ -1,0 +1,110 @@
+"""Eager against compiled, per layer: what compiling changed (no torch).
+
+A comparison of two sessions of one model, eager and compiled, measured interleaved in one
+process (`runtime/compiled/compare.py`). It is a `DiffResult` like any other (eager is the base,
+compiled the new run: layers matched by path, every time judged against noise), plus per layer
+the speed-up of its total and the modules its compiled kernels fused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from hybridprof.datamodel import ProfileSession
+from hybridprof.diff.result import DiffResult
+from hybridprof.diff.sessions import diff_sessions
+
+
+@dataclass(frozen=True, slots=True)
+class SpeedupRow:
+    """One layer: its total per iteration eager and compiled (us), and compiled's speed-up."""
+
+    path: str
+    depth: int
+    eager_us: float | None
+    compiled_us: float | None
+    fused: tuple[str, ...] = ()  # the modules below it whose work its kernels also did
+
+    @property
+    def speedup(self) -> float | None:
+        if self.eager_us is None or not self.compiled_us:
+            return None
+        return self.eager_us / self.compiled_us
+
+
+@dataclass(frozen=True, slots=True)
+class CompileComparison:
+    """The eager and compiled sessions, their diff, and the per-layer speed-ups."""
+
+    eager: ProfileSession
+    compiled: ProfileSession
+    diff: DiffResult
+
+    def rows(self) -> tuple[SpeedupRow, ...]:
+        """Every layer in tree order; a container that never runs (a ModuleList) sums its
+        children, as the layer table does."""
+        eager, compiled = _totals(self.eager), _totals(self.compiled)
+        section = self.compiled.compiled
+        return tuple(
+            SpeedupRow(
+                path=target.path,
+                depth=target.depth,
+                eager_us=eager.get(target.path),
+                compiled_us=compiled.get(target.path),
+                fused=section.fused_of(target.path) if section is not None else (),
+            )
+            for target in self.compiled.plan.targets
+            if target.path in eager or target.path in compiled
+        )
+
+    def iteration_us(self) -> tuple[float, float]:
+        return _median(self.eager.iteration_cpu_us), _median(self.compiled.iteration_cpu_us)
+
+    def speedup(self) -> float | None:
+        eager, compiled = self.iteration_us()
+        return eager / compiled if compiled else None
+
+
+def _totals(session: ProfileSession) -> dict[str, float]:
+    """Each layer's median total, and each container's (a parent with no record) as the sum of
+    its children's."""
+    totals = {r.path: r.total_cpu_us.median for r in session.records}
+    for target in sorted(session.plan.targets, key=lambda t: -t.depth):
+        if target.path in totals or target.has_forward:
+            continue
+        children = [
+            us for path, us in totals.items() if path.rpartition(".")[0] == target.path and path
+        ]
+        if children:
+            totals[target.path] = sum(children)
+    return totals
+
+
+def compare_sessions(
+    eager: ProfileSession, compiled: ProfileSession, threshold_pct: float = 5.0
+) -> CompileComparison:
+    """The two sessions compared through the ordinary diff (eager = base, compiled = new)."""
+    diff = diff_sessions(eager, compiled, threshold_pct, base_label="eager", new_label="compiled")
+    section = compiled.compiled
+    notes = tuple(
+        f"compiled kernels of {layer.path or '(root)'} fused: "
+        + ", ".join(_relative(layer.path, f) for f in layer.fused)
+        for layer in (section.layers if section is not None else ())
+        if layer.fused
+    )
+    return CompileComparison(eager, compiled, replace(diff, notes=diff.notes + notes))
+
+
+def _relative(parent: str, path: str) -> str:
+    return path[len(parent) + 1 :] if parent and path.startswith(parent + ".") else path
+
+
+def _median(values: tuple[float, ...]) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+__all__ = ["CompileComparison", "SpeedupRow", "compare_sessions"]

@@ -1,0 +1,110 @@
+"""A model file as it was at a git revision (`hybridprof diff --run net.py --rev main --rev HEAD`).
+
+The file's text at the revision comes from `git show REV:path` and is written into a temporary
+folder of its own (under the system's temp folder, never beside the user's files), keeping its
+name; the caller removes the folder. Only the model file is read at the revision: modules it
+imports from its folder come from the working tree, and `changed_beside` names those that differ
+between the revisions, so a report can say so.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hybridprof.errors import UsageError
+
+_GIT_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True, slots=True)
+class Checkout:
+    """A file inside a git checkout: the checkout's top folder and the file's path in it."""
+
+    top: Path
+    path: str  # relative to `top`, with forward slashes, as `git show REV:path` wants it
+
+    @classmethod
+    def of(cls, file: Path) -> Checkout:
+        """The checkout holding `file`; UsageError when it is in none (or git is missing)."""
+        folder = file.resolve().parent
+        done = _git(folder, "rev-parse", "--show-toplevel")
+        if done.returncode != 0:
+            raise UsageError(
+                f"--rev reads '{file}' at a git revision, but it is not in a git checkout "
+                f"(git: {_first_line(done.stderr)}); give two model files instead: "
+                "hybridprof diff --run base.py new.py"
+            )
+        top = Path(done.stdout.strip()).resolve()
+        relative = Path(os.path.relpath(file.resolve(), top)).as_posix()
+        return cls(top, relative)
+
+    def commit(self, rev: str) -> str:
+        """The commit `rev` names (its full hash); UsageError for a name git does not know."""
+        _check_rev(rev)
+        done = _git(self.top, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+        if done.returncode != 0:
+            raise UsageError(
+                f"git knows no revision '{rev}' in {self.top}; give a branch, tag or commit "
+                "(git log --oneline lists them)"
+            )
+        return str(done.stdout).strip()
+
+    def write_at(self, rev: str, folder: Path) -> Path:
+        """The file at `rev`, written into a new subfolder of `folder` under its own name."""
+        commit = self.commit(rev)
+        done = _git(self.top, "show", f"{commit}:{self.path}", text=False)
+        if done.returncode != 0:
+            raise UsageError(
+                f"'{self.path}' does not exist at revision '{rev}' ({commit[:10]}); check the "
+                f"revision, or the file's path at it (git log --oneline -- {self.path})"
+            )
+        target = folder / f"rev-{len(list(folder.iterdir()))}" / Path(self.path).name
+        target.parent.mkdir(parents=True)
+        target.write_bytes(done.stdout)
+        return target
+
+    def changed_beside(self, rev_a: str, rev_b: str | None) -> list[str]:
+        """Files in the model file's folder (itself left out) that differ between the revisions
+        (`rev_b` None: between `rev_a` and the working tree)."""
+        folder = Path(self.path).parent.as_posix()
+        revs = [self.commit(rev_a), *([self.commit(rev_b)] if rev_b is not None else [])]
+        done = _git(self.top, "diff", "--name-only", *revs, "--", folder or ".")
+        names = [line for line in done.stdout.splitlines() if line and line != self.path]
+        return names if done.returncode == 0 else []
+
+
+def _check_rev(rev: str) -> None:
+    if not rev.strip() or rev.startswith("-") or ":" in rev or "\n" in rev:
+        raise UsageError(
+            f"--rev {rev!r} is not a revision name; give a branch, tag or commit, e.g. --rev main"
+        )
+
+
+def _git(folder: Path, *argv: str, text: bool = True) -> subprocess.CompletedProcess[Any]:
+    """git's result in `folder` (its exit status is the caller's to judge)."""
+    if shutil.which("git") is None:
+        raise UsageError("--rev needs git, which is not installed here; give two model files")
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(folder), *argv],
+            capture_output=True,
+            text=text,
+            timeout=_GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"git {argv[0]} failed in {folder}: {exc}") from exc
+    return done
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else "no output"
+
+
+__all__ = ["Checkout"]

@@ -1,0 +1,258 @@
+"""The tree table as a terminal shows it: within the terminal's width, in module order unless asked
+otherwise, saying what it left out.
+
+Its columns (`term_columns.py`) are the layer table's, named by short keys (`--columns
+self,total,verdict`), with a Class column torchprof's table did not have. Each column has a rank
+(`keep`): when the table is wider than the terminal, the lowest-ranked columns go first (FLOP/B,
+memory totals, GFLOP/s, the Class...), until it fits; Self CPU and the names stay. When even that
+is too wide, long names are cut in the middle (`blocks.1…attn`). `--sort KEY` orders each
+parent's children by that column, largest first; the tree stays a tree. Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+
+from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
+from hybridprof.datamodel import ProfileSession
+from hybridprof.errors import UsageError
+from hybridprof.reporting.format import visible
+from hybridprof.reporting.term_columns import ALWAYS, COLUMN_KEYS, TermColumn, term_columns
+from hybridprof.reporting.text_table import TableText, op_names, tree_prefixes
+
+MIN_NAME = 16  # the Module column is never cut narrower
+MODULE_ORDER = "module"
+SORT_KEYS = (MODULE_ORDER, "name", *(k for k in COLUMN_KEYS if k not in ("class", "verdict")))
+
+
+@dataclass(frozen=True, slots=True)
+class TableChoice:
+    """What the user asked of the table: columns (None: those the width allows), the width (None:
+    no limit, e.g. output to a file) and the order (a column key, or "module")."""
+
+    columns: tuple[str, ...] | None = None
+    width: int | None = None
+    sort: str = MODULE_ORDER
+
+
+@dataclass(frozen=True, slots=True)
+class FittedTable:
+    text: TableText
+    left_out: tuple[str, ...]  # titles of the columns dropped to fit the width
+    order: str  # the rows' order, in words
+    width: int | None = None
+    missing: tuple[str, ...] = ()  # columns asked for that this run has no data for
+
+    def notes(self) -> list[str]:
+        """What a reader should know about the table: its order, and what was left out."""
+        lines = [f"rows: {self.order}"]
+        if self.left_out:
+            lines.append(
+                f"columns left out to fit {self.width} characters: {', '.join(self.left_out)} "
+                "(--columns to choose, --columns all for every one)"
+            )
+        if self.missing:
+            lines.append(f"not measured in this run, so not shown: {', '.join(self.missing)}")
+        return lines
+
+
+def check_choice(columns: Sequence[str] | None, sort: str) -> None:
+    """UsageError for a column or an order no table has (said before any work)."""
+    for key in columns or ():
+        if key not in (*COLUMN_KEYS, "all"):
+            raise UsageError(
+                f"unknown column '{key}' for --columns; give some of {', '.join(COLUMN_KEYS)}, "
+                "comma-separated, or all"
+            )
+    if sort not in SORT_KEYS:
+        raise UsageError(f"unknown --sort '{sort}'; give one of {', '.join(SORT_KEYS)}")
+
+
+def chosen_columns(
+    table: LayerTable, keys: Sequence[str] | None
+) -> tuple[list[TermColumn], list[str]]:
+    """The columns named by `keys` (in that order; "all" or None: every one), and the keys this
+    table has no data for (a backward column of a forward-only run)."""
+    check_choice(keys, MODULE_ORDER)
+    every = term_columns(table)
+    if keys is None or "all" in keys:
+        return every, []
+    by_key = {c.key: c for c in every}
+    wanted = list(dict.fromkeys(keys))
+    return [by_key[k] for k in wanted if k in by_key], [k for k in wanted if k not in by_key]
+
+
+def ordered_rows(rows: Sequence[LayerRow], sort: str, table: LayerTable) -> list[LayerRow]:
+    """The rows in tree order, each parent's children ordered by `sort` (module order, the name,
+    or a column's value, largest first; rows without a value keep their order after the rest)."""
+    check_choice(None, sort)
+    if sort == MODULE_ORDER or not _sortable(sort, table):
+        return list(rows)
+    value = _sort_value(sort, table)
+    children: dict[str | None, list[LayerRow]] = {}
+    paths = {r.path for r in rows}
+    for row in rows:
+        parent = row.parent if row.parent in paths else None
+        children.setdefault(parent, []).append(row)
+    ordered: list[LayerRow] = []
+
+    def place(row: LayerRow) -> None:
+        ordered.append(row)
+        for child in sorted(children.get(row.path, []), key=value):
+            place(child)
+
+    for top in sorted(children.get(None, []), key=value):
+        place(top)
+    return ordered
+
+
+def _sortable(sort: str, table: LayerTable) -> bool:
+    return sort == "name" or any(c.key == sort for c in term_columns(table))
+
+
+def _sort_value(sort: str, table: LayerTable) -> Callable[[LayerRow], tuple[float, str]]:
+    if sort == "name":
+        return lambda r: (0.0, r.name)
+    column = next(c for c in term_columns(table) if c.key == sort)
+    assert column.value is not None
+
+    def key(row: LayerRow) -> tuple[float, str]:
+        found = column.value(row) if column.value else None
+        return (math.inf if found is None else -float(found), "")
+
+    return key
+
+
+def order_text(sort: str, table: LayerTable) -> str:
+    if sort == MODULE_ORDER:
+        return "module order, as the model defines them (--sort share: each level heaviest first)"
+    if not _sortable(sort, table):
+        return f"module order (this run has no column {sort!r} to sort by)"
+    if sort == "name":
+        return "each level by name"
+    title = next(c.title for c in term_columns(table) if c.key == sort)
+    return f"each level by {title}, largest first (the tree kept)"
+
+
+def fitted_table(
+    session: ProfileSession,
+    choice: TableChoice,
+    show_events: bool = False,
+    max_depth: int | None = None,
+    only: Collection[str] | None = None,
+) -> FittedTable:
+    """The tree table for a terminal (see the module docstring)."""
+    table = layer_table(session)
+    cols, missing = chosen_columns(table, choice.columns)
+    rows = [
+        r
+        for r in table.tree()
+        if (max_depth is None or r.depth <= max_depth) and (only is None or r.path in only)
+    ]
+    rows = ordered_rows(rows, choice.sort, table)
+    names, cells = _cells(rows, cols, show_events)
+    outside = table.outside()
+    if outside is not None:
+        names.append(outside.name)
+        cells.append([c.of_row(outside) for c in cols])
+    kept = list(range(len(cols)))
+    if choice.width is not None and choice.columns is None:
+        kept = _fitting(cols, names, cells, choice.width)
+    header = ["Module", *(cols[i].title for i in kept)]
+    body = [[name, *(row[i] for i in kept)] for name, row in zip(names, cells, strict=True)]
+    text = _format(header, body, choice.width)
+    left_out = tuple(c.title for i, c in enumerate(cols) if i not in kept)
+    order = order_text(choice.sort, table)
+    return FittedTable(TableText(text), left_out, order, choice.width, tuple(missing))
+
+
+def _cells(
+    rows: list[LayerRow], cols: list[TermColumn], show_events: bool
+) -> tuple[list[str], list[list[str]]]:
+    names: list[str] = []
+    cells: list[list[str]] = []
+    for row, prefix in zip(rows, tree_prefixes(rows), strict=True):
+        names.append(prefix + row.name)
+        cells.append([c.of_row(row) for c in cols])
+        if show_events and row.record is not None and row.kind == "layer":
+            for op, name in zip(row.record.ops, op_names(row.record.ops, prefix), strict=True):
+                names.append(name)
+                cells.append([c.of_op(op) if c.of_op else "" for c in cols])
+    return names, cells
+
+
+def _width(names: list[str], cells: list[list[str]], cols: list[TermColumn], i: int) -> int:
+    return max([len(cols[i].title), *(len(visible(row[i])) for row in cells)])
+
+
+def _fitting(
+    cols: list[TermColumn], names: list[str], cells: list[list[str]], width: int
+) -> list[int]:
+    """The columns kept: the lowest-ranked left out (the rightmost first among equals) until the
+    table fits `width`, or only the ones never left out remain; then any left out that fit in the
+    room that made."""
+    widths = [_width(names, cells, cols, i) for i in range(len(cols))]
+    name_width = min(max(len("Module"), *(len(visible(n)) for n in names)), _name_room(width))
+    kept = list(range(len(cols)))
+
+    def total() -> int:
+        return name_width + sum(widths[i] + 3 for i in kept)
+
+    while total() > width:
+        droppable = [i for i in kept if cols[i].keep < ALWAYS]
+        if not droppable:
+            break
+        kept.remove(min(droppable, key=lambda i: (cols[i].keep, -i)))
+    # A wide column left out can leave room for narrower ones of lower rank: take them back,
+    # the highest-ranked first, while the table still fits.
+    for i in sorted(set(range(len(cols))) - set(kept), key=lambda i: -cols[i].keep):
+        if total() + widths[i] + 3 <= width:
+            kept.append(i)
+    return sorted(kept)
+
+
+def _name_room(width: int) -> int:
+    """How wide the Module column may stay while columns are left out: half the width, so that
+    a deep tree's long names do not push every figure off the screen."""
+    return max(MIN_NAME, width // 2)
+
+
+def _format(header: list[str], body: list[list[str]], width: int | None) -> str:
+    body = [[visible(cell) for cell in row] for row in body]
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    if width is not None:
+        others = sum(w + 3 for w in widths[1:])
+        widths[0] = max(MIN_NAME, min(widths[0], width - others))
+        body = [[_cut(row[0], widths[0]), *row[1:]] for row in body]
+    lines = [_line(header, widths), "-|-".join("-" * w for w in widths)]
+    lines += [_line(r, widths) for r in body]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _cut(name: str, width: int) -> str:
+    """A name too long for its column, cut in the middle: the tree and the leaf name show."""
+    if len(name) <= width:
+        return name
+    head = (width - 1) // 2
+    return name[:head] + "…" + name[len(name) - (width - 1 - head) :]
+
+
+def _line(cells: list[str], widths: list[int]) -> str:
+    return " | ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
+
+
+__all__ = [
+    "COLUMN_KEYS",
+    "MODULE_ORDER",
+    "SORT_KEYS",
+    "FittedTable",
+    "TableChoice",
+    "TermColumn",
+    "check_choice",
+    "chosen_columns",
+    "fitted_table",
+    "ordered_rows",
+    "term_columns",
+]

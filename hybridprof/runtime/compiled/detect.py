@@ -1,0 +1,199 @@
+"""Where a model has compiled code, and what compiled it.
+
+Cheap and exact: no call is made. `torch.compile(module)` wraps the module in an
+`OptimizedModule` (the eager module is its `_orig_mod`, and `named_modules` inserts `_orig_mod.`
+into every path below it: hybridprof's paths leave that segment out); `module.compile()` stores
+`torch.compile(self._call_impl)` as the instance attribute `_compiled_call_impl`, which
+`Module.__call__` calls first. Both may sit anywhere in the tree.
+
+Nothing here imports `torch._dynamo` unless it is imported already: a process that never
+compiled anything has no compiled code (and importing dynamo costs ~1 s).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+TORCH_COMPILE = "torch.compile(module)"
+MODULE_COMPILE = "module.compile()"
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledPart:
+    """One compiled module: its hybridprof path, how it was compiled, and with what."""
+
+    path: str
+    kind: str  # TORCH_COMPILE or MODULE_COMPILE
+    backend: str  # "inductor", "aot_eager", "eager", or a custom backend's name
+    mode: str | None  # inductor's mode, recovered from the options it implies
+    options: tuple[tuple[str, str], ...] = ()
+    fullgraph: bool = False
+    dynamic: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledLayout:
+    """The compiled parts of a model and the modules inside them.
+
+    inside: ids of the modules that run inside compiled code (the strict descendants of a
+    compiled module, and a `torch.compile` wrapper's `_orig_mod`): dynamo guards on their
+    `forward` not being an instance attribute, so they are never patched. A model compiled as a
+    whole is not patched either: a range around the compiled call would only add hybridprof's
+    Python and the profiler's cost of dynamo's entry (~15 us a call) to the iteration; its rows
+    come from its kernels, and the compiled region's glue is outside. call_impl: ids of the
+    `module.compile()`d modules, ranged through their `_compiled_call_impl` instead of `forward`.
+    paths: `str(id(module))` -> hybridprof path (the key dynamo writes into `nn_module_stack`).
+    """
+
+    parts: tuple[CompiledPart, ...]
+    inside: frozenset[int]
+    call_impl: frozenset[int]
+    paths: dict[str, str]
+
+    @property
+    def inductor(self) -> bool:
+        """Every part compiled by inductor: the only backend whose kernels hybridprof reads."""
+        return all(part.backend == "inductor" for part in self.parts)
+
+    def part_at(self, path: str) -> CompiledPart | None:
+        """The compiled part whose subtree holds `path` (the innermost one)."""
+        found = None
+        for part in self.parts:
+            holds = part.path == "" or path == part.path or path.startswith(part.path + ".")
+            if holds and (found is None or len(part.path) >= len(found.path)):
+                found = part
+        return found
+
+
+def clean_path(path: str) -> str:
+    """A `named_modules` path without the `_orig_mod` segments `torch.compile` inserts."""
+    return ".".join(p for p in path.split(".") if p and p != "_orig_mod")
+
+
+def is_optimized_module(module: nn.Module) -> bool:
+    dynamo = sys.modules.get("torch._dynamo.eval_frame")
+    return dynamo is not None and isinstance(module, dynamo.OptimizedModule)
+
+
+def compiled_call_impl(module: nn.Module) -> Any:
+    """The `module.compile()` entry of a module (None when it was not compiled that way)."""
+    return module.__dict__.get("_compiled_call_impl")
+
+
+def find_compiled(model: nn.Module) -> CompiledLayout | None:
+    """The compiled parts of `model` (None: nothing in it is compiled)."""
+    if "torch._dynamo" not in sys.modules:
+        return None
+    named = list(model.named_modules(remove_duplicate=False))
+    parts: list[CompiledPart] = []
+    roots: list[tuple[str, nn.Module]] = []
+    for raw_path, module in named:
+        path = clean_path(raw_path)
+        if is_optimized_module(module):
+            parts.append(_part(path, TORCH_COMPILE, getattr(module, "dynamo_ctx", None)))
+            roots.append((raw_path, module))
+        elif compiled_call_impl(module) is not None:
+            parts.append(_part(path, MODULE_COMPILE, _context_of(compiled_call_impl(module))))
+            roots.append((raw_path, module))
+    if not parts:
+        return None
+    inside: set[int] = set()
+    for _, root in roots:
+        for sub_path, sub in root.named_modules(remove_duplicate=False):
+            if sub_path:  # the root itself runs eagerly: the wrapper, or Module.__call__
+                inside.add(id(sub))
+    paths: dict[str, str] = {}
+    for raw_path, module in named:
+        paths.setdefault(str(id(module)), clean_path(raw_path))
+    call_impl = {id(m) for _, m in roots if compiled_call_impl(m) is not None}
+    inside.update(id(m) for raw_path, m in roots if raw_path == "")  # compiled as a whole
+    return CompiledLayout(
+        parts=tuple(_unique(parts)),
+        inside=frozenset(inside),
+        call_impl=frozenset(call_impl),
+        paths=paths,
+    )
+
+
+def _unique(parts: list[CompiledPart]) -> list[CompiledPart]:
+    seen: dict[str, CompiledPart] = {}
+    for part in parts:
+        seen.setdefault(part.path, part)
+    return list(seen.values())
+
+
+def _context_of(fn: Any) -> Any:
+    """The dynamo context a compiled function closes over (None when it has none)."""
+    dynamo = sys.modules.get("torch._dynamo.eval_frame")
+    if dynamo is None:
+        return None
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(value, dynamo._TorchDynamoContext):
+            return value
+    return None
+
+
+def _part(path: str, kind: str, context: Any) -> CompiledPart:
+    backend_obj = _backend_of(context)
+    backend = str(
+        getattr(backend_obj, "compiler_name", None)
+        or getattr(backend_obj, "__name__", None)
+        or type(backend_obj).__name__
+    )
+    options = dict(getattr(backend_obj, "config", None) or {})
+    return CompiledPart(
+        path=path,
+        kind=kind,
+        backend=backend,
+        mode=mode_of(options) if backend == "inductor" else None,
+        options=tuple(sorted((str(k), repr(v)) for k, v in options.items())),
+        fullgraph=bool(getattr(context, "fullgraph", False)),
+        dynamic=getattr(backend_obj, "dynamic", None),
+    )
+
+
+def _backend_of(context: Any) -> Any:
+    if context is None:
+        return None
+    dynamo = sys.modules["torch._dynamo.eval_frame"]
+    try:
+        return dynamo.innermost_backend(context.callback)
+    except Exception:  # a context of an unknown shape: name what it holds
+        return getattr(context, "callback", None)
+
+
+MODES = ("reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def mode_of(options: dict[str, Any]) -> str:
+    """torch.compile keeps the mode only as the options it implies: find the mode that implies
+    exactly these ("default" when there are none, "custom options" when no mode fits)."""
+    if not options:
+        return "default"
+    from torch._inductor import list_mode_options
+
+    for mode in MODES:
+        implied = list_mode_options(mode)
+        if implied and dict(options) == dict(implied):
+            return mode
+    return "custom options"
+
+
+__all__ = [
+    "MODULE_COMPILE",
+    "TORCH_COMPILE",
+    "CompiledLayout",
+    "CompiledPart",
+    "clean_path",
+    "find_compiled",
+    "is_optimized_module",
+    "mode_of",
+]

@@ -1,0 +1,241 @@
+"""hybridprof's own compile: inductor's codegen hooked, so every kernel is known by its layer.
+
+Inductor calls `set_kernel_post_grad_provenance_tracing(node_schedule, kernel_name, is_extern)`
+once per call site of the code it generates, in the order the generated wrapper calls them,
+whatever `trace.provenance_tracking_level` is (at level 0 the function returns at once): for a
+fused C++ or Triton kernel `node_schedule` is its scheduler nodes, for an extern call (`mm`,
+`addmm`, convolution, attention) the `ExternKernel`. `codegen.cpp` and `codegen.triton` import it
+by name, so it is replaced in those two namespaces as well as in `debug` (where `ir.py` and
+`scheduler.py` import it from when they call it). The hook records, per call site, the graph,
+the event name the profiler will show, and the module of each FX node the site writes
+(`nn_module_stack`, or `fwd_nn_module_stack` on a backward graph's nodes); it never raises into a
+compile.
+
+The map exists only if codegen runs while the hook is in: hybridprof must own the compile (its
+warm-up), and inductor's FX-graph cache and AOTAutograd's cache must not answer it (a cache hit
+skips codegen). `cpp.enable_kernel_profile` makes each C++ kernel an event of its own
+(`graph_<id>_<kernel>`); without it their time is the graph call's own. `instrumented()` sets
+these three for the run and puts back every value it changed; the user's caches are untouched
+before and after.
+
+The hook point is private: `probe()` checks it once, and without it compiled code is measured as
+one opaque layer per compiled module, with a note.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import inspect
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+HOOK_NAME = "set_kernel_post_grad_provenance_tracing"
+HOOK_NAMESPACES = (
+    "torch._inductor.debug",
+    "torch._inductor.codegen.cpp",
+    "torch._inductor.codegen.triton",
+)
+HOOK_PARAMETERS = ("node_schedule", "kernel_name", "is_extern")
+# (module, config key, value for hybridprof's compile)
+CONFIG = (
+    ("torch._inductor.config", "cpp.enable_kernel_profile", True),
+    ("torch._inductor.config", "fx_graph_cache", False),
+    ("torch._functorch.config", "enable_autograd_cache", False),
+)
+Stack = tuple[str, str] | None  # a node's innermost (nn_module_stack key, qualified name)
+
+
+@dataclass(frozen=True, slots=True)
+class CallSite:
+    """One call of generated code: a fused kernel or an extern call, in wrapper order."""
+
+    graph_id: int | None  # inductor's graph number (kernel events are `graph_<id>_<kernel>`)
+    compile_id: str  # dynamo's "frame/compile" (the region event is "Torch-Compiled Region: f/c")
+    backward: bool
+    kernel: str  # cpp_fused_..., triton_..., extern_kernels.addmm, ...
+    extern: bool
+    event: str  # the profiler event name this call produces
+    written: tuple[Stack, ...]  # per FX node the site writes: its module
+
+
+@dataclass(frozen=True, slots=True)
+class HookProbe:
+    usable: bool
+    reason: str
+
+
+@functools.cache
+def probe() -> HookProbe:
+    """Whether this torch has the codegen hook point and settings hybridprof relies on (once)."""
+    try:
+        for name in HOOK_NAMESPACES:
+            function = getattr(importlib.import_module(name), HOOK_NAME, None)
+            if function is None:
+                return HookProbe(False, f"{name}.{HOOK_NAME} is missing")
+            parameters = tuple(inspect.signature(function).parameters)
+            if parameters[: len(HOOK_PARAMETERS)] != HOOK_PARAMETERS:
+                return HookProbe(False, f"{name}.{HOOK_NAME} takes {parameters}")
+        for module_name, key, _ in CONFIG:
+            config = importlib.import_module(module_name)
+            with config.patch({key: getattr_dotted(config, key)}):
+                pass
+        utils = importlib.import_module("torch._dynamo.utils")
+        for name in ("counters", "graph_break_reasons", "get_compilation_metrics"):
+            if not hasattr(utils, name):
+                return HookProbe(False, f"torch._dynamo.utils.{name} is missing")
+    except Exception as exc:  # an import or a setting that moved: fall back, say why
+        return HookProbe(False, f"{type(exc).__name__}: {exc}")
+    return HookProbe(True, f"inductor's {HOOK_NAME} hooked (one call per kernel call site)")
+
+
+def getattr_dotted(obj: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+# Every call site hybridprof's hook saw in this process. Dynamo keeps compiled code for the
+# process's life and never compiles it again, so a second profile of the same compiled model (or
+# of another instance of its classes) finds its kernels here. Graph ids are unique per process.
+_RECORDED: list[CallSite] = []
+
+
+class SiteRecorder:
+    """The call sites inductor generated while `instrumented()` was in, in order."""
+
+    def __init__(self) -> None:
+        self.errors = 0  # call sites the hook could not read (their kernels stay unmatched)
+
+    @property
+    def sites(self) -> list[CallSite]:
+        """The sites recorded in this process so far (this run's and earlier runs')."""
+        return _RECORDED
+
+    def record(self, node_schedule: Any, kernel_name: str, is_extern: bool) -> None:
+        try:
+            _RECORDED.append(_site(node_schedule, kernel_name, is_extern))
+        except Exception:  # never break the user's compile
+            self.errors += 1
+
+
+@contextlib.contextmanager
+def instrumented(recorder: SiteRecorder) -> Iterator[None]:
+    """The codegen hook in and the three settings set while the block runs; all put back."""
+    with contextlib.ExitStack() as stack:
+        for module_name, key, value in CONFIG:
+            config = importlib.import_module(module_name)
+            stack.enter_context(config.patch({key: value}))
+        stack.enter_context(_hooked(recorder))
+        yield
+
+
+@contextlib.contextmanager
+def _hooked(recorder: SiteRecorder) -> Iterator[None]:
+    saved: list[tuple[Any, Any]] = []
+    try:
+        for name in HOOK_NAMESPACES:
+            module = importlib.import_module(name)
+            original = getattr(module, HOOK_NAME)
+            saved.append((module, original))
+            setattr(module, HOOK_NAME, _hook(original, recorder))
+        yield
+    finally:
+        for module, original in reversed(saved):
+            setattr(module, HOOK_NAME, original)
+
+
+def _hook(original: Any, recorder: SiteRecorder) -> Any:
+    def hooked(node_schedule: Any, kernel_name: str, is_extern: bool = False) -> Any:
+        recorder.record(node_schedule, kernel_name, is_extern)
+        return original(node_schedule, kernel_name, is_extern)
+
+    hooked.__wrapped__ = original  # type: ignore[attr-defined]
+    return hooked
+
+
+def _site(node_schedule: Any, kernel_name: str, is_extern: bool) -> CallSite:
+    from torch._guards import CompileContext
+    from torch._inductor.virtualized import V
+
+    graph = V.graph
+    graph_id = getattr(graph, "graph_id", None)
+    compile_id = CompileContext.current_compile_id()
+    written = _written(node_schedule, is_extern)
+    return CallSite(
+        graph_id=graph_id if isinstance(graph_id, int) else None,
+        compile_id=(f"{compile_id.frame_id}/{compile_id.frame_compile_id}" if compile_id else "?"),
+        backward=bool(getattr(graph, "is_backward", False)),
+        kernel=kernel_name,
+        extern=is_extern,
+        event=expected_event(node_schedule, kernel_name, is_extern, graph_id),
+        written=tuple(dict.fromkeys(_stack(node) for node in written)),
+    )
+
+
+def _written(node_schedule: Any, is_extern: bool) -> list[Any]:
+    """The FX nodes whose values the site produces.
+
+    Per output buffer its exact origin node; where inductor has none (a buffer fused from several
+    nodes), for an extern the origin that is the extern's op, else the topologically last origin
+    (what the buffer finally computes). Not every origin: fused kernels recompute cheap producers
+    (a layer norm kernel recomputes the embedding add), and those are not the kernel's work."""
+    written: list[Any] = []
+    if is_extern:
+        origin = getattr(node_schedule, "origin_node", None)
+        if origin is not None:
+            return [origin]
+        op = getattr(node_schedule, "op_overload", None)
+        origins = list(getattr(node_schedule, "origins", ()))
+        same = [n for n in origins if op is not None and n.target is op]
+        last = _last(origins)
+        return same or ([last] if last is not None else [])
+    for scheduled in node_schedule:
+        for sub in scheduled.get_nodes() if hasattr(scheduled, "get_nodes") else ():
+            node = getattr(sub, "node", None)
+            if node is None:
+                continue
+            origin = node.get_origin_node() if hasattr(node, "get_origin_node") else None
+            if origin is None:
+                origin = _last(getattr(node, "origins", ()))
+            if origin is not None and origin not in written:
+                written.append(origin)
+    return written
+
+
+def _last(nodes: Any) -> Any:
+    """The topologically last of some FX nodes of one graph."""
+    calls = [n for n in nodes if getattr(n, "op", None) == "call_function"]
+    if not calls:
+        return None
+    order = {n: i for i, n in enumerate(calls[0].graph.nodes)}
+    return max(calls, key=lambda n: order.get(n, -1))
+
+
+def _stack(node: Any) -> Stack:
+    """A node's innermost module: (dynamo's key, the qualified name), or None (frame code)."""
+    stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack")
+    if not stack:
+        return None
+    key, value = list(stack.items())[-1]
+    qualified = value[0] if isinstance(value, tuple) else str(value)
+    return str(key), str(qualified)
+
+
+def expected_event(node_schedule: Any, kernel_name: str, is_extern: bool, graph_id: Any) -> str:
+    """The profiler event a call site makes: a generated kernel is `graph_<id>_<kernel>` (C++
+    with `cpp.enable_kernel_profile`), an extern call is the aten op it runs (`aten::mm`)."""
+    if not is_extern:
+        return f"graph_{graph_id}_{kernel_name}" if graph_id is not None else kernel_name
+    schema = getattr(getattr(node_schedule, "op_overload", None), "_schema", None)
+    if schema is not None:
+        return str(schema.name)
+    name = kernel_name
+    for prefix in ("extern_kernels.", "torch.ops.", "aten."):
+        name = name.removeprefix(prefix)
+    return f"aten::{name.split('.')[0]}"
+
+
+__all__ = ["CallSite", "HookProbe", "SiteRecorder", "expected_event", "instrumented", "probe"]

@@ -1,0 +1,151 @@
+"""From inductor's call sites to module paths: which layer each kernel's time belongs to.
+
+A site's modules come from the FX nodes it writes, twice: by module identity (the key of a
+`nn_module_stack` entry is `str(id(module))`, which names the instance dynamo traced) and
+relative to the compiled frame's `self` (`L['self'].attn` -> `attn`). Dynamo does not specialise
+a frame on the module instance, so `Block.forward` compiled for `blocks.0` also runs for
+`blocks.1`: when the region runs inside a layer's range, the relative names rooted there name the
+right instance. A site writing nodes of one module is that module's; nodes of several modules (a
+fused kernel) go to their lowest common ancestor, with the modules it fused; nodes outside every
+module (the frame's own code) go to the frame's module.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from hybridprof.runtime.compiled.instrument import CallSite, Stack
+
+SELF = "L['self']"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    path: str
+    fused: tuple[str, ...] = ()  # the modules a fused kernel spans (below `path`)
+
+
+def common_ancestor(paths: Iterable[str]) -> str:
+    split = [p.split(".") if p else [] for p in paths]
+    common: list[str] = []
+    for level in zip(*split, strict=False):
+        if len(set(level)) != 1:
+            break
+        common.append(level[0])
+    return ".".join(common)
+
+
+def _join(root: str, rel: str) -> str:
+    return f"{root}.{rel}" if root and rel else (root or rel)
+
+
+@dataclass(slots=True)
+class SiteTargets:
+    """One call site as the profiler shows it, with its modules in both forms."""
+
+    event: str
+    kernel: str
+    extern: bool
+    absolute: tuple[str, ...]  # paths by module identity ("" for the frame's own code)
+    relative: tuple[str, ...] | None  # paths relative to the frame's self; None: not all are
+    shim: str | None = None  # with cpp_wrapper an extern runs as `aoti_torch_cpu_<op>...`
+    _cache: dict[str, Target] = field(default_factory=dict)
+
+    def matches(self, name: str) -> bool:
+        if name == self.event or name == self.kernel:
+            return True
+        shim = self.shim
+        return shim is not None and name.startswith("aoti_torch_") and shim in name
+
+    def target(self, owner: str | None, known: frozenset[str]) -> Target:
+        """Where this site's time goes when its region runs inside `owner`'s range."""
+        key = "\0" if owner is None else owner
+        found = self._cache.get(key)
+        if found is None:
+            paths = list(self.absolute)
+            if owner is not None and self.relative is not None:
+                rooted = [_join(owner, rel) for rel in self.relative]
+                if all(p in known for p in rooted):
+                    paths = rooted
+            path = common_ancestor(paths) if paths else (owner or "")
+            fused = tuple(sorted(p for p in set(paths) if p != path)) if len(set(paths)) > 1 else ()
+            found = self._cache[key] = Target(path, fused)
+        return found
+
+
+class KernelMap:
+    """Per inductor graph (graph id, backward), its call sites in wrapper order."""
+
+    def __init__(self, sites: Iterable[CallSite], paths: dict[str, str]) -> None:
+        self.by_graph: dict[tuple[int | None, bool], list[SiteTargets]] = defaultdict(list)
+        self.graphs_of_compile: dict[tuple[str, bool], set[int | None]] = defaultdict(set)
+        self.known = frozenset(paths.values())
+        count = 0
+        for site in sites:
+            absolute, relative = _paths(site.written, paths)
+            shim = (
+                f"_{site.event.split('::', 1)[1]}" if site.extern and "::" in site.event else None
+            )
+            self.by_graph[(site.graph_id, site.backward)].append(
+                SiteTargets(site.event, site.kernel, site.extern, absolute, relative, shim)
+            )
+            self.graphs_of_compile[(site.compile_id, site.backward)].add(site.graph_id)
+            count += 1
+        self.sites = count
+
+    def __len__(self) -> int:
+        return self.sites
+
+    def graph_of(
+        self, child_names: Iterable[str], region: str | None, backward: bool
+    ) -> list[SiteTargets]:
+        """The sites of the graph a `## Call CompiledFxGraph` event ran: named by its kernels'
+        `graph_<id>_` prefix, else the one graph compiled under the enclosing region's id."""
+        for name in child_names:
+            if name.startswith("graph_"):
+                number = name.split("_", 2)[1]
+                if number.isdigit() and (int(number), backward) in self.by_graph:
+                    return self.by_graph[(int(number), backward)]
+        if region is not None:
+            graphs = self.graphs_of_compile.get((region, backward), set())
+            if len(graphs) == 1:
+                return self.by_graph[(next(iter(graphs)), backward)]
+        return []
+
+
+def _paths(
+    written: tuple[Stack, ...], paths: dict[str, str]
+) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+    """A site's modules by identity and relative to the frame's self (None when some module is
+    not reached from self); the frame's own code counts as the frame's module."""
+    absolute: list[str] = []
+    relative: list[str] = []
+    all_relative = True
+    frame_root: str | None = None
+    frame_code = False
+    for stack in written:
+        if stack is None:
+            frame_code = True
+            relative.append("")
+            continue
+        key, qualified = stack
+        path = paths.get(key.split("@")[0])
+        if path is None:
+            path = qualified.replace(SELF + ".", "").replace(SELF, "")
+        absolute.append(path)
+        if qualified == SELF or qualified.startswith(SELF + "."):
+            rel = qualified[len(SELF) + 1 :] if qualified != SELF else ""
+            relative.append(rel)
+            if frame_root is None and (not rel or path == rel or path.endswith("." + rel)):
+                frame_root = path[: len(path) - len(rel)].rstrip(".") if rel else path
+        else:
+            all_relative = False
+    if frame_code and frame_root is not None:
+        absolute.append(frame_root)
+    rel_paths = tuple(dict.fromkeys(relative)) if all_relative else None
+    return tuple(dict.fromkeys(absolute)), rel_paths
+
+
+__all__ = ["KernelMap", "SiteTargets", "Target", "common_ancestor"]

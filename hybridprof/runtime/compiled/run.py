@@ -1,0 +1,358 @@
+"""A profiled run of a model with compiled code: what the driver asks of the compiled parts.
+
+`CompiledRun` holds the run's kernel map and facts. The driver
+- keeps it out of compiled code: `layout.inside` is never patched, a `module.compile()`d module is
+  ranged through its `_compiled_call_impl` (runtime/patching.py);
+- runs warm-up and the measured iterations inside `instrumented()` (hybridprof's compile, hooked),
+  and warm-up until an iteration compiles nothing (`compiled_last`, at most `EXTRA_WARMUP` more);
+- brackets every measured iteration (`begin_iteration` / `recompiled`): an iteration in which
+  dynamo compiled is left out of the medians and said in a warning with the guard that failed;
+- lets the session strategy attribute each iteration through `attribute` (events.py);
+- adds `section()` (the session's compile section), the graph-break findings and its notes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
+
+from torch import nn
+
+from hybridprof.datamodel import (
+    CompiledLayer,
+    CompiledWhere,
+    CompileSection,
+    ExcludedIteration,
+    Finding,
+    FindingKind,
+    GraphBreak,
+    ProfilePlan,
+    ProfileSession,
+    SourceSpan,
+)
+from hybridprof.datamodel.compiled import KernelMapState
+from hybridprof.errors import UsageError
+from hybridprof.runtime.compiled import dynamo_facts
+from hybridprof.runtime.compiled.detect import CompiledLayout, find_compiled
+from hybridprof.runtime.compiled.events import OUTSIDE, OUTSIDE_RANGE, Rewriter, Rewritten, settle
+from hybridprof.runtime.compiled.instrument import SiteRecorder, instrumented, probe
+from hybridprof.runtime.compiled.islands import IslandRanges
+from hybridprof.runtime.compiled.kernel_map import KernelMap
+from hybridprof.runtime.events.attribution import Attribution, attribute
+from hybridprof.runtime.events.kineto import Event
+
+EXTRA_WARMUP = 8  # warm-up iterations added while each still compiles something
+MAX_EXCLUDED = 20  # recompiling measured iterations tolerated before the run gives up
+
+
+def compiled_run(
+    model: nn.Module, strategy: str, *, compiled_by: str = "user"
+) -> CompiledRun | None:
+    """The run's compiled parts (None: the model has none); a strategy that cannot see inside
+    compiled code is refused in one line."""
+    layout = find_compiled(model)
+    if layout is None:
+        return None
+    if strategy != "session":
+        where = layout.parts[0].path or "the model"
+        raise UsageError(
+            f"{where} is torch.compile'd and strategy '{strategy}' cannot see inside compiled "
+            "code (it times patched forwards, and compiled code runs none): use --strategy session "
+            "(the default)"
+        )
+    return CompiledRun(model, layout, compiled_by)
+
+
+class CompiledRun:
+    def __init__(self, model: nn.Module, layout: CompiledLayout, compiled_by: str) -> None:
+        self.model = model
+        self.layout = layout
+        self.compiled_by = compiled_by
+        self.hook = probe() if layout.inductor else None
+        self.recorder = SiteRecorder()
+        self.kmap = KernelMap(self.recorder.sites, layout.paths)
+        self.start = dynamo_facts.snapshot()
+        self.warmup = dynamo_facts.Delta(0, 0, 0, 0.0, 0.0, (), ())
+        self.compiled_last = False
+        self.islands: IslandRanges | None = None
+        self.excluded: list[ExcludedIteration] = []
+        self.iterations = 0  # measured iterations begun
+        self._before = self.start
+        self._found: list[Rewritten] = []
+        self._rewriter: Rewriter | None = None
+        self.grad_enabled = False
+
+    @property
+    def mapping(self) -> bool:
+        """Kernels are split by layer (inductor, with the hook point there)."""
+        return self.hook is not None and self.hook.usable
+
+    # -- the run
+
+    @contextlib.contextmanager
+    def instrumented(self) -> Iterator[None]:
+        if not self.mapping:
+            yield
+            return
+        with instrumented(self.recorder):
+            yield
+
+    def step_context(self) -> contextlib.AbstractContextManager[None]:
+        """What each step runs in: the island ranges, once warm-up found eager code inside."""
+        return self.islands.active() if self.islands is not None else contextlib.nullcontext()
+
+    def snapshot(self) -> dynamo_facts.Snapshot:
+        return dynamo_facts.snapshot()
+
+    def warm_iteration_done(self, before: dynamo_facts.Snapshot) -> None:
+        self.compiled_last = dynamo_facts.since(before).compiled
+
+    def warmup_done(self, selected: Iterable[str]) -> None:
+        """After warm-up: the map from the sites compiled so far, dynamo's facts, the islands."""
+        self.warmup = dynamo_facts.since(self.start)
+        self.kmap = KernelMap(self.recorder.sites, self.layout.paths)
+        eager_inside = self.warmup.graph_breaks or self.warmup.frames > self.warmup.graphs
+        if eager_inside:
+            parts = {part.path for part in self.layout.parts}
+            chosen = set(selected)
+            paths = {
+                id(module): path
+                for path, module in _named(self.model, self.layout)
+                if id(module) in self.layout.inside and path in chosen and path not in parts
+            }
+            self.islands = IslandRanges(paths) if paths else None
+        self._rewriter = None  # rebuilt with the new map on first use
+
+    def begin_iteration(self) -> None:
+        self.iterations += 1
+        self._before = dynamo_facts.snapshot()
+
+    def recompiled(self) -> str | None:
+        """Why the iteration just run compiled again (None: it did not); it is then excluded."""
+        delta = dynamo_facts.since(self._before)
+        if not delta.compiled:
+            return None
+        if len(self.recorder.sites) > self.kmap.sites:  # a recompile is mapped for later ones
+            self.kmap = KernelMap(self.recorder.sites, self.layout.paths)
+            self._rewriter = None
+        reason = "; ".join(delta.recompile_reasons) or "dynamo compiled a new frame"
+        self.excluded.append(ExcludedIteration(self.iterations, reason))
+        if self._found:
+            self._found.pop()
+        if len(self.excluded) > MAX_EXCLUDED:
+            raise UsageError(
+                f"the compiled model recompiled in {len(self.excluded)} measured iterations "
+                f"({reason}): its inputs or state change between calls; give it inputs of one "
+                "shape, or mark the dimension dynamic (torch._dynamo.mark_dynamic)"
+            )
+        return reason
+
+    # -- attribution (called by the session strategy for each measured iteration)
+
+    def attribute(
+        self,
+        events: list[Event],
+        names: Mapping[str, str],
+        *,
+        backward: bool = False,
+        keep_raw: bool = False,
+    ) -> Attribution:
+        rewriter = self._rewriter
+        if rewriter is None or rewriter.names is not names:
+            rewriter = self._rewriter = Rewriter(self.kmap, names, self._opaque_owner())
+        rewritten, found = rewriter.rewrite(events)
+        all_names = {**names, OUTSIDE_RANGE: OUTSIDE}
+        result = attribute(rewritten, all_names, backward=backward, keep_raw=keep_raw)
+        settle(result.measure, found, names.values())
+        self._found.append(found)
+        return result
+
+    def _opaque_owner(self) -> str | None:
+        """Where a compiled region's whole time goes when no kernel can be split (another
+        backend, no hook point); None: split them, graph by graph."""
+        return None if self.mapping else self.layout.parts[0].path
+
+    def _unmapped(self) -> bool:
+        """Every compiled graph ran without a map (compiled before hybridprof saw it)."""
+        return any(f.opaque for f in self._found) and not any(f.matched for f in self._found)
+
+    # -- the session
+
+    def finish(self, session: ProfileSession) -> ProfileSession:
+        # A module inside compiled code with no kernel of its own was not skipped: its work ran
+        # in other layers' kernels (fused), or compiled away. Said so, not "never called".
+        fused_away = tuple(p for p in session.never_called if self.layout.part_at(p) is not None)
+        section = self.section(session.plan)
+        if fused_away:
+            shown = ", ".join(fused_away[:8]) + (" ..." if len(fused_away) > 8 else "")
+            section = replace(
+                section,
+                notes=(
+                    *section.notes,
+                    f"no kernel of their own (their work ran in other layers' kernels): {shown}",
+                ),
+            )
+        findings = tuple(_break_finding(b) for b in section.graph_breaks)
+        plan = replace(session.plan, findings=session.plan.findings + findings)
+        return replace(
+            session,
+            plan=plan,
+            never_called=tuple(p for p in session.never_called if p not in fused_away),
+            compiled=section,
+            warnings=session.warnings + self.warnings(section),
+        )
+
+    def section(self, plan: ProfilePlan) -> CompileSection:
+        first = self.layout.parts[0]
+        fused: dict[str, set[str]] = {}
+        for found in self._found:
+            for path, spanned in found.fused.items():
+                fused.setdefault(path, set()).update(spanned)
+        modules = sorted(_named(self.model, self.layout), key=lambda item: _order(plan, item[0]))
+        breaks = tuple(_graph_break(b, modules) for b in _unique_breaks(self.warmup.graph_breaks))
+        return CompileSection(
+            backend=first.backend,
+            mode=first.mode,
+            where=tuple(
+                CompiledWhere(p.path, p.kind, p.backend, p.mode) for p in self.layout.parts
+            ),
+            options=tuple(f"{k}={v}" for k, v in first.options),
+            fullgraph=first.fullgraph,
+            compiled_by="hybridprof" if self.compiled_by == "hybridprof" else "user",
+            grad_mode="enabled" if self.grad_enabled else "disabled",
+            compile_s=round(self.warmup.compile_s, 3),
+            backward_compile_s=round(self.warmup.backward_compile_s, 3),
+            frames=self.warmup.frames,
+            graphs=self.warmup.graphs,
+            graph_breaks=breaks,
+            warmup_recompiles=self.warmup.recompile_reasons,
+            excluded=tuple(self.excluded),
+            kernel_map=self._state(),
+            call_sites=sum({k: n for f in self._found for k, n in f.graphs.items()}.values()),
+            matched_events=_median(f.matched for f in self._found),
+            unmatched_events=_median(f.unmatched for f in self._found),
+            eager_islands=len(self.islands.paths) if self.islands is not None else 0,
+            layers=tuple(CompiledLayer(p, tuple(sorted(m))) for p, m in sorted(fused.items())),
+            notes=self.notes(),
+        )
+
+    def _state(self) -> KernelMapState:
+        if self._opaque_owner() is not None or self._unmapped():
+            return "opaque"
+        opaque = any(f.opaque for f in self._found)
+        unmatched = any(f.unmatched for f in self._found)
+        return "partial" if opaque or unmatched or self.recorder.errors else "mapped"
+
+    def notes(self) -> tuple[str, ...]:
+        notes: list[str] = []
+        part = self.layout.parts[0]
+        if not self.layout.inductor:
+            backends = sorted({p.backend for p in self.layout.parts if p.backend != "inductor"})
+            notes.append(
+                f"compiled with backend '{', '.join(backends)}': hybridprof splits compiled code "
+                "by layer only for backend 'inductor' (the default); its time is shown as one "
+                "layer"
+            )
+        elif self.hook is not None and not self.hook.usable:
+            notes.append(
+                f"this torch lacks the inductor hook hybridprof reads ({self.hook.reason}): each "
+                "compiled module's time is shown as one layer"
+            )
+        elif self._unmapped():
+            notes.append(
+                f"{part.path or 'the model'} was compiled before hybridprof saw it (it was called "
+                "already), so its kernels cannot be split by layer and its time is shown as one "
+                "layer: profile it before its first call, or let hybridprof compile it "
+                "(--compile, profile(compile=True))"
+            )
+        elif any(f.opaque for f in self._found):
+            notes.append("some compiled graphs ran without a kernel map: shown as one layer each")
+        return tuple(notes)
+
+    def warnings(self, section: CompileSection) -> tuple[str, ...]:
+        said = [
+            f"iteration {e.iteration} recompiled ({e.reason}); it is left out of the medians"
+            for e in section.excluded
+        ]
+        compile_s = max((f.compile_ns for f in self._found), default=0) / 1e9
+        if compile_s:
+            said.append(
+                f"{compile_s:.2f} s of compiling ran inside the profiled block: it is in "
+                "(outside modules), in no layer; hybridprof.profile() compiles in its warm-up"
+            )
+        if section.unmatched_events:
+            said.append(
+                f"{section.unmatched_events} compiled kernel events per iteration matched no "
+                "kernel of the map; their time is in (outside modules)"
+            )
+        return tuple(said)
+
+
+def _named(model: nn.Module, layout: CompiledLayout) -> list[tuple[str, nn.Module]]:
+    seen: dict[int, tuple[str, nn.Module]] = {}
+    for _, module in model.named_modules(remove_duplicate=False):
+        path = layout.paths.get(str(id(module)))
+        if path is not None:
+            seen.setdefault(id(module), (path, module))
+    return list(seen.values())
+
+
+def _order(plan: ProfilePlan, path: str) -> int:
+    return next((i for i, t in enumerate(plan.targets) if t.path == path), len(plan.targets))
+
+
+def _median(values: Iterable[int]) -> int:
+    listed = list(values)
+    return round(statistics.median(listed)) if listed else 0
+
+
+def _unique_breaks(breaks: Iterable[dynamo_facts.Break]) -> list[dynamo_facts.Break]:
+    seen: dict[tuple[str, str, int], dynamo_facts.Break] = {}
+    for found in breaks:
+        seen.setdefault((found.reason, found.file, found.line), found)
+    return list(seen.values())
+
+
+def _graph_break(found: dynamo_facts.Break, modules: list[tuple[str, nn.Module]]) -> GraphBreak:
+    """The break with the modules whose class has the function it is in (same file, same name)."""
+    paths = tuple(
+        path for path, module in modules if _defines(module, found.file, found.frame, found.line)
+    )
+    return GraphBreak(found.reason, found.file, found.line, found.code, found.frame, paths)
+
+
+def _defines(module: nn.Module, file: str, function: str, line: int) -> bool:
+    code = getattr(getattr(type(module), function, None), "__code__", None)
+    if code is None or code.co_filename != file:
+        return False
+    lines = [number for _, _, number in code.co_lines() if number is not None]
+    return bool(lines) and code.co_firstlineno <= line <= max(lines)
+
+
+def _break_finding(found: GraphBreak) -> Finding:
+    where = _pattern(found.modules) if found.modules else "compiled code"
+    code = f" `{found.code}`" if found.code else ""
+    return Finding(
+        FindingKind.GRAPH_BREAK,
+        found.modules[0] if found.modules else "",
+        f"graph break in {where}: {found.reason}{code} at {found.where()} (dynamo runs the code "
+        "around it eagerly and compiles the rest as separate graphs)",
+        SourceSpan(found.file, found.line) if found.file else None,
+    )
+
+
+def _pattern(paths: tuple[str, ...]) -> str:
+    """`blocks.*.attn` for `blocks.0.attn, blocks.1.attn`; the path itself for one."""
+    if len(paths) == 1:
+        return paths[0] or "(root)"
+    split = [p.split(".") for p in paths]
+    if len({len(s) for s in split}) == 1:
+        return ".".join(
+            level[0] if len(set(level)) == 1 else "*" for level in zip(*split, strict=True)
+        )
+    return ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else "")
+
+
+__all__ = ["EXTRA_WARMUP", "CompiledRun", "compiled_run"]

@@ -1,0 +1,59 @@
+"""What a with-block's session says about its steps beyond the numbers: its warnings, and whether
+the measured steps' times have converged (`prof.converged`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from torch import nn
+
+from hybridprof.runtime.stopping import IterationRule
+from hybridprof.runtime.training.loop import MAX_MEASURED_STEPS, StepLoop
+
+# `--iters auto`'s rule, asked only whether the times so far have converged.
+_AUTO = IterationRule.of(0, "auto", None)
+
+
+def converged(step_us: Sequence[float]) -> bool:
+    """At least 5 steps, and their median's 95% confidence interval within ±3% of it."""
+    return _AUTO.stop_reason(step_us, 0.0) == "converged"
+
+
+def grads_state(model: nn.Module) -> list[tuple[int, int]]:
+    """Which gradient tensor each parameter holds, and its version: a backward pass (or a
+    zero_grad) changes it. How a strategy without profiler events tells that a block trained."""
+    return [
+        (0, -1) if p.grad is None else (id(p.grad), p.grad._version) for p in model.parameters()
+    ]
+
+
+def block_warnings(
+    loop: StepLoop, grads_before: list[tuple[int, int]] | None, model: nn.Module
+) -> tuple[str, ...]:
+    """What the session must say about the block's steps."""
+    said: list[str] = []
+    if loop.unmeasured:
+        said.append(
+            f"{loop.unmeasured} more steps were not measured: a session keeps at most "
+            f"{MAX_MEASURED_STEPS}; choose the steps to measure with "
+            "schedule=hybridprof.schedule(wait=..., warmup=..., active=...)"
+        )
+    if loop.skipped_steps:
+        said.append(
+            f"{loop.skipped_steps} scheduled step(s) were not measured: torch.profiler was "
+            "running when they began, and hybridprof's profiler cannot run inside it"
+        )
+    name = loop.driver.strategy_name
+    trained = loop.hooks.optimizer_steps > 0 or (
+        grads_before is not None and grads_state(model) != grads_before
+    )
+    if grads_before is not None and trained:
+        said.append(
+            f"the block ran a backward pass or an optimizer, which strategy '{name}' does not "
+            "attribute: the layers show their forward time only, and no row holds the rest; "
+            "use strategy 'session' (the default) to see backward and optimizer time"
+        )
+    return tuple(said)
+
+
+__all__ = ["block_warnings", "converged", "grads_state"]

@@ -1,0 +1,281 @@
+"""Compiled models profiled layer by layer (torch.compile(model) and model.compile(), inductor on
+the CPU, compiled for real): kernels in their layers, rows that add up, dynamo left as it was.
+
+Each model is compiled once for the module (a compile takes seconds) from a fresh import of the
+fixture file (tests/compiled_models.py), so no test reuses another's compiled code."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+
+import hybridprof
+from hybridprof.datamodel import ProfileSession
+from hybridprof.errors import UsageError
+from tests.compiled_models import counters, delta, fresh
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def dynamo_garbage_collected() -> Iterator[None]:
+    """Dynamo's compile state is cyclic garbage once these models go, and frees more as it is
+    freed: collected here until none is left, not in a later test's measured block."""
+    yield
+    while gc.collect():
+        pass
+
+
+def _profile(model: torch.nn.Module, x: torch.Tensor, **options: Any) -> dict[str, Any]:
+    """Profile, with dynamo's counters over the profile and over the model's next call."""
+    before = counters()
+    session = hybridprof.profile(model, x, warmup=1, iters=1, **options)
+    during = delta(before, counters())
+    before = counters()
+    model(x)
+    return {"session": session, "during": during, "next": delta(before, counters())}
+
+
+@pytest.fixture(scope="module", params=["torch.compile", "model.compile"])
+def compiled_mlp(request: pytest.FixtureRequest) -> dict[str, Any]:
+    torch.manual_seed(0)
+    eager = fresh().MLP().eval()
+    x = torch.randn(4, 32)
+    if request.param == "torch.compile":
+        model: torch.nn.Module = torch.compile(eager)
+    else:
+        eager.compile()
+        model = eager
+    return {"style": request.param, "eager": eager, "model": model, "x": x, **_profile(model, x)}
+
+
+def _adds_up(session: ProfileSession) -> float:
+    """|rows' self times + outside - the iteration| / the iteration (one iteration: exact)."""
+    assert session.outside_cpu_us is not None
+    rows = sum(r.self_cpu_us.median for r in session.records) + session.outside_cpu_us.median
+    iteration = session.iteration_cpu_us[0]
+    return abs(rows - iteration) / iteration
+
+
+def test_the_compiled_part_is_detected(compiled_mlp: dict[str, Any]) -> None:
+    section = compiled_mlp["session"].compiled
+    assert section is not None
+    kind = (
+        "torch.compile(module)" if compiled_mlp["style"] == "torch.compile" else "module.compile()"
+    )
+    assert [(w.path, w.kind, w.backend, w.mode) for w in section.where] == [
+        ("", kind, "inductor", "default")
+    ]
+    assert section.kernel_map == "mapped" and section.call_sites > 0
+    assert section.unmatched_events == 0
+
+
+def test_every_layer_gets_its_kernels(compiled_mlp: dict[str, Any]) -> None:
+    session = compiled_mlp["session"]
+    records = {r.path: r for r in session.records}
+    assert set(records) == {p for p, _ in compiled_mlp["eager"].named_modules()}
+    for path in ("layers.0.0", "layers.0.2", "layers.1.0", "layers.1.2", "head"):
+        assert records[path].self_cpu_us.median > 0
+        assert any(op.name == "aten::addmm" for op in records[path].ops)
+    relu = records["layers.0.1"]  # inductor's own C++ kernel, by its kernel name
+    assert [op.name for op in relu.ops] and relu.ops[0].name.startswith("cpp_fused_relu")
+    for parent in ("layers", "layers.0", "layers.1"):  # no ops of their own, totals all the same
+        assert records[parent].total_cpu_us.median > 0
+    assert records["layers"].total_cpu_us.median == pytest.approx(
+        records["layers.0"].total_cpu_us.median + records["layers.1"].total_cpu_us.median, abs=0.01
+    )
+
+
+def test_rows_add_up_to_the_iteration(compiled_mlp: dict[str, Any]) -> None:
+    assert _adds_up(compiled_mlp["session"]) < 0.001
+
+
+def test_dynamo_compiles_nothing_more_for_hybridprof(compiled_mlp: dict[str, Any]) -> None:
+    # What the same calls compile without hybridprof: one frame, one graph, no break, no
+    # recompile (the first call compiles; every later one hits).
+    assert compiled_mlp["during"] == (1, 1, 0, 0)
+    assert compiled_mlp["next"] == (0, 0, 0, 0)  # the next call in the caller's grad mode
+
+
+def test_compile_time_is_reported_and_in_no_row(compiled_mlp: dict[str, Any]) -> None:
+    session = compiled_mlp["session"]
+    assert session.compiled.compile_s > 0.05 and session.compiled.frames == 1
+    assert session.compiled.excluded == () and session.iterations == 1
+    # A row holding the compile would take at least the compile's time (a busy machine can make
+    # a row slow, never seconds slow).
+    slowest = max(r.total_cpu_us.median for r in session.records)
+    assert slowest < session.compiled.compile_s * 1e6 / 4
+
+
+def test_the_model_is_left_unpatched(compiled_mlp: dict[str, Any]) -> None:
+    for module in compiled_mlp["eager"].modules():
+        assert "forward" not in module.__dict__
+    assert hybridprof.Profile  # imported: the autouse fixture checks no live patch is left
+
+
+def test_the_session_round_trips_with_its_compile_section(compiled_mlp: dict[str, Any]) -> None:
+    session = compiled_mlp["session"]
+    again = ProfileSession.from_json(session.to_json())
+    assert again.compiled == session.compiled
+
+
+def test_strategies_that_cannot_see_kernels_are_refused(compiled_mlp: dict[str, Any]) -> None:
+    model = compiled_mlp["eager"] if compiled_mlp["style"] == "model.compile" else None
+    if model is None:
+        model = torch.compile(compiled_mlp["eager"])
+    with pytest.raises(UsageError, match="strategy 'timer' cannot see inside compiled code"):
+        hybridprof.profile(model, compiled_mlp["x"], iters=1, warmup=0, strategy="timer")
+
+
+def test_another_backend_is_one_opaque_layer() -> None:
+    torch.manual_seed(0)
+    eager = fresh().MLP().eval()
+    x = torch.randn(4, 32)
+    run = _profile(torch.compile(eager, backend="aot_eager"), x)
+    session = run["session"]
+    assert session.compiled.kernel_map == "opaque"
+    assert "backend 'aot_eager'" in session.compiled.notes[0]
+    assert session.record("").self_cpu_us.median > 0  # the compiled region, as one layer
+    assert _adds_up(session) < 0.001
+    assert run["next"] == (0, 0, 0, 0)
+
+
+def test_a_model_compiled_before_profiling_is_one_opaque_layer_with_the_fix() -> None:
+    torch.manual_seed(0)
+    model = torch.compile(fresh().MLP().eval())
+    x = torch.randn(4, 32)
+    model(x)  # the user's first call compiled it, without hybridprof's hooks
+    session = hybridprof.profile(model, x, warmup=1, iters=1)
+    assert session.compiled.kernel_map == "opaque"
+    assert "profile it before its first call" in session.compiled.notes[0]
+    assert _adds_up(session) < 0.001
+
+
+def test_compile_true_leaves_the_model_eager_and_compare_eager_lists_every_layer() -> None:
+    torch.manual_seed(0)
+    eager = fresh().MLP().eval()
+    x = torch.randn(4, 32)
+    comparison = hybridprof.profile(eager, x, warmup=1, iters=1, compile=True, compare_eager=True)
+    assert comparison.compiled.compiled.compiled_by == "hybridprof"
+    rows = {row.path: row for row in comparison.rows()}
+    for path in ("", "layers.0.0", "layers.1.2", "head"):
+        assert rows[path].eager_us > 0 and rows[path].compiled_us > 0
+        assert rows[path].speedup == pytest.approx(rows[path].eager_us / rows[path].compiled_us)
+    for side in (comparison.eager, comparison.compiled):
+        assert _adds_up(side) < 0.001
+    assert comparison.diff.base.label == "eager" and comparison.diff.new.label == "compiled"
+    assert all("forward" not in m.__dict__ for m in eager.modules())
+    assert (
+        "_compiled_call_impl" not in eager.__dict__
+    )  # still eager: its next call compiles nothing
+    before = counters()
+    eager(x)
+    assert delta(before, counters()) == (0, 0, 0, 0)
+
+
+def test_a_training_step_attributes_backward_kernels() -> None:
+    torch.manual_seed(0)
+    eager = fresh().MLP()
+    x = torch.randn(4, 32)
+    session = hybridprof.profile(torch.compile(eager), x, warmup=1, iters=1, backward=True)
+    records = {r.path: r for r in session.records}
+    for path in ("layers.0.0", "layers.1.2", "head"):
+        assert records[path].backward_self_cpu_us.median > 0
+    assert session.compiled.kernel_map in ("mapped", "partial")
+
+
+def test_refusals_are_one_line() -> None:
+    eager = fresh().MLP().eval()
+    x = torch.randn(4, 32)
+    with pytest.raises(UsageError, match="add compile=True"):
+        hybridprof.profile(eager, x, iters=1, compare_eager=True)
+    with pytest.raises(UsageError, match="unknown compile mode 'fast'"):
+        hybridprof.profile(eager, x, iters=1, compile=True, compile_mode="fast")
+    with pytest.raises(UsageError, match=r"torch\.compile'd already"):
+        hybridprof.profile(torch.compile(eager), x, iters=1, compile=True)
+
+
+def test_profile_block_with_a_first_compile_inside_it() -> None:
+    torch.manual_seed(0)
+    eager = fresh().MLP().eval()
+    model = torch.compile(eager)
+    x = torch.randn(4, 32)
+    before = counters()
+    with torch.no_grad(), hybridprof.Profile(model, leaves_only=False) as prof:
+        model(x)  # compiles here, inside the block, with hybridprof's hooks in
+    assert delta(before, counters()) == (1, 1, 0, 0)
+    session = prof.session()
+    records = {r.path: r for r in session.records}
+    assert records["head"].self_cpu_us.median > 0
+    assert any(op.name == "aten::addmm" for op in records["layers.0.0"].ops)
+    (said,) = [w for w in session.warnings if "compiling ran inside the profiled block" in w]
+    assert _adds_up(session) < 0.001
+    # The compile's own event is outside every layer: the outside row holds at least its time.
+    compile_us = float(said.split(" s of compiling")[0]) * 1e6
+    assert compile_us > 0 and session.outside_cpu_us.median >= compile_us - 10_000  # 0.01 s shown
+    before = counters()
+    with torch.no_grad():
+        model(x)
+    assert delta(before, counters()) == (0, 0, 0, 0)
+
+
+def test_a_second_profile_of_the_same_model_is_still_split_by_layer(
+    compiled_mlp: dict[str, Any],
+) -> None:
+    # Dynamo compiles a model once per process: the kernels the first profile's compile recorded
+    # map the second profile's too.
+    again = _profile(compiled_mlp["model"], compiled_mlp["x"])
+    assert again["during"] == (0, 0, 0, 0)
+    assert again["session"].compiled.kernel_map == "mapped"
+    assert again["session"].record("head").self_cpu_us.median > 0
+
+
+def test_flops_count_the_eager_ops_and_leave_dynamo_alone(compiled_mlp: dict[str, Any]) -> None:
+    run = _profile(compiled_mlp["model"], compiled_mlp["x"], flops=True, peak_gflops=10.0,
+                   peak_gbps=10.0)  # fmt: skip
+    work = {layer.path: layer for layer in run["session"].flops.layers}
+    assert work["layers.0.0"].flops == 2 * 4 * 32 * 64  # batch 4, 32 -> 64 features
+    assert run["during"] == (0, 0, 0, 0) and run["next"] == (0, 0, 0, 0)
+
+
+def test_an_iteration_that_recompiles_is_left_out_with_the_guard() -> None:
+    torch.manual_seed(0)
+    eager = fresh().Switch().eval()
+    model = torch.compile(eager)
+    calls = []
+
+    def flip_after_the_fourth_call(module: Any, args: Any, output: Any) -> None:
+        calls.append(1)
+        if len(calls) == 4:  # warm-up 1 call, then 2 per measured iteration: the 3rd recompiles
+            eager.double = True
+
+    handle = model.register_forward_hook(flip_after_the_fourth_call)
+    try:
+        session = hybridprof.profile(model, torch.randn(2, 8), warmup=1, iters=3)
+    finally:
+        handle.remove()
+    (excluded,) = session.compiled.excluded
+    assert excluded.iteration == 2 and "double" in excluded.reason
+    assert session.iterations == 3  # one more iteration ran in its place
+    assert any("recompiled" in w and "left out of the medians" in w for w in session.warnings)
+
+
+def test_a_compiled_function_calling_a_profiled_model_breaks_no_graph_and_is_said() -> None:
+    torch.manual_seed(0)
+    model = fresh().MLP().eval()
+    x = torch.randn(4, 32)
+
+    @torch.compile
+    def step(inputs: torch.Tensor) -> torch.Tensor:
+        return model(inputs).sum()
+
+    before = counters()
+    with torch.no_grad(), hybridprof.Profile(model, leaves_only=False) as prof:
+        step(x)  # compiled here, through hybridprof's patched forwards: they step aside
+    _, graphs, breaks, _ = delta(before, counters())
+    assert (graphs, breaks) == (1, 0)
+    assert any("a torch.compile'd function called it" in w for w in prof.session().warnings)

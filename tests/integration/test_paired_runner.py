@@ -1,0 +1,86 @@
+"""The paired A/B runner (`hybridprof.runtime.paired`) on real small models: ABBA order, whole
+pairs, stopping rules, failures, and both models left exactly as they were."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from hybridprof.errors import ModelRunError
+from hybridprof.planner.module_tree import tree_plan
+from hybridprof.runtime.driver import RunOptions
+from hybridprof.runtime.paired import FIRST_CHECK_PAIRS, Side, run_paired
+from hybridprof.runtime.patching import live_patches
+
+
+class Logged(nn.Module):
+    """Two Linears; each forward notes its name in a shared log (and may fail on call N)."""
+
+    def __init__(self, name: str, log: list[str], fail_at: int | None = None) -> None:
+        super().__init__()
+        self.name, self.log, self.fail_at = name, log, fail_at
+        self.fc = nn.Linear(8, 8)
+        self.out = nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.log.append(self.name)
+        if self.fail_at is not None and self.log.count(self.name) == self.fail_at:
+            raise KeyboardInterrupt if self.name == "B" else RuntimeError("boom")
+        y: torch.Tensor = self.out(torch.relu(self.fc(x)))
+        return y
+
+
+def side(model: nn.Module) -> Side:
+    return Side(model, (torch.rand(2, 8),), tree_plan(model, None, (), None))
+
+
+def test_iterations_alternate_abba_and_both_models_come_back_unchanged() -> None:
+    log: list[str] = []
+    a, b = Logged("A", log), Logged("B", log)
+    a.train()
+    b.eval()
+    before = {name: dict(vars(m)) for name, m in (("a", a), ("b", b))}
+    base, new = run_paired(side(a), side(b), RunOptions(warmup=1, iters=4, threads=1))
+    # one warm-up each, then pairs of (warm step + measured step) per side: AB BA AB BA
+    assert log == ["A", "B", *"AABB", *"BBAA", *"AABB", *"BBAA"]
+    assert base.iterations == new.iterations == 4 and not base.interrupted
+    fc = next(r for r in new.records if r.path == "fc")
+    assert fc.per_iteration is not None and len(fc.per_iteration.self_cpu_us.values) == 4
+    assert live_patches() == ()
+    assert "forward" not in vars(a) and "forward" not in vars(b) and a.training and not b.training
+    assert {k for k in vars(a) if k not in before["a"]} == set()
+
+
+def test_ctrl_c_keeps_whole_pairs_only() -> None:
+    log: list[str] = []
+    a, b = Logged("A", log), Logged("B", log, fail_at=8)  # B's 8th call: mid-way through pair 3
+    base, new = run_paired(side(a), side(b), RunOptions(warmup=1, iters=10, threads=1))
+    assert base.interrupted and new.interrupted and base.stop_reason == "interrupted"
+    assert base.iterations == new.iterations == 3  # pair 4's half measured is dropped
+    assert live_patches() == () and "forward" not in vars(b)
+
+
+def test_a_failing_model_is_named_and_both_are_restored() -> None:
+    log: list[str] = []
+    a, b = Logged("A", log, fail_at=3), Logged("B", log)
+    with pytest.raises(ModelRunError, match=r"forward failed in \(root\) \(Logged\): boom"):
+        run_paired(side(a), side(b), RunOptions(warmup=1, iters=5, threads=1))
+    assert live_patches() == () and "forward" not in vars(a) and "forward" not in vars(b)
+
+
+def test_auto_stops_when_settled_or_at_the_time_limit() -> None:
+    asked: list[int] = []
+
+    def settled_at_once(base: object, new: object) -> bool:
+        asked.append(1)
+        return True
+
+    a, b = Logged("A", []), Logged("B", [])
+    base, _ = run_paired(
+        side(a), side(b), RunOptions(warmup=0, iters="auto", threads=1), settled=settled_at_once
+    )
+    assert (base.iterations, base.stop_reason, len(asked)) == (FIRST_CHECK_PAIRS, "converged", 1)
+    never = RunOptions(warmup=0, iters="auto", max_time_s=0.5, threads=1)
+    base, new = run_paired(side(a), side(b), never, settled=lambda b, n: False)
+    assert base.stop_reason == "max_time" and base.iterations == new.iterations > FIRST_CHECK_PAIRS
