@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 from hybridprof.cli.common import check_pdf_support, model_prints_to_stderr, notice
 from hybridprof.cli.destinations import check_outputs
 from hybridprof.cli.diff_options import DIFF_PAIRS, DIFF_THREADS, DIFF_WARMUP
-from hybridprof.cli.profiling import static_plan
+from hybridprof.cli.profiling import check_measuring_values, static_plan
 from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.errors import UsageError
-from hybridprof.files.loader import DEFAULT_ENTRY, file_sha256, parse_shape, read_model_source
+from hybridprof.files.loader import DEFAULT_ENTRY, file_sha256, read_model_source
 from hybridprof.files.revisions import Checkout
 from hybridprof.runtime.signals import sigterm_as_interrupt
 
@@ -88,20 +88,7 @@ def paired_diff(
 
 def _check_values(args: argparse.Namespace) -> None:
     """Option values that can be judged before torch or the models."""
-    if isinstance(args.iters, int) and args.iters < 1:
-        raise UsageError(f"--iters must be 1 or more, got {args.iters}; or give auto")
-    if isinstance(args.warmup, int) and args.warmup < 0:
-        raise UsageError(f"--warmup must be 0 or more, got {args.warmup}; or give auto")
-    if args.max_time is not None and not args.max_time > 0:
-        raise UsageError(f"--max-time must be more than 0 seconds, got {args.max_time:g}")
-    if args.threads is not None and args.threads < 1:
-        raise UsageError(f"--threads must be 1 or more, got {args.threads}")
-    if args.depth is not None and args.depth < 0:
-        raise UsageError(f"--depth must be 0 or more, got {args.depth}")
-    for spec in args.input_shape:
-        parse_shape(spec)
-    if args.device and args.device.split(":")[0] not in ("cpu", "cuda"):
-        raise UsageError(f"--device {args.device!r} is not supported; use cpu or cuda")
+    check_measuring_values(args)
     if args.backward and args.strategy not in (None, "session"):
         raise UsageError(
             f"--backward needs --strategy session (it attributes backward ops to layers); "

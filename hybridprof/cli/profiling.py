@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 from hybridprof.cli.common import check_pdf_support, typed_selectors
 from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.errors import UsageError
-from hybridprof.files.loader import DEFAULT_ENTRY
+from hybridprof.files.loader import DEFAULT_ENTRY, parse_shape
 from hybridprof.reporting import renderer_for
+from hybridprof.runtime.limits import iterations_problem, threads_problem
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY
 
 if TYPE_CHECKING:
@@ -170,3 +171,25 @@ def with_model(plan: ProfilePlan, model_file: Path, entry: str) -> ProfilePlan:
     from dataclasses import replace
 
     return replace(plan, model_file=str(model_file), entry=entry)
+
+
+def check_measuring_values(args: argparse.Namespace) -> None:
+    """The measuring options `run` and `diff --run` share, judged before torch or the model:
+    counts, their limits (runtime/limits.py), threads, time, depth, shapes and device."""
+    if isinstance(args.iters, int) and args.iters < 1:
+        raise UsageError(f"--iters must be 1 or more, got {args.iters}; or give auto")
+    if isinstance(args.warmup, int) and args.warmup < 0:
+        raise UsageError(f"--warmup must be 0 or more, got {args.warmup}; or give auto")
+    for option, count in (("--iters", args.iters), ("--warmup", args.warmup)):
+        if isinstance(count, int) and (problem := iterations_problem(count, option)):
+            raise UsageError(problem)
+    if args.threads is not None and (problem := threads_problem(args.threads, "--threads")):
+        raise UsageError(problem)
+    if args.max_time is not None and not args.max_time > 0:
+        raise UsageError(f"--max-time must be more than 0 seconds, got {args.max_time:g}")
+    if args.depth is not None and args.depth < 0:
+        raise UsageError(f"--depth must be 0 or more, got {args.depth}")
+    for spec in args.input_shape:
+        parse_shape(spec)
+    if args.device and args.device.split(":")[0] not in ("cpu", "cuda"):
+        raise UsageError(f"--device {args.device!r} is not supported; use cpu or cuda")

@@ -49,14 +49,18 @@ from hybridprof.cli.destinations import (
     plan_run_outputs,
     say_replaced,
 )
-from hybridprof.cli.profiling import DEMO_FILE, model_and_entry, profile_loaded
+from hybridprof.cli.profiling import (
+    DEMO_FILE,
+    check_measuring_values,
+    model_and_entry,
+    profile_loaded,
+)
 from hybridprof.cli.run_ranks import add_rank_options, run_rank, torchrun_launch
 from hybridprof.cli.terminal import emit, terminal_table, where_lines
 from hybridprof.errors import OutputError, UsageError
-from hybridprof.files.loader import parse_shape, read_model_source
+from hybridprof.files.loader import read_model_source
 from hybridprof.files.outputs import rescue_copy, write_atomic
 from hybridprof.reporting import known_extensions, write_report
-from hybridprof.runtime.limits import iterations_problem, threads_problem
 from hybridprof.runtime.signals import TerminateHandler, sigterm_as_interrupt
 from hybridprof.runtime.stopping import AUTO_TARGET_PCT, DEFAULT_MAX_TIME_S, Count, parse_count
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES, backward_strategies
@@ -298,23 +302,7 @@ def _stopped_by(sigterm: TerminateHandler) -> str:
 
 def _check_values(args: argparse.Namespace) -> None:
     """Option values that can be judged without torch or the model."""
-    if isinstance(args.iters, int) and args.iters < 1:
-        raise UsageError(f"--iters must be 1 or more, got {args.iters}; or give auto")
-    if isinstance(args.warmup, int) and args.warmup < 0:
-        raise UsageError(f"--warmup must be 0 or more, got {args.warmup}; or give auto")
-    for option, count in (("--iters", args.iters), ("--warmup", args.warmup)):
-        if isinstance(count, int) and (problem := iterations_problem(count, option)):
-            raise UsageError(problem)
-    if args.threads is not None and (problem := threads_problem(args.threads, "--threads")):
-        raise UsageError(problem)
-    if args.max_time is not None and not args.max_time > 0:
-        raise UsageError(f"--max-time must be more than 0 seconds, got {args.max_time:g}")
-    if args.depth is not None and args.depth < 0:
-        raise UsageError(f"--depth must be 0 or more, got {args.depth}")
-    for spec in args.input_shape:
-        parse_shape(spec)
-    if args.device and args.device.split(":")[0] not in ("cpu", "cuda"):
-        raise UsageError(f"--device {args.device!r} is not supported; use cpu or cuda")
+    check_measuring_values(args)
     if args.plan and (
         args.paths or args.depth is not None or args.with_parents or args.leaves_only
     ):

@@ -137,6 +137,10 @@ def test_one_file_at_two_git_revisions(
         (["--run", "{a}", "{a}", "--rev", "main"], "--rev reads one model file"),
         (["--run", "{a}", "{a}", "--min-delta", "fast"], "--min-delta 'fast' is not a time"),
         (["--run", "{a}", "{a}", "--iters", "0"], "--iters must be 1 or more"),
+        # the limits `run` keeps hold here too (one check for both commands)
+        (["--run", "{a}", "{a}", "--iters", "100000000"], "more than hybridprof runs"),
+        (["--run", "{a}", "{a}", "--threads", "100000"], "more threads than this machine"),
+        (["--run", "{a}", "{a}", "--input-shape", "99999999999999999999,8"], "beyond torch's"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
