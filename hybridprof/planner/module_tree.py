@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
@@ -70,7 +70,20 @@ def named_modules(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
     recursion would never end. Iterative, so a chain thousands of modules deep needs no deep
     Python stack. Child names that no path can spell are refused (see `check_child_name`).
     """
-    pending: list[tuple[str, nn.Module, int]] = [("", eager_module(model), 0)]
+    return _walk(model, eager_module, check_names=True)
+
+
+def every_module(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
+    """torch's `named_modules(remove_duplicate=False)` with a cycle cut, iterative: every path,
+    `torch.compile` wrappers included (their paths hold `_orig_mod`). torch's own walk without its
+    memo never ends on a cycle, and recurses once per level."""
+    return _walk(model, lambda module: module, check_names=False)
+
+
+def _walk(
+    model: nn.Module, unwrap: Callable[[nn.Module], nn.Module], *, check_names: bool
+) -> Iterator[tuple[str, nn.Module]]:
+    pending: list[tuple[str, nn.Module, int]] = [("", unwrap(model), 0)]
     above: list[int] = []  # ids of the modules on the path to the one being walked, by depth
     on_path: set[int] = set()  # the same ids, to look up (never one twice: see below)
     yielded = 0
@@ -92,8 +105,9 @@ def named_modules(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
         on_path.add(id(module))
         children = [(n, c) for n, c in module._modules.items() if c is not None]
         for name, child in reversed(children):
-            check_child_name(path, name)
-            pending.append((f"{path}.{name}" if path else name, eager_module(child), depth + 1))
+            if check_names:
+                check_child_name(path, name)
+            pending.append((f"{path}.{name}" if path else name, unwrap(child), depth + 1))
 
 
 # More paths than any real model has (a 10,000-layer model has ~11,000): beyond it, a tree whose

@@ -174,6 +174,8 @@ class Leafy(nn.Module):
 
 
 def test_a_cyclic_model_is_profiled_once_per_module() -> None:
+    import torch._dynamo  # noqa: F401  (compiled parts are looked for once dynamo is imported)
+
     model = nn.Sequential(Leafy(), Leafy())
     model[0].root = model  # a child that refers back to the root
     _, records = profiled(model)

@@ -18,6 +18,8 @@ from typing import Any
 
 from torch import nn
 
+from hybridprof.planner.module_tree import every_module
+
 TORCH_COMPILE = "torch.compile(module)"
 MODULE_COMPILE = "module.compile()"
 
@@ -88,7 +90,7 @@ def find_compiled(model: nn.Module) -> CompiledLayout | None:
     """The compiled parts of `model` (None: nothing in it is compiled)."""
     if "torch._dynamo" not in sys.modules:
         return None
-    named = list(model.named_modules(remove_duplicate=False))
+    named = list(every_module(model))
     parts: list[CompiledPart] = []
     roots: list[tuple[str, nn.Module]] = []
     for raw_path, module in named:
@@ -103,7 +105,7 @@ def find_compiled(model: nn.Module) -> CompiledLayout | None:
         return None
     inside: set[int] = set()
     for _, root in roots:
-        for sub_path, sub in root.named_modules(remove_duplicate=False):
+        for sub_path, sub in every_module(root):
             if sub_path:  # the root itself runs eagerly: the wrapper, or Module.__call__
                 inside.add(id(sub))
     paths: dict[str, str] = {}

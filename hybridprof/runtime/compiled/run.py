@@ -292,7 +292,7 @@ class CompiledRun:
 
 def _named(model: nn.Module, layout: CompiledLayout) -> list[tuple[str, nn.Module]]:
     seen: dict[int, tuple[str, nn.Module]] = {}
-    for _, module in model.named_modules(remove_duplicate=False):
+    for module in model.modules():  # each once (the paths come from the layout)
         path = layout.paths.get(str(id(module)))
         if path is not None:
             seen.setdefault(id(module), (path, module))
