@@ -171,3 +171,16 @@ def test_findings_from_one_source_line_are_one_row_and_root_is_named() -> None:
         ("0, 1, 2 and 47 more", "n.py:9"),
         ("(root)", "n.py:30"),
     ]
+
+
+def test_a_legend_gives_each_label_its_own_room() -> None:
+    """A long series name ends before the next swatch starts (a fixed step let it run into it)."""
+    import re
+
+    from hybridprof.reporting.page.charts import Bar, make_chart
+
+    long_name = "kept (each storage once, parameters apart)"
+    svg = str(make_chart("k", "t", [Bar("a", (1.0, 2.0))], (long_name, "second")).svg)
+    xs = [float(x) for x in re.findall(r'<rect x="([0-9.]+)" y="[0-9.]+" width="10"', svg)]
+    label_x = float(re.search(rf'<text x="([0-9.]+)"[^>]*>{re.escape(long_name)}<', svg)[1])
+    assert len(xs) == 2 and xs[1] >= label_x + len(long_name) * 6  # ~6 px a character at 11 px

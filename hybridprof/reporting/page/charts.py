@@ -78,15 +78,22 @@ def _row(bar: Bar, index: int, scale: float, fmt: Callable[[float], str]) -> str
 def _legend(series: Sequence[str], y: float) -> str:
     if len(series) < 2:
         return ""
-    items = []
-    for i, name in enumerate(series):
-        x = LABEL_W + i * 120
-        color = SERIES_COLORS[i % len(SERIES_COLORS)]
-        items.append(
-            f'<rect x="{x}" y="{y:.1f}" width="10" height="10" fill="{color}"/>'
-            f'<text x="{x + 14}" y="{y + 9:.1f}">{escape(name)}</text>'
+    colors = (SERIES_COLORS[i % len(SERIES_COLORS)] for i in range(len(series)))
+    return legend_row(list(zip(series, colors, strict=False)), LABEL_W, y, char_w=6.2)
+
+
+def legend_row(items: Sequence[tuple[str, str]], x: float, y: float, char_w: float) -> str:
+    """Swatches with their labels in one row, each item as wide as its label (SVG text is not
+    laid out: a fixed step let a long label run into the next swatch). `char_w`: a character's
+    width at the chart's font size, rounded up."""
+    parts = []
+    for name, color in items:
+        parts.append(
+            f'<rect x="{x:.1f}" y="{y:.1f}" width="10" height="10" fill="{color}"/>'
+            f'<text x="{x + 14:.1f}" y="{y + 9:.1f}">{escape(name)}</text>'
         )
-    return "".join(items)
+        x += 14 + len(name) * char_w + 16
+    return "".join(parts)
 
 
 def render_svg(

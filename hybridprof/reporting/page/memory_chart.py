@@ -17,6 +17,7 @@ from markupsafe import Markup, escape
 
 from hybridprof.datamodel import MemoryTimeline, TimelineLane
 from hybridprof.reporting.format import format_bytes
+from hybridprof.reporting.page.charts import legend_row
 
 WIDTH = 760
 LEFT, RIGHT, TOP = 70, 16, 14
@@ -147,14 +148,7 @@ def _legend(y: float, reserved: bool) -> str:
     items = [("live bytes", LIVE), *((("reserved", RESERVED),) if reserved else ())]
     items += [("forward", COLORS["forward"]), ("backward", COLORS["backward"])]
     items += [("optimizer", COLORS["optimizer"]), ("peak", PEAK)]
-    parts = []
-    for i, (name, color) in enumerate(items):
-        x = LEFT + i * 100
-        parts.append(
-            f'<rect x="{x}" y="{y:.1f}" width="10" height="10" fill="{color}"/>'
-            f'<text x="{x + 14}" y="{y + 9:.1f}">{escape(name)}</text>'
-        )
-    return "".join(parts)
+    return legend_row(items, LEFT, y, char_w=CHAR_W)
 
 
 def render_timeline(timeline: MemoryTimeline, peak: PeakMark) -> Markup:
