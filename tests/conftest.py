@@ -3,9 +3,16 @@ with-block counting steps), and profiling runs single-threaded."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import pytest
+
+# A suite started in the background from a script (`cmd &`) inherits SIGINT ignored, and so would
+# every hybridprof it starts (an ignored signal stays ignored across exec): the Ctrl-C tests need
+# SIGINT delivered as a terminal delivers it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
