@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hybridprof.analysis.layer_table import LayerRow, LayerTable
+from hybridprof.analysis.roofline import LayerRoofline
 from hybridprof.datamodel import OpStat
 from hybridprof.reporting.format import (
     format_bytes,
@@ -55,9 +56,15 @@ def _median(row: LayerRow, which: str) -> float | None:
     return None if timing is None else timing.median
 
 
-def _work(show: Callable[[LayerRow], str]) -> Callable[[LayerRow], str]:
+def _work(show: Callable[[LayerRoofline], str]) -> Callable[[LayerRow], str]:
     # only a profiled layer's own work is judged (a container's is its children's)
-    return lambda r: show(r) if r.roofline is not None and r.kind == "layer" else ""
+    return lambda r: show(r.roofline) if r.roofline is not None and r.kind == "layer" else ""
+
+
+def _work_value(
+    figure: Callable[[LayerRoofline], float | None],
+) -> Callable[[LayerRow], float | None]:
+    return lambda r: figure(r.roofline) if r.roofline is not None and r.kind == "layer" else None
 
 
 def term_columns(table: LayerTable) -> list[TermColumn]:
@@ -160,27 +167,25 @@ def term_columns(table: LayerTable) -> list[TermColumn]:
             TermColumn(
                 "flops",
                 "FLOPs",
-                _work(lambda r: format_count(r.roofline.flops, "") if r.roofline else ""),
+                _work(lambda f: format_count(f.flops, "")),
                 45,
-                lambda r: r.roofline.flops if r.roofline and r.kind == "layer" else None,
+                _work_value(lambda f: f.flops),
             ),
             TermColumn(
                 "intensity",
                 "FLOP/B",
-                _work(lambda r: format_rate(r.roofline.intensity, "") if r.roofline else ""),
+                _work(lambda f: format_rate(f.intensity, "")),
                 10,
-                lambda r: r.roofline.intensity if r.roofline and r.kind == "layer" else None,
+                _work_value(lambda f: f.intensity),
             ),
             TermColumn(
                 "gflops",
                 "GFLOP/s",
-                _work(lambda r: format_rate(r.roofline.gflops, "") if r.roofline else ""),
+                _work(lambda f: format_rate(f.gflops, "")),
                 30,
-                lambda r: r.roofline.gflops if r.roofline and r.kind == "layer" else None,
+                _work_value(lambda f: f.gflops),
             ),
-            TermColumn(
-                "verdict", "Verdict", _work(lambda r: r.roofline.verdict if r.roofline else ""), 80
-            ),
+            TermColumn("verdict", "Verdict", _work(lambda f: f.verdict), 80),
         ]
     cols.append(
         TermColumn(

@@ -17,9 +17,8 @@ and output shapes for the session.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +29,7 @@ from hybridprof.datamodel import ModuleRecord
 from hybridprof.errors import DeviceError, ModelRunError, UsageError
 from hybridprof.files.loader import ModelInputs
 from hybridprof.runtime.strategies.base import Strategy
+from hybridprof.runtime.tensors import iter_tensors
 
 
 def to_device(value: Any, device: torch.device) -> Any:
@@ -64,21 +64,6 @@ def placed_on(model: nn.Module, device: torch.device | None) -> Iterator[None]:
         yield
     finally:
         model.to(original)
-
-
-def iter_tensors(value: Any) -> Iterator[torch.Tensor]:
-    """Tensors in an output structure, depth first, in order (tuples, lists, dicts, dataclasses)."""
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, Mapping):
-        for item in value.values():
-            yield from iter_tensors(item)
-    elif isinstance(value, tuple | list):
-        for item in value:
-            yield from iter_tensors(item)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for f in dataclasses.fields(value):
-            yield from iter_tensors(getattr(value, f.name))
 
 
 def scalar_loss(output: Any) -> torch.Tensor:

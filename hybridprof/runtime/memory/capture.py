@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from hybridprof.runtime.memory.figures import CATEGORY
-from hybridprof.runtime.workload import iter_tensors
+from hybridprof.runtime.tensors import iter_tensors
 
 _autograd: Any = torch._C._autograd
 _graph_task = getattr(torch._C, "_current_graph_task_id", None)  # -1 outside a backward pass
@@ -101,6 +101,8 @@ def storage_of(tensor: Any) -> tuple[int, int, str] | None:
         storage = tensor.untyped_storage()
         return storage.data_ptr(), storage.nbytes(), tensor.device.type
     except (RuntimeError, NotImplementedError, TypeError):
+        # Sparse tensors and tensor subclasses without a storage of their own refuse
+        # `untyped_storage()` (with one of these): no one block of the allocator's to match.
         return None
 
 
