@@ -67,6 +67,17 @@ def _work_value(
     return lambda r: figure(r.roofline) if r.roofline is not None and r.kind == "layer" else None
 
 
+# The --flops figures: key, title, how a layer's figure reads, rank, the figure --sort orders by.
+_WORK_COLUMNS: tuple[
+    tuple[str, str, Callable[[LayerRoofline], str], int, Callable[[LayerRoofline], float | None]],
+    ...,
+] = (
+    ("flops", "FLOPs", lambda f: format_count(f.flops, ""), 45, lambda f: f.flops),
+    ("intensity", "FLOP/B", lambda f: format_rate(f.intensity, ""), 10, lambda f: f.intensity),
+    ("gflops", "GFLOP/s", lambda f: format_rate(f.gflops, ""), 30, lambda f: f.gflops),
+)
+
+
 def term_columns(table: LayerTable) -> list[TermColumn]:
     """Every column this table has data for, in display order."""
     calls = "Calls" if table.calls_title == "Number of Calls" else "Calls/iter"
@@ -164,29 +175,10 @@ def term_columns(table: LayerTable) -> list[TermColumn]:
             ]
     if table.has_flops:
         cols += [
-            TermColumn(
-                "flops",
-                "FLOPs",
-                _work(lambda f: format_count(f.flops, "")),
-                45,
-                _work_value(lambda f: f.flops),
-            ),
-            TermColumn(
-                "intensity",
-                "FLOP/B",
-                _work(lambda f: format_rate(f.intensity, "")),
-                10,
-                _work_value(lambda f: f.intensity),
-            ),
-            TermColumn(
-                "gflops",
-                "GFLOP/s",
-                _work(lambda f: format_rate(f.gflops, "")),
-                30,
-                _work_value(lambda f: f.gflops),
-            ),
-            TermColumn("verdict", "Verdict", _work(lambda f: f.verdict), 80),
+            TermColumn(key, title, _work(show), keep, _work_value(figure))
+            for key, title, show, keep, figure in _WORK_COLUMNS
         ]
+        cols.append(TermColumn("verdict", "Verdict", _work(lambda f: f.verdict), 80))
     cols.append(
         TermColumn(
             "calls",
