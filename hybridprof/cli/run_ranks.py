@@ -160,6 +160,7 @@ class _Rank:
             error = HybridprofError(f"{type(exc).__name__}: {exc}")
             raise self._failed(error) from exc
         except KeyboardInterrupt:  # stopped before a measured iteration finished
+            self._unless_the_watcher_is_ending()
             if self.board is not None:
                 self.board.note_stopped(saved=False)
             raise
@@ -180,8 +181,7 @@ class _Rank:
         # another rank exits) must not cut that short, nor land in the interpreter's teardown.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        if self.board.ending.is_set():  # the watcher is ending the run: this is a consequence
-            self.board.wait_for_the_end()
+        self._unless_the_watcher_is_ending()  # then this error is a consequence, no news
         first = self.board.other_failure()
         if first is not None:
             line = f"rank {first.rank} failed: {first.message} (rank {self.launch.rank} stopped)"
@@ -254,8 +254,16 @@ class _Rank:
             return 0
         return self._merge_and_report(gathered)
 
+    def _unless_the_watcher_is_ending(self) -> None:
+        """A SIGTERM that comes while the watcher ends this rank (a step timed out, another rank
+        failed) is torchrun stopping the ranks left because of it: the watcher's line is the
+        news, so this rank lets it finish and leaves with it, saying nothing of the signal."""
+        if self.board is not None and self.board.ending.is_set():
+            self.board.wait_for_the_end()
+
     def _interrupted(self, session: ProfileSession) -> int:
         """Ctrl-C or SIGTERM: this rank's session is saved; rank 0 says which ranks' are."""
+        self._unless_the_watcher_is_ending()
         out = self.outputs
         by_sigterm = bool(self.sigterm and self.sigterm.received)
         stopped_by = "terminated (SIGTERM)" if by_sigterm else "interrupted"

@@ -127,3 +127,42 @@ def test_a_failing_rank_ends_its_process_at_once_with_its_errors_exit_code() -> 
     assert done.returncode == 2, done.stderr
     assert done.stdout.splitlines() == ["posted: bad shape", "closed"]
     assert done.stderr.splitlines() == ["hybridprof: error: rank 1: bad shape"]
+
+
+def test_a_sigterm_while_the_watcher_ends_the_rank_is_not_said_as_news() -> None:
+    # The watcher named a hung rank (or saw another rank fail) and is ending this one; torchrun's
+    # SIGTERM to the ranks left arrives meanwhile: the rank leaves with the watcher's line only,
+    # not with a second line saying it was terminated.
+    code = textwrap.dedent(
+        """
+        import argparse, os, sys, threading
+        from pathlib import Path
+        from hybridprof.cli.common import guarded
+        from hybridprof.cli.run_ranks import RankOutputs, _Rank
+        from hybridprof.errors import Terminated
+        from hybridprof.runtime.distributed import failures
+        from hybridprof.runtime.distributed.rank import Launch
+
+        class Board:
+            ending = threading.Event()
+            def start(self): self.ending.set()  # the watcher is ending this rank
+            def wait_for_the_end(self):
+                print("hybridprof: error: rank 1: the watcher's line", file=sys.stderr, flush=True)
+                os._exit(3)
+            def note_stopped(self, saved): print("noted", saved)
+            def close(self): pass
+
+        failures.FailureBoard.connect = classmethod(lambda cls, rank, world: Board())
+
+        class Hung(_Rank):
+            def _profiled(self, model_file, entry): raise Terminated  # torchrun's SIGTERM
+
+        outputs = RankOutputs(Path("s.json"), None, (), None, frozenset())
+        rank = Hung(argparse.Namespace(), [], Launch(1, 2, 1), outputs)
+        print("returned", guarded(lambda: rank.run(Path("m.py"), "build_model"), False))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == ["hybridprof: error: rank 1: the watcher's line"]
