@@ -36,8 +36,9 @@ import torch
 from hybridprof.cli import main
 from hybridprof.files.loader import load_model
 from hybridprof.planner.module_tree import tree_plan
-from hybridprof.runtime.driver import RunOptions, run
-from hybridprof.runtime.paired import Side, run_paired
+from hybridprof.runtime.runs.fixed import run
+from hybridprof.runtime.runs.interleaved import Side, run_paired
+from hybridprof.runtime.runs.options import RunOptions
 
 MODEL = """
 import torch

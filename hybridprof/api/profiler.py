@@ -15,7 +15,7 @@ clipping and GradScaler calls to an `(optimizer)` row, the loss and other code t
 modules)`; the events decide, so a forward-only block keeps torchprof's table and its cost.
 `prof.step()` ends one step of a loop (as torch.profiler's does), so a block over N steps is N
 iterations; `schedule=hybridprof.schedule(wait=, warmup=, active=)` measures only the active steps
-and leaves the others untouched (`runtime/training/loop.py`).
+and leaves the others untouched (`runtime/runs/user_steps.py`).
 
 Results are worked out when first read, and only as far as the reader needs (the `session`
 strategy; the others measure as they go). Leaving a block without steps only stops the profiler.
@@ -42,17 +42,17 @@ from torch import nn
 from hybridprof.datamodel import ProfilePlan, ProfileSession
 from hybridprof.errors import BadValueError
 from hybridprof.planner.module_tree import Selector, is_scripted, tree_plan
+from hybridprof.runtime.basics.quiet import quiet_fd2
+from hybridprof.runtime.basics.workload import resolve_device
 from hybridprof.runtime.compiled import dynamo_facts
-from hybridprof.runtime.compiled.run import CompiledRun, compiled_run
-from hybridprof.runtime.driver import Driver
+from hybridprof.runtime.compiled.compiled_run import CompiledRun, compiled_run
 from hybridprof.runtime.measures.aggregate import RunFacts, environment, never_ran_warning
-from hybridprof.runtime.quiet import quiet_fd2
+from hybridprof.runtime.runs.block_notes import block_warnings, converged, grads_state
+from hybridprof.runtime.runs.driver import Driver
+from hybridprof.runtime.runs.user_steps import STEPS_PER_SESSION, UserSteps
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, spec_of
 from hybridprof.runtime.strategies.base import IterationResult
-from hybridprof.runtime.training.loop import STEPS_PER_SESSION, StepLoop
-from hybridprof.runtime.training.notes import block_warnings, converged, grads_state
 from hybridprof.runtime.training.schedule import EVERY_STEP, Schedule
-from hybridprof.runtime.workload import resolve_device
 
 # torchprof's trace record: path is a tuple from the root class name, e.g. ("AlexNet", "features",
 # "0").
@@ -84,16 +84,7 @@ class Profile:
         steps_per_session: int = STEPS_PER_SESSION,
         optimizers: Sequence[Any] = (),
     ) -> None:
-        if schedule is not None and not isinstance(schedule, Schedule):
-            raise BadValueError(
-                f"schedule= takes hybridprof.schedule(wait=..., warmup=..., active=...), "
-                f"got {type(schedule).__name__}"
-            )
-        per_session = steps_per_session
-        if isinstance(per_session, bool) or not isinstance(per_session, int) or per_session < 1:
-            raise BadValueError(
-                f"steps_per_session must be a whole number, 1 or more; got {per_session!r}"
-            )
+        _check_steps(schedule, steps_per_session)
         self._model = model
         self._optimizers = tuple(optimizers)  # their state is told apart with profile_memory
         self.enabled = enabled
@@ -112,7 +103,7 @@ class Profile:
         self._traces: tuple[Trace, ...] | None = None
         self._trace_events: defaultdict[tuple[str, ...], list[Any]] | None = None
         self._driver: Driver | None = None
-        self._loop: StepLoop | None = None
+        self._loop: UserSteps | None = None
         self._grads: list[tuple[int, int]] | None = None  # without events: did a backward run?
         self._said: tuple[str, ...] = ()  # what the block's steps must say, known when it ends
         self._result: IterationResult | None = None  # a block without steps: read when asked
@@ -166,7 +157,7 @@ class Profile:
         )
         if not spec_of(self.strategy_name).backward:
             self._grads = grads_state(self._model)
-        loop = self._loop = StepLoop(driver, self.schedule or EVERY_STEP, self.steps_per_session)
+        loop = self._loop = UserSteps(driver, self.schedule or EVERY_STEP, self.steps_per_session)
         with quiet_fd2():
             driver.begin()
         try:
@@ -245,7 +236,7 @@ class Profile:
         loop = self._loop
         return loop is not None and converged(loop.step_walls_us)
 
-    def _running(self, what: str) -> StepLoop | None:
+    def _running(self, what: str) -> UserSteps | None:
         loop = self._loop
         if loop is not None and not self.exited:
             return loop
@@ -433,6 +424,20 @@ class Profile:
         from hybridprof.reporting.dataframe import session_frame
 
         return session_frame(self.session())
+
+
+def _check_steps(schedule: object, steps_per_session: object) -> None:
+    """BadValueError for a schedule or a session size `Profile` cannot take."""
+    if schedule is not None and not isinstance(schedule, Schedule):
+        raise BadValueError(
+            f"schedule= takes hybridprof.schedule(wait=..., warmup=..., active=...), "
+            f"got {type(schedule).__name__}"
+        )
+    per_session = steps_per_session
+    if isinstance(per_session, bool) or not isinstance(per_session, int) or per_session < 1:
+        raise BadValueError(
+            f"steps_per_session must be a whole number, 1 or more; got {per_session!r}"
+        )
 
 
 def module_traces(

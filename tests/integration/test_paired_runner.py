@@ -1,5 +1,5 @@
-"""The paired A/B runner (`hybridprof.runtime.paired`) on real small models: ABBA order, whole
-pairs, stopping rules, failures, and both models left exactly as they were."""
+"""The paired A/B run (`hybridprof.runtime.runs.interleaved`) on real small models: ABBA order,
+whole pairs, stopping rules, failures, and both models left exactly as they were."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from torch import nn
 
 from hybridprof.errors import ModelRunError
 from hybridprof.planner.module_tree import tree_plan
-from hybridprof.runtime.driver import RunOptions
-from hybridprof.runtime.paired import FIRST_CHECK_PAIRS, Side, run_paired
-from hybridprof.runtime.patching import live_patches
+from hybridprof.runtime.basics.patching import live_patches
+from hybridprof.runtime.runs.interleaved import run_paired
+from hybridprof.runtime.runs.iteration_loop import FIRST_CHECK_PAIRS
+from hybridprof.runtime.runs.lanes import LaneModel
+from hybridprof.runtime.runs.options import RunOptions
 
 
 class Logged(nn.Module):
@@ -31,8 +33,8 @@ class Logged(nn.Module):
         return y
 
 
-def side(model: nn.Module) -> Side:
-    return Side(model, (torch.rand(2, 8),), tree_plan(model, None, (), None))
+def side(model: nn.Module) -> LaneModel:
+    return LaneModel(model, (torch.rand(2, 8),), tree_plan(model, None, (), None))
 
 
 def test_iterations_alternate_abba_and_both_models_come_back_unchanged() -> None:

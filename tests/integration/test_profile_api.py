@@ -11,9 +11,9 @@ from torch import nn
 
 import hybridprof
 from hybridprof.datamodel import ProfileSession
-from hybridprof.runtime.patching import live_patches
+from hybridprof.runtime.basics.patching import live_patches
 from hybridprof.runtime.strategies import STRATEGIES
-from hybridprof.runtime.strategies.session import StoppedIteration
+from hybridprof.runtime.strategies.session_strategy import StoppedIteration
 
 STRATEGY_NAMES = list(STRATEGIES)
 EVENT_STRATEGIES = ("session", "per-call")  # the ones that record ops

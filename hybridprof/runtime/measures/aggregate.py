@@ -32,16 +32,16 @@ from hybridprof.datamodel import (
     Stat,
     StopReason,
 )
+from hybridprof.runtime.basics.stopping import Count
 from hybridprof.runtime.measures.iteration import OPTIMIZER_KEY, IterationMeasure
-from hybridprof.runtime.measures.optimizer import optimizer_record
-from hybridprof.runtime.measures.table import (
+from hybridprof.runtime.measures.measure_table import (
     OP_FIELDS,
     PATH_FIELDS,
     MeasureTable,
     OpTable,
     outside_us,
 )
-from hybridprof.runtime.stopping import Count
+from hybridprof.runtime.measures.optimizer import optimizer_record
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,11 +2,11 @@
 
 Every iteration: each allocation event gets its context (contexts.py), then every layer's
 figures and the step's peak come from the live curve (layers.py): no address needed. One
-iteration a run is also broken down with the allocation addresses (events.py, lifetimes.py): what
-was alive at the start, what is alive at the peak by category and by allocating layer, the
-timeline. That costs a walk of the profiler's event tree (~1-2 us per event), so it is done for
-the first measured iteration and again only for one whose peak is higher by more than
-`BREAKDOWN_GAIN` (the one a report should show), while its profiler still holds the events.
+iteration a run is also broken down with the allocation addresses (allocations.py,
+lifetimes.py): what was alive at the start, what is alive at the peak by category and by
+allocating layer, the timeline. That costs a walk of the profiler's event tree (~1-2 us per event),
+so it is done for the first measured iteration and again only for one whose peak is higher by more
+than `BREAKDOWN_GAIN` (the one a report should show), while its profiler still holds the events.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ import numpy as np
 
 from hybridprof.datamodel.memory import StepPeak
 from hybridprof.runtime.events.kineto import Event
-from hybridprof.runtime.memory.capture import MemoryCapture, StepRecords
-from hybridprof.runtime.memory.contexts import StepContexts, step_contexts
-from hybridprof.runtime.memory.events import (
+from hybridprof.runtime.measures.memory_figures import Breakdown, DeviceStep, IterationMemory
+from hybridprof.runtime.memory.allocations import (
     Allocations,
     EventArrays,
     TreeRows,
@@ -30,9 +29,10 @@ from hybridprof.runtime.memory.events import (
     tree_allocations,
     with_addresses,
 )
-from hybridprof.runtime.memory.figures import Breakdown, DeviceStep, IterationMemory
+from hybridprof.runtime.memory.contexts import StepContexts, step_contexts
 from hybridprof.runtime.memory.layers import Curve, layer_rows, step_peak
 from hybridprof.runtime.memory.lifetimes import corrected, lifetimes, peak_shares
+from hybridprof.runtime.memory.records import ReplaySource, StepRecords
 from hybridprof.runtime.memory.timeline import timeline
 
 Array = np.ndarray[Any, Any]
@@ -44,7 +44,7 @@ def replay(
     profiler: Any,
     records: StepRecords,
     names: Mapping[str, str],
-    capture: MemoryCapture,
+    capture: ReplaySource,
 ) -> IterationMemory:
     """The iteration's memory per device, the model's device first. Events laid out in a way
     the replay does not follow (another torch) leave the iteration without memory figures and
@@ -61,7 +61,7 @@ def _replay(
     profiler: Any,
     records: StepRecords,
     names: Mapping[str, str],
-    capture: MemoryCapture,
+    capture: ReplaySource,
 ) -> IterationMemory:
     arrays = EventArrays.of(events)
     contexts = step_contexts(arrays, names, records.mark_ns)
@@ -111,7 +111,7 @@ def _rise(alloc: Allocations) -> int:
     return max(0, int(np.cumsum(alloc.nbytes).max())) if len(alloc) else 0
 
 
-def _start(device: str, records: StepRecords, capture: MemoryCapture) -> tuple[int, bool]:
+def _start(device: str, records: StepRecords, capture: ReplaySource) -> tuple[int, bool]:
     """The bytes live at the step's start and whether that is the allocator's own count (CUDA);
     on the CPU what the last breakdown found, or what the objects tell before one was."""
     exact = records.device_start.get(device)
@@ -134,7 +134,7 @@ def _device_step(
     ids: Array,
     contexts: StepContexts,
     records: StepRecords,
-    capture: MemoryCapture,
+    capture: ReplaySource,
     primary: bool,
     start: tuple[int, bool],
 ) -> DeviceStep:
@@ -173,7 +173,7 @@ def _broken_down(
     tree: TreeRows | None,
     contexts: StepContexts,
     records: StepRecords,
-    capture: MemoryCapture,
+    capture: ReplaySource,
     primary: bool,
 ) -> DeviceStep | None:
     """The iteration's figures on `device` again, from events with their addresses (corrected

@@ -2,7 +2,7 @@
 session's memory section (`datamodel.memory.MemoryProfile`).
 
 Per device and iteration: each layer field that is not zero throughout, as one int64 array over
-that iteration's layers (as runtime/measures/table.py keeps times), the step's scalars, and the
+that iteration's layers (as measure_table.py keeps times), the step's scalars, and the
 one breakdown (the latest one made: the iteration with the highest peak, see replay.py). A
 layer's figure is its median over the iterations (an iteration it did not run in counts 0).
 """
@@ -23,7 +23,12 @@ from hybridprof.datamodel.memory import (
     MemoryProfile,
     StepPeak,
 )
-from hybridprof.runtime.memory.figures import FIELDS, Breakdown, DeviceStep, IterationMemory
+from hybridprof.runtime.measures.memory_figures import (
+    FIELDS,
+    Breakdown,
+    DeviceStep,
+    IterationMemory,
+)
 
 Array = np.ndarray[Any, Any]
 OUTSIDE_PATH = "(outside)"  # the row of what no profiled layer allocated (a path no module has)

@@ -1,13 +1,13 @@
-"""A profiled run of a model with compiled code: what the driver asks of the compiled parts.
+"""A profiled run of a model with compiled code: what a run asks of the compiled parts.
 
-`CompiledRun` holds the run's kernel map and facts. The driver
+`CompiledRun` holds the run's kernel map and facts. A run (its lane: `runtime/runs/lanes.py`)
 - keeps it out of compiled code: `layout.inside` is never patched, a `module.compile()`d module is
-  ranged through its `_compiled_call_impl` (runtime/patching.py);
+  ranged through its `_compiled_call_impl` (basics/patching.py);
 - runs warm-up and the measured iterations inside `instrumented()` (hybridprof's compile, hooked),
   and warm-up until an iteration compiles nothing (`compiled_last`, at most `EXTRA_WARMUP` more);
 - brackets every measured iteration (`begin_iteration` / `recompiled`): an iteration in which
   dynamo compiled is left out of the medians and said in a warning with the guard that failed;
-- lets the session strategy attribute each iteration through `attribute` (events.py);
+- lets the session strategy attribute each iteration through `attribute` (kernel_events.py);
 - adds `section()` (the session's compile section), the graph-break findings and its notes.
 """
 
@@ -36,9 +36,15 @@ from hybridprof.datamodel.compiled import KernelMapState
 from hybridprof.errors import UsageError
 from hybridprof.runtime.compiled import dynamo_facts
 from hybridprof.runtime.compiled.detect import CompiledLayout, find_compiled
-from hybridprof.runtime.compiled.events import OUTSIDE, OUTSIDE_RANGE, Rewriter, Rewritten, settle
 from hybridprof.runtime.compiled.instrument import SiteRecorder, instrumented, probe
 from hybridprof.runtime.compiled.islands import IslandRanges
+from hybridprof.runtime.compiled.kernel_events import (
+    OUTSIDE,
+    OUTSIDE_RANGE,
+    Rewriter,
+    Rewritten,
+    settle,
+)
 from hybridprof.runtime.compiled.kernel_map import KernelMap
 from hybridprof.runtime.events.attribution import Attribution, attribute
 from hybridprof.runtime.events.kineto import Event
