@@ -14,12 +14,12 @@
 from __future__ import annotations
 
 import contextlib
-import statistics
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 
 from torch import nn
 
+from hybridprof.analysis.stats import median_int
 from hybridprof.datamodel import (
     CompiledLayer,
     CompiledWhere,
@@ -237,8 +237,8 @@ class CompiledRun:
             excluded=tuple(self.excluded),
             kernel_map=self._state(),
             call_sites=sum({k: n for f in self._found for k, n in f.graphs.items()}.values()),
-            matched_events=_median(f.matched for f in self._found),
-            unmatched_events=_median(f.unmatched for f in self._found),
+            matched_events=median_int([f.matched for f in self._found]),
+            unmatched_events=median_int([f.unmatched for f in self._found]),
             eager_islands=len(self.islands.paths) if self.islands is not None else 0,
             layers=tuple(CompiledLayer(p, tuple(sorted(m))) for p, m in sorted(fused.items())),
             notes=self.notes(),
@@ -307,11 +307,6 @@ def _named(model: nn.Module, layout: CompiledLayout) -> list[tuple[str, nn.Modul
 
 def _order(plan: ProfilePlan, path: str) -> int:
     return next((i for i, t in enumerate(plan.targets) if t.path == path), len(plan.targets))
-
-
-def _median(values: Iterable[int]) -> int:
-    listed = list(values)
-    return round(statistics.median(listed)) if listed else 0
 
 
 def _unique_breaks(breaks: Iterable[dynamo_facts.Break]) -> list[dynamo_facts.Break]:

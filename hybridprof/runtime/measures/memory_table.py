@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from hybridprof.analysis.stats import median_int
 from hybridprof.datamodel.measures import Stat
 from hybridprof.datamodel.memory import (
     LAYER_BYTES,
@@ -118,10 +119,10 @@ def _summary(name: str, device: _Device, count: int) -> DeviceMemory:
         peak=breakdown.peak if breakdown is not None else _plain_peak(steps),
         peak_live_bytes=Stat.of([s + a for s, a in zip(starts, above, strict=True)]),
         peak_above_start_bytes=Stat.of(above),
-        allocated_bytes=_median_int([s.allocated for s in steps]),
-        freed_bytes=_median_int([s.freed for s in steps]),
-        saved_bytes=_median_int([s.saved for s in steps]),
-        saved_param_bytes=_median_int([s.saved_params for s in steps]),
+        allocated_bytes=median_int([s.allocated for s in steps]),
+        freed_bytes=median_int([s.freed for s in steps]),
+        saved_bytes=median_int([s.saved for s in steps]),
+        saved_param_bytes=median_int([s.saved_params for s in steps]),
         peak_reserved_bytes=_reserved(breakdown),
         start=breakdown.start if breakdown is not None else None,
         layers=layers,
@@ -173,10 +174,6 @@ def _plain_peak(steps: list[DeviceStep]) -> StepPeak:
         node=step.peak_node,
         iteration=best,
     )
-
-
-def _median_int(values: list[int]) -> int:
-    return int(np.rint(np.median(values))) if values else 0
 
 
 __all__ = ["METHOD", "MemoryTable"]
