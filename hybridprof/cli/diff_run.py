@@ -29,7 +29,6 @@ from hybridprof.files.revisions import Checkout
 from hybridprof.runtime.basics.signals import sigterm_as_interrupt
 
 if TYPE_CHECKING:
-    from hybridprof.datamodel import ProfileSession
     from hybridprof.diff import DiffResult, Floor
     from hybridprof.runtime.runs.lanes import LaneModel
     from hybridprof.runtime.runs.options import RunOptions
@@ -152,7 +151,7 @@ def _compare(
 
     from hybridprof.diff import default_floor, diff_sessions
     from hybridprof.runtime.basics.workload import resolve_device, torch_threads
-    from hybridprof.runtime.runs.interleaved import run_paired
+    from hybridprof.runtime.runs.interleaved import decided, run_paired
     from hybridprof.runtime.strategies.op_cost import profiler_op_cost_us
 
     resolve_device(args.device)  # no CUDA: said before the models are built
@@ -161,16 +160,8 @@ def _compare(
     if floor is None:
         with torch_threads(opts.threads):
             floor = default_floor(profiler_op_cost_us())
-    judged = floor
-
-    def settled(b: ProfileSession, n: ProfileSession) -> bool:
-        """Every figure decided: no interval wider than the threshold that could matter."""
-        found = diff_sessions(b, n, threshold, floor=judged, paired=True)
-        undecided = found.undecided() or found.total.verdict == "inconclusive"
-        return found.gate_answer() != "inconclusive" and not undecided
-
     with ProgressBar(wanted()) as bar:
-        sessions = run_paired(base, new, opts, settled=settled, progress=bar)
+        sessions = run_paired(base, new, opts, settled=decided(threshold, floor), progress=bar)
     result = diff_sessions(
         *sessions,
         threshold,

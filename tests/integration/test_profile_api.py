@@ -274,7 +274,8 @@ def test_first_table_from_layer_ranges_matches_the_full_session() -> None:
         for _ in range(2):
             model(torch.ones(8, 4))
     first = str(prof)
-    stopped = prof._result
+    assert prof._block is not None
+    stopped = prof._block.result
     assert isinstance(stopped, StoppedIteration) and stopped.profiler is not None  # ops not read
     full = prof.session()  # the full pass
     assert stopped.profiler is None

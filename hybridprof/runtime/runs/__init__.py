@@ -4,7 +4,8 @@
 - `interleaved`: the paired A/B run behind `hybridprof diff --run` (two lanes, ABBA);
 - `speedup_run`: `--compare-eager`, the eager model against its compiled version as a paired run;
 - `compile_setup`: what `--compile` / `compile=True` sets up;
-- `user_steps`: the steps of a `Profile` with-block around the user's own loop;
+- `with_block`: a `Profile` with-block as a run (its driver, compiled parts, session), whose
+  steps around the user's own loop `user_steps` brackets;
 - `iteration_loop`: the one loop that drives the iterations of the fixed and paired runs, over
   the `lanes` (one model each, with its `driver`: strategy, patches, clock);
 - `options`: `RunOptions`; `guards`: what a run refuses before it starts; `block_notes`: what a

@@ -96,7 +96,7 @@ class IterationLoop:
     def sessions(self, warnings: Sequence[str] = ()) -> tuple[ProfileSession, ...]:
         """Each lane's session of the iterations measured so far."""
         said = (*warnings, *self._warnings())
-        return tuple(lane.session(self._facts(said)) for lane in self.lanes)
+        return tuple(lane.session(self._facts(lane, said)) for lane in self.lanes)
 
     # -- the iterations
 
@@ -189,10 +189,11 @@ class IterationLoop:
                     stack.enter_context(lane.compiled.instrumented())
             yield
 
-    def _facts(self, warnings: Sequence[str]) -> RunFacts:
+    def _facts(self, lane: Lane, warnings: Sequence[str]) -> RunFacts:
         opts = self.opts
         return RunFacts(
-            environment=environment(),  # each lane's device replaces it (Lane.session)
+            environment=environment(lane.device),
+            warmup=len(lane.warmup_us),
             requested_warmup=opts.warmup,
             requested_iterations=opts.iters,
             stop_reason=self.stop_reason,
@@ -200,7 +201,10 @@ class IterationLoop:
             interrupted=self.interrupted,
             warnings=tuple(warnings),
             command=opts.command,
+            model_file=lane.model_file,
+            model_hash=lane.model_hash,
             duration_s=round(self.duration_s or self._elapsed(), 3),
+            trace_file=lane.driver.config.trace_path,
         )
 
     def _warnings(self) -> list[str]:

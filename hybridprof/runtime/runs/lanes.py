@@ -31,7 +31,7 @@ from hybridprof.runtime.basics.workload import (
     training_step,
 )
 from hybridprof.runtime.compiled.compiled_run import EXTRA_WARMUP, CompiledRun, compiled_run
-from hybridprof.runtime.measures.aggregate import RunFacts, environment, never_ran_warning
+from hybridprof.runtime.measures.aggregate import RunFacts, never_ran_warning
 from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.measures.measure_table import MeasureTable
 from hybridprof.runtime.runs.driver import Driver
@@ -108,15 +108,7 @@ class Lane:
         self.iteration_us.append(measure.total_cpu_us or self.driver.step_us)
 
     def session(self, facts: RunFacts) -> ProfileSession:
-        """The session of the iterations measured so far; `facts` are the run's."""
-        facts = replace(
-            facts,
-            environment=environment(self.device),
-            warmup=len(self.warmup_us),
-            model_file=self.model_file,
-            model_hash=self.model_hash,
-            trace_file=self.driver.config.trace_path,
-        )
+        """The session of the iterations measured so far, with the run's `facts`."""
         session = self.driver.build_session(self.measures, facts)
         if self.compiled is not None:
             session = self.compiled.finish(session)
