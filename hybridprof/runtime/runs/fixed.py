@@ -14,7 +14,6 @@ from hybridprof.errors import UsageError
 from hybridprof.runtime.runs.iteration_loop import IterationLoop
 from hybridprof.runtime.runs.lanes import LaneModel, make_lane
 from hybridprof.runtime.runs.options import ProgressFn, RunOptions, StepFn
-from hybridprof.runtime.strategies import DEFAULT_STRATEGY, check_backward
 
 
 def run(
@@ -40,20 +39,11 @@ def run(
             "backward=True inside torch.no_grad() or torch.inference_mode(): gradients are off, "
             "so there is no backward to profile; call profile() outside that block"
         )
-    strategy = run_strategy(opts, plan)
+    strategy = opts.strategy_for(plan)
     given = LaneModel(model, inputs, plan, opts.model_file, opts.model_hash, step, trace=True)
     lane = make_lane(given, opts, strategy)
     (session,) = IterationLoop([lane], opts, rule, progress=progress).run(warnings)
     return session
 
 
-def run_strategy(opts: RunOptions, plan: ProfilePlan) -> str:
-    """The strategy of a run: the options', else the plan's, else the default; a backward run's
-    is one that attributes backward ops (UsageError otherwise)."""
-    strategy = opts.strategy or plan.strategy or DEFAULT_STRATEGY
-    if opts.backward:
-        check_backward(strategy)
-    return strategy
-
-
-__all__ = ["run", "run_strategy"]
+__all__ = ["run"]

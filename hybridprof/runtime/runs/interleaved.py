@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from hybridprof.datamodel import ProfileSession
 from hybridprof.diff import Floor, diff_sessions
-from hybridprof.runtime.runs.fixed import run_strategy
 from hybridprof.runtime.runs.iteration_loop import IterationLoop, SettledFn
 from hybridprof.runtime.runs.lanes import LaneModel, make_lane
 from hybridprof.runtime.runs.options import ProgressFn, RunOptions
@@ -29,7 +28,7 @@ def run_paired(
     i-th measured iterations were taken back to back. `opts.iters` counts pairs; with "auto" the
     run stops once `settled` (both sessions so far) is true, or at the time limit."""
     rule = opts.check()
-    strategy = run_strategy(opts, base.plan)
+    strategy = opts.strategy_for(base.plan)
     lanes = [make_lane(side, opts, strategy) for side in (base, new)]
     loop = IterationLoop(lanes, opts, rule, settled=settled, progress=progress)
     base_session, new_session = loop.run()

@@ -8,10 +8,12 @@ from typing import Any
 
 from torch import nn
 
+from hybridprof.datamodel import ProfilePlan
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import ModelInputs
 from hybridprof.runtime.basics.limits import threads_problem
 from hybridprof.runtime.basics.stopping import Count, IterationRule
+from hybridprof.runtime.strategies import DEFAULT_STRATEGY, check_backward
 
 # phase ("warmup" or "measure"), iterations done in that phase, iterations in that phase (None:
 # decided as the run goes, "auto")
@@ -55,6 +57,14 @@ class RunOptions:
             if value is not None and not 0 < value < float("inf"):
                 raise UsageError(f"{name} must be a positive number, got {value}")
         return IterationRule.of(self.warmup, self.iters, self.max_time_s)
+
+    def strategy_for(self, plan: ProfilePlan) -> str:
+        """The run's strategy: the options', else the plan's, else the default; a backward run's
+        is one that attributes backward ops (UsageError otherwise)."""
+        strategy = self.strategy or plan.strategy or DEFAULT_STRATEGY
+        if self.backward:
+            check_backward(strategy)
+        return strategy
 
     @property
     def compiled_by(self) -> str:

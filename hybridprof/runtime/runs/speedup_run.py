@@ -24,7 +24,6 @@ from torch import nn
 from hybridprof.datamodel import ProfilePlan
 from hybridprof.diff.speedup import CompileComparison, compare_sessions
 from hybridprof.errors import UsageError
-from hybridprof.runtime.runs.fixed import run_strategy
 from hybridprof.runtime.runs.interleaved import decided
 from hybridprof.runtime.runs.iteration_loop import IterationLoop
 from hybridprof.runtime.runs.lanes import LaneModel, make_lane
@@ -48,7 +47,7 @@ def measure_speedup(
     replaces the forward (or the training step with `opts.backward`)."""
     opts = replace(opts, profile_memory=False, flops=False, trace_path=None)
     rule = opts.check()
-    strategy = run_strategy(opts, plan)
+    strategy = opts.strategy_for(plan)
     files = (opts.model_file, opts.model_hash)
     sides = (LaneModel(model, inputs, plan, *files, step) for model in (eager, compiled))
     lanes = [make_lane(side, opts, strategy) for side in sides]
