@@ -175,7 +175,7 @@ def with_model(plan: ProfilePlan, model_file: Path, entry: str) -> ProfilePlan:
 
 def check_measuring_values(args: argparse.Namespace) -> None:
     """The measuring options `run` and `diff --run` share, judged before torch or the model:
-    counts, their limits (runtime/limits.py), threads, time, depth, shapes and device."""
+    counts, their limits (runtime/basics/limits.py), threads, time, depth, shapes and device."""
     if isinstance(args.iters, int) and args.iters < 1:
         raise UsageError(f"--iters must be 1 or more, got {args.iters}; or give auto")
     if isinstance(args.warmup, int) and args.warmup < 0:

@@ -86,3 +86,19 @@ def test_auto_stops_when_settled_or_at_the_time_limit() -> None:
     never = RunOptions(warmup=0, iters="auto", max_time_s=0.5, threads=1)
     base, new = run_paired(side(a), side(b), never, settled=lambda b, n: False)
     assert base.stop_reason == "max_time" and base.iterations == new.iterations > FIRST_CHECK_PAIRS
+
+
+def test_lanes_that_share_modules_are_patched_only_around_their_own_iterations() -> None:
+    """A model beside a wrapper around it (as an eager model beside its torch.compile wrapper):
+    each lane's patches are in only while its own iterations run, never both at once."""
+    log: list[str] = []
+    inner = Logged("A", log)
+    outer = nn.Sequential(inner)  # runs the same module objects
+    seen: list[tuple[str, ...]] = []
+    inner.register_forward_pre_hook(lambda module, args: seen.append(live_patches()))
+    base, new = run_paired(side(inner), side(outer), RunOptions(warmup=1, iters=4, threads=1))
+    assert base.iterations == new.iterations == 4
+    assert base.record("fc") is not None and new.record("0.fc") is not None
+    alone = {len(patched) for patched in seen}
+    assert alone == {len(base.plan.selected_paths()), len(new.plan.selected_paths())}
+    assert live_patches() == () and "forward" not in vars(inner.fc)
