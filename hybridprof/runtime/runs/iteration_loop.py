@@ -20,8 +20,10 @@ Its modes are its parameters:
   (`speedup_run.py`), two lanes that share their modules and so are patched only around their own
   iterations.
 
-A with-block's steps, which the user's code runs, are the third way iterations come
-(`user_steps.py`), on a lane's driver of the same kind.
+A `Profile` with-block's steps are the third way iterations come (`with_block.py`,
+`user_steps.py`): there the user's code runs each step and marks where it ends, so no loop of
+hybridprof's runs them; they are bracketed on a `Driver` of the same kind, and their session is
+built by the same `Driver.build_session`.
 
 In every mode: the models are restored exactly, whatever happens; Ctrl-C after the first measured
 iteration (the first whole pair) keeps what was measured and marks the sessions `interrupted`; a

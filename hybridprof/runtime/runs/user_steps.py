@@ -2,7 +2,8 @@
 
 The third way a run's iterations come (beside the fixed and the paired runs of
 `iteration_loop.py`): here the user's code runs each step and says where it ends, so hybridprof
-never runs the model; it only brackets the steps the schedule picks, on a `Driver` of its own.
+never runs the model; it only brackets the steps the schedule picks, on the `Driver` of the
+block's run (`with_block.py`).
 
     with hybridprof.Profile(model, schedule=hybridprof.schedule(wait=2, warmup=3, active=10)) as p:
         for batch in data:
