@@ -36,8 +36,10 @@ import torch
 from hybridprof.cli import main
 from hybridprof.files.loader import load_model
 from hybridprof.planner.module_tree import tree_plan
-from hybridprof.runtime.driver import RunOptions, run
-from hybridprof.runtime.paired import Side, run_paired
+from hybridprof.runtime.runs.fixed import run
+from hybridprof.runtime.runs.interleaved import run_paired
+from hybridprof.runtime.runs.lanes import LaneModel
+from hybridprof.runtime.runs.options import RunOptions
 
 MODEL = """
 import torch
@@ -109,7 +111,7 @@ def bench(iters: int, rounds: int, size: int) -> None:
             return quiet_main(run_argv(base)) + quiet_main(run_argv(new))
 
         loaded = [load_model(path) for path in (base, new)]
-        sides = [Side(m.module, m.inputs, tree_plan(m.module, None, (), None)) for m in loaded]
+        sides = [LaneModel(m.module, m.inputs, tree_plan(m.module, None, (), None)) for m in loaded]
         opts = RunOptions(iters=iters, threads=1)
 
         def paired() -> object:

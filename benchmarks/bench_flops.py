@@ -30,9 +30,9 @@ from torch.utils.flop_counter import FlopCounterMode
 from hybridprof.datamodel import MachinePeak
 from hybridprof.examples import alexnet
 from hybridprof.files.loader import ModelInputs
+from hybridprof.runtime.basics.workload import forward_once, training_step
 from hybridprof.runtime.flops.counter import count_work
 from hybridprof.runtime.flops.peak import PeakRequest, machine_peak
-from hybridprof.runtime.workload import forward_once, training_step
 
 GIVEN = MachinePeak(1.0, 1.0, "given", "benchmark")
 

@@ -43,9 +43,9 @@ from torch import nn
 
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import tree_plan
+from hybridprof.runtime.basics.patching import ForwardPatcher
+from hybridprof.runtime.basics.quiet import quiet_fd2
 from hybridprof.runtime.memory.capture import MemoryCapture
-from hybridprof.runtime.patching import ForwardPatcher
-from hybridprof.runtime.quiet import quiet_fd2
 from hybridprof.runtime.strategies import make_strategy
 from hybridprof.runtime.strategies.base import Strategy, StrategyConfig
 

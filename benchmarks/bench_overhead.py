@@ -34,8 +34,8 @@ from torch import nn
 from hybridprof.examples import alexnet
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import tree_plan
-from hybridprof.runtime.patching import ForwardPatcher
-from hybridprof.runtime.quiet import quiet_fd2
+from hybridprof.runtime.basics.patching import ForwardPatcher
+from hybridprof.runtime.basics.quiet import quiet_fd2
 from hybridprof.runtime.strategies import make_strategy
 from hybridprof.runtime.strategies.base import Strategy, StrategyConfig
 

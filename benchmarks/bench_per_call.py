@@ -38,9 +38,9 @@ import torch.autograd.profiler_legacy as legacy
 from torch import nn
 
 from hybridprof.planner.compat import probe
-from hybridprof.runtime.patching import ForwardPatcher
-from hybridprof.runtime.quiet import quiet_fd2
-from hybridprof.runtime.signals import sigint_deferred
+from hybridprof.runtime.basics.patching import ForwardPatcher
+from hybridprof.runtime.basics.quiet import quiet_fd2
+from hybridprof.runtime.basics.signals import sigint_deferred
 from hybridprof.runtime.strategies import make_strategy
 from hybridprof.runtime.strategies.base import StrategyConfig
 

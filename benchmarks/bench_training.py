@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import hybridprof
-from hybridprof.runtime.quiet import quiet_fd2
+from hybridprof.runtime.basics.quiet import quiet_fd2
 
 Step = Callable[[], None]
 

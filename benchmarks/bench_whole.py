@@ -49,7 +49,7 @@ import itertools
 from bench_overhead import Runner, build, leaf_paths
 
 import hybridprof
-from hybridprof.runtime.quiet import quiet_fd2
+from hybridprof.runtime.basics.quiet import quiet_fd2
 
 WIDTH = 16
 FORWARDS = 23  # 3 warm-up + 20, as the whole cost

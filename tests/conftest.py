@@ -20,8 +20,8 @@ def no_module_left_patched() -> Iterator[None]:
     """Fail any test that leaves a patched forward behind: the user's model is never left
     modified."""
     yield
-    from hybridprof.runtime.guards import open_blocks
-    from hybridprof.runtime.patching import live_patches
+    from hybridprof.runtime.basics.patching import live_patches
+    from hybridprof.runtime.runs.guards import open_blocks
     from hybridprof.runtime.training.hooks import live_hooks
 
     leftovers = live_patches()

@@ -46,7 +46,13 @@ class Interval:
 
 
 def median(values: Sequence[float]) -> float:
+    """The median (the mean of the two middle values for an even count); 0 when empty."""
     return float(statistics.median(values)) if values else 0.0
+
+
+def median_int(values: Sequence[float]) -> int:
+    """The median rounded to a whole number (half to even, as `round` does); 0 when empty."""
+    return round(median(values))
 
 
 @functools.lru_cache(maxsize=512)

@@ -6,8 +6,8 @@ data model); nothing below imports it.
 
 from __future__ import annotations
 
+from hybridprof.api.profile_call import profile
 from hybridprof.api.profiler import Profile, Trace
-from hybridprof.api.run import profile
 from hybridprof.reporting import install_views
 
 install_views()  # sessions handed out from here show as HTML and give DataFrames

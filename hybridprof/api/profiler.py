@@ -15,7 +15,7 @@ clipping and GradScaler calls to an `(optimizer)` row, the loss and other code t
 modules)`; the events decide, so a forward-only block keeps torchprof's table and its cost.
 `prof.step()` ends one step of a loop (as torch.profiler's does), so a block over N steps is N
 iterations; `schedule=hybridprof.schedule(wait=, warmup=, active=)` measures only the active steps
-and leaves the others untouched (`runtime/training/loop.py`).
+and leaves the others untouched (`runtime/runs/user_steps.py`).
 
 Results are worked out when first read, and only as far as the reader needs (the `session`
 strategy; the others measure as they go). Leaving a block without steps only stops the profiler.
@@ -25,11 +25,13 @@ something shows them: `display(show_events=True)`, `session()`, `to_dataframe()`
 On the 400-leaf MLP that halves what `with Profile(...)` plus the first `str(prof)` costs on top
 of the forwards (benchmarks/bench_overhead.py), and the numbers are the same either way. A
 block's steps are worked out as each window of them ends.
+
+The block's run itself (its driver, steps, compiled parts and session) is `BlockRun`
+(`runtime/runs/with_block.py`); this class is the torchprof-shaped face over it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 from collections import defaultdict, namedtuple
 from collections.abc import Iterator, Sequence
@@ -42,17 +44,12 @@ from torch import nn
 from hybridprof.datamodel import ProfilePlan, ProfileSession
 from hybridprof.errors import BadValueError
 from hybridprof.planner.module_tree import Selector, is_scripted, tree_plan
-from hybridprof.runtime.compiled import dynamo_facts
-from hybridprof.runtime.compiled.run import CompiledRun, compiled_run
-from hybridprof.runtime.driver import Driver
-from hybridprof.runtime.measures.aggregate import RunFacts, environment, never_ran_warning
-from hybridprof.runtime.quiet import quiet_fd2
-from hybridprof.runtime.strategies import DEFAULT_STRATEGY, spec_of
-from hybridprof.runtime.strategies.base import IterationResult
-from hybridprof.runtime.training.loop import STEPS_PER_SESSION, StepLoop
-from hybridprof.runtime.training.notes import block_warnings, converged, grads_state
-from hybridprof.runtime.training.schedule import EVERY_STEP, Schedule
-from hybridprof.runtime.workload import resolve_device
+from hybridprof.runtime.measures.aggregate import never_ran_warning
+from hybridprof.runtime.runs.block_notes import converged
+from hybridprof.runtime.runs.user_steps import STEPS_PER_SESSION, UserSteps
+from hybridprof.runtime.runs.with_block import BlockOptions, BlockRun
+from hybridprof.runtime.strategies import DEFAULT_STRATEGY
+from hybridprof.runtime.training.schedule import Schedule
 
 # torchprof's trace record: path is a tuple from the root class name, e.g. ("AlexNet", "features",
 # "0").
@@ -84,16 +81,7 @@ class Profile:
         steps_per_session: int = STEPS_PER_SESSION,
         optimizers: Sequence[Any] = (),
     ) -> None:
-        if schedule is not None and not isinstance(schedule, Schedule):
-            raise BadValueError(
-                f"schedule= takes hybridprof.schedule(wait=..., warmup=..., active=...), "
-                f"got {type(schedule).__name__}"
-            )
-        per_session = steps_per_session
-        if isinstance(per_session, bool) or not isinstance(per_session, int) or per_session < 1:
-            raise BadValueError(
-                f"steps_per_session must be a whole number, 1 or more; got {per_session!r}"
-            )
+        _check_steps(schedule, steps_per_session)
         self._model = model
         self._optimizers = tuple(optimizers)  # their state is told apart with profile_memory
         self.enabled = enabled
@@ -111,23 +99,16 @@ class Profile:
         self.exited = False
         self._traces: tuple[Trace, ...] | None = None
         self._trace_events: defaultdict[tuple[str, ...], list[Any]] | None = None
-        self._driver: Driver | None = None
-        self._loop: StepLoop | None = None
-        self._grads: list[tuple[int, int]] | None = None  # without events: did a backward run?
-        self._said: tuple[str, ...] = ()  # what the block's steps must say, known when it ends
-        self._result: IterationResult | None = None  # a block without steps: read when asked
+        self._block: BlockRun | None = None  # the with-block's run, once entered
         self._raw: dict[str, list[Any]] | None = None
         self._session: ProfileSession | None = None
         self._layer_session: ProfileSession | None = None
         self._warned_never_ran = False
-        self._compiled: CompiledRun | None = None  # the model's compiled parts, if any
-        self._instrumented: contextlib.ExitStack | None = None
-        self._dynamo = dynamo_facts.snapshot()  # a compiled caller is seen by what dynamo did
 
     @property
     def failed_path(self) -> str | None:
         """The innermost profiled path an exception passed through in the with-block, if any."""
-        return self._driver.patcher.failed_path if self._driver is not None else None
+        return self._block.driver.patcher.failed_path if self._block is not None else None
 
     def __enter__(self) -> Profile:
         if not self.enabled:
@@ -138,42 +119,16 @@ class Profile:
                 "so create a new Profile for the next one"
             )
         self.entered = True
-        device = None
-        if self.use_cuda:
-            device = resolve_device("cuda", asked_as="use_cuda=True", fix="use_cuda=False")
-        config = Driver.config_for(
-            self.plan,
-            device,
-            profile_memory=self.profile_memory,
-            keep_raw_events=True,
-            training=True,
-        )
-        self._dynamo = dynamo_facts.snapshot()
-        compiled = self._compiled = compiled_run(self._model, self.strategy_name)
-        if compiled is not None:  # kernels of compiled code, mapped by a compile in the block
-            config = replace(config, compiled=compiled)
-            self._instrumented = contextlib.ExitStack()
-            self._instrumented.enter_context(compiled.instrumented())
-        # The user's own code may change train/eval modes in the block: they are the user's.
-        driver = self._driver = Driver(
-            self._model,
-            self.plan,
+        options = BlockOptions(
             self.strategy_name,
-            config,
-            reset_modes=False,
-            optimizers=self._optimizers,
-            compiled=compiled,
+            self.use_cuda,
+            self.profile_memory,
+            self.schedule,
+            self.steps_per_session,
+            self._optimizers,
         )
-        if not spec_of(self.strategy_name).backward:
-            self._grads = grads_state(self._model)
-        loop = self._loop = StepLoop(driver, self.schedule or EVERY_STEP, self.steps_per_session)
-        with quiet_fd2():
-            driver.begin()
-        try:
-            loop.begin()  # the first window (the cyclic GC waits while it is open)
-        except BaseException:
-            self._finish(failed=True)
-            raise
+        self._block = BlockRun(self._model, self.plan, options)
+        self._block.begin()
         return self
 
     def __exit__(
@@ -182,21 +137,14 @@ class Profile:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._driver is None:
+        if self._block is None:
             return
         try:
-            self._finish(failed=exc_type is not None)
+            said = self._block.end(failed=exc_type is not None)
         finally:
-            if self._instrumented is not None:
-                self._instrumented.close()
-            if self._compiled is not None:
-                self._compiled.warmup_done(self.plan.selected_paths())
             self.exited = True
-        if self._loop is not None:
-            self._said = block_warnings(self._loop, self._grads, self._model)
-        for said in (self._driver.thread_warning(), *self._said):
-            if said:
-                warnings.warn(said, RuntimeWarning, stacklevel=2)
+        for line in said:
+            warnings.warn(line, RuntimeWarning, stacklevel=2)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the model, as torchprof's Profile did: `prof(x)` is `model(x)`."""
@@ -228,99 +176,52 @@ class Profile:
     @property
     def steps(self) -> int:
         """The steps ended so far (`step()` / `end_step()` calls)."""
-        return self._loop.steps if self._loop is not None else 0
+        return self._block.steps.steps if self._block is not None else 0
 
     @property
     def iterations(self) -> int:
         """The steps measured so far (a block without steps: 1 once it ended)."""
-        loop = self._loop
-        if loop is None:
+        block = self._block
+        if block is None:
             return 0
-        return len(loop.measures) + (self._result is not None)
+        return len(block.steps.measures) + (block.result is not None)
 
     @property
     def converged(self) -> bool:
         """`--iters auto`'s test on the measured steps' times: at least 5, and the median's 95%
         confidence interval within ±3% of it."""
-        loop = self._loop
-        return loop is not None and converged(loop.step_walls_us)
+        block = self._block
+        return block is not None and converged(block.steps.step_walls_us)
 
-    def _running(self, what: str) -> StepLoop | None:
-        loop = self._loop
-        if loop is not None and not self.exited:
-            return loop
+    def _running(self, what: str) -> UserSteps | None:
+        block = self._block
+        if block is not None and not self.exited:
+            return block.steps
         if not self.enabled:
             return None
-        if not self.entered or self.exited or self._loop is None:
-            raise RuntimeError(
-                f"prof.{what}() counts the steps of a with-block: call it inside "
-                "`with hybridprof.Profile(...) as prof:`"
-            )
-        return self._loop
-
-    def _finish(self, failed: bool) -> None:
-        """Close the block's steps; after a failed block keep what was measured but never mask
-        the error."""
-        driver, loop = self._driver, self._loop
-        if driver is None or loop is None:
-            return
-        if self._instrumented is not None:
-            self._instrumented.close()  # the compile settings back as they were
-        try:  # the open step's range closes first: nothing of hybridprof's lands in it
-            self._result = loop.finish(failed)  # worked out when first read
-        except Exception:
-            if not failed:
-                raise
-        finally:
-            with quiet_fd2():
-                driver.end()
+        raise RuntimeError(
+            f"prof.{what}() counts the steps of a with-block: call it inside "
+            "`with hybridprof.Profile(...) as prof:`"
+        )
 
     def _profiled(self) -> bool:
-        return self._result is not None or bool(self._loop and len(self._loop.measures))
+        return self._block is not None and self._block.measured()
 
     # -- results
 
     def session(self) -> ProfileSession:
         """The measured with-block as a ProfileSession (built once, then cached)."""
         if self._session is None:
-            if self._result is not None:
-                self._session = self._build_session([self._result.measure()])
-            else:
-                self._session = self._build_session(self._measured())
+            block = self._block
+            if block is None or not self.exited:
+                raise RuntimeError(
+                    "nothing was profiled yet: use the Profile in a with-block (enabled=True) first"
+                )
+            self._session = self._build_session(block, block.measures())
         return self._session
 
-    def _measured(self) -> Any:
-        loop = self._loop
-        if loop is None or not self.exited:
-            raise RuntimeError(
-                "nothing was profiled yet: use the Profile in a with-block (enabled=True) first"
-            )
-        if not len(loop.measures):
-            raise RuntimeError(
-                f"nothing was measured: the block ended after {loop.steps} steps, before its "
-                "schedule's first active step; call prof.step() after each step, or give a "
-                "schedule whose steps the loop reaches"
-            )
-        return loop.measures
-
-    def _build_session(self, measures: Any) -> ProfileSession:
-        driver, loop = self._driver, self._loop
-        assert driver is not None and loop is not None  # a result exists only after a block
-        facts = RunFacts(
-            environment=environment("cuda" if self.use_cuda else None),
-            duration_s=round(driver.seconds, 3),
-            warmup=loop.warmup_steps,
-            warnings=self._said,
-            steps=loop.steps,
-            schedule=self.schedule.info() if self.schedule is not None else None,
-        )
-        session = driver.build_session(measures, facts)
-        if self._compiled is not None:
-            session = self._compiled.finish(session)
-        else:
-            said = dynamo_facts.compiled_caller_warning(self._dynamo)
-            session = replace(session, warnings=(*session.warnings, said)) if said else session
-        return self._said_never_ran(session)
+    def _build_session(self, block: BlockRun, measures: Any) -> ProfileSession:
+        return self._said_never_ran(block.session(measures))
 
     def _said_never_ran(self, session: ProfileSession) -> ProfileSession:
         """The session with the warning for selected layers that never ran (a fused fast path
@@ -337,13 +238,14 @@ class Profile:
     def _table_session(self, show_events: bool) -> ProfileSession:
         """What `display` renders: the full session once built or needed, else one built from the
         layer ranges alone (no ops: only ever rendered, never handed out)."""
-        result = self._result
-        if self._session is not None or show_events or result is None:
+        block = self._block
+        result = block.result if block is not None else None
+        if self._session is not None or show_events or block is None or result is None:
             return self.session()
         if not result.layers_suffice:
             return self.session()
         if self._layer_session is None:
-            self._layer_session = self._build_session([result.layer_measure()])
+            self._layer_session = self._build_session(block, [result.layer_measure()])
         return self._layer_session
 
     def display(self, show_events: bool = False) -> str:
@@ -414,18 +316,12 @@ class Profile:
         return self.traces, self.trace_profile_events
 
     def _raw_events(self) -> dict[str, list[Any]]:
-        """A block without steps: its calls; with steps, those of its first profiler session's
-        measured steps (or every step's, under a strategy that measures as it goes)."""
+        """The block's calls, as `BlockRun.raw_events` gives them; kept once there are some."""
         if self._raw is None:
-            loop, driver = self._loop, self._driver
-            if self._result is not None:
-                self._raw = self._result.raw_events()
-            elif loop is not None and loop.first_window is not None:
-                self._raw = loop.first_window.raw_events()
-            elif loop is not None and driver is not None and len(loop.measures):
-                self._raw = driver.strategy.raw_events()
-            else:
+            found = self._block.raw_events() if self._block is not None else {}
+            if not found:
                 return {}
+            self._raw = found
         return self._raw
 
     def to_dataframe(self) -> Any:
@@ -433,6 +329,20 @@ class Profile:
         from hybridprof.reporting.dataframe import session_frame
 
         return session_frame(self.session())
+
+
+def _check_steps(schedule: object, steps_per_session: object) -> None:
+    """BadValueError for a schedule or a session size `Profile` cannot take."""
+    if schedule is not None and not isinstance(schedule, Schedule):
+        raise BadValueError(
+            f"schedule= takes hybridprof.schedule(wait=..., warmup=..., active=...), "
+            f"got {type(schedule).__name__}"
+        )
+    per_session = steps_per_session
+    if isinstance(per_session, bool) or not isinstance(per_session, int) or per_session < 1:
+        raise BadValueError(
+            f"steps_per_session must be a whole number, 1 or more; got {per_session!r}"
+        )
 
 
 def module_traces(

@@ -18,7 +18,7 @@ def compared(
     from hybridprof.reporting import write_diff_report
     from hybridprof.reporting.compare_text import render_comparison
 
-    comparison = setup.compare(inputs, plan, options)
+    comparison = setup.measure_speedup(inputs, plan, options)
     print(render_comparison(comparison), file=sys.stderr, end="")
     folder.mkdir(parents=True, exist_ok=True)
     for name in COMPARE_FILES:

@@ -9,7 +9,7 @@ import re
 
 from hybridprof.cli.common import add_model_options, add_selection_options
 from hybridprof.errors import UsageError
-from hybridprof.runtime.stopping import DEFAULT_MAX_TIME_S, Count, parse_count
+from hybridprof.runtime.basics.stopping import DEFAULT_MAX_TIME_S, Count, parse_count
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES
 
 DIFF_WARMUP, DIFF_PAIRS = 3, 30

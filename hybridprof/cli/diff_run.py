@@ -26,13 +26,12 @@ from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import DEFAULT_ENTRY, file_sha256, read_model_source
 from hybridprof.files.revisions import Checkout
-from hybridprof.runtime.signals import sigterm_as_interrupt
+from hybridprof.runtime.basics.signals import sigterm_as_interrupt
 
 if TYPE_CHECKING:
-    from hybridprof.datamodel import ProfileSession
     from hybridprof.diff import DiffResult, Floor
-    from hybridprof.runtime.driver import RunOptions
-    from hybridprof.runtime.paired import Side
+    from hybridprof.runtime.runs.lanes import LaneModel
+    from hybridprof.runtime.runs.options import RunOptions
 
 SEED = 1234  # the same for both models: same weights and random inputs for the same code
 # Numbers each import's module name: a second paired run in one process (a test, a notebook)
@@ -151,9 +150,9 @@ def _compare(
     from dataclasses import replace
 
     from hybridprof.diff import default_floor, diff_sessions
-    from hybridprof.runtime.op_cost import profiler_op_cost_us
-    from hybridprof.runtime.paired import run_paired
-    from hybridprof.runtime.workload import resolve_device, torch_threads
+    from hybridprof.runtime.basics.workload import resolve_device, torch_threads
+    from hybridprof.runtime.runs.interleaved import decided, run_paired
+    from hybridprof.runtime.strategies.op_cost import profiler_op_cost_us
 
     resolve_device(args.device)  # no CUDA: said before the models are built
     base, new = (_side(args, sources[0], "base"), _side(args, sources[1], "new"))
@@ -161,16 +160,8 @@ def _compare(
     if floor is None:
         with torch_threads(opts.threads):
             floor = default_floor(profiler_op_cost_us())
-    judged = floor
-
-    def settled(b: ProfileSession, n: ProfileSession) -> bool:
-        """Every figure decided: no interval wider than the threshold that could matter."""
-        found = diff_sessions(b, n, threshold, floor=judged, paired=True)
-        undecided = found.undecided() or found.total.verdict == "inconclusive"
-        return found.gate_answer() != "inconclusive" and not undecided
-
     with ProgressBar(wanted()) as bar:
-        sessions = run_paired(base, new, opts, settled=settled, progress=bar)
+        sessions = run_paired(base, new, opts, settled=decided(threshold, floor), progress=bar)
     result = diff_sessions(
         *sessions,
         threshold,
@@ -182,11 +173,11 @@ def _compare(
     return replace(result, notes=result.notes + tuple(notes))
 
 
-def _side(args: argparse.Namespace, source: Source, tag: str) -> Side:
+def _side(args: argparse.Namespace, source: Source, tag: str) -> LaneModel:
     import torch
 
     from hybridprof.files.loader import load_model
-    from hybridprof.runtime.paired import Side
+    from hybridprof.runtime.runs.lanes import LaneModel
 
     entry = args.entry or DEFAULT_ENTRY
     torch.manual_seed(SEED)
@@ -205,11 +196,11 @@ def _side(args: argparse.Namespace, source: Source, tag: str) -> Side:
             "example_inputs() in the file"
         )
     plan = static_plan(args, loaded.module, source.file, entry)
-    return Side(loaded.module, loaded.inputs, plan, source.label, file_sha256(source.file))
+    return LaneModel(loaded.module, loaded.inputs, plan, source.label, file_sha256(source.file))
 
 
 def _run_options(args: argparse.Namespace, argv: list[str]) -> RunOptions:
-    from hybridprof.runtime.driver import RunOptions
+    from hybridprof.runtime.runs.options import RunOptions
 
     return RunOptions(
         warmup=DIFF_WARMUP if args.warmup is None else args.warmup,

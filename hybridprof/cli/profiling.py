@@ -14,13 +14,13 @@ from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import DEFAULT_ENTRY, parse_shape
 from hybridprof.reporting import renderer_for
-from hybridprof.runtime.limits import iterations_problem, threads_problem
+from hybridprof.runtime.basics.limits import iterations_problem, threads_problem
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY
 
 if TYPE_CHECKING:
     from hybridprof.datamodel import ProfilePlan, ProfileSession
     from hybridprof.files.loader import LoadedModel
-    from hybridprof.runtime.driver import RunOptions, StepFn
+    from hybridprof.runtime.runs.options import RunOptions, StepFn
 
 DEMO_FILE = Path(__file__).resolve().parent.parent / "examples" / "alexnet.py"
 
@@ -69,7 +69,7 @@ def profile_loaded(
     """Plan (or check the plan given) and run a loaded model, with a progress bar on a terminal."""
     from hybridprof.planner.compat import probe
     from hybridprof.planner.plan_check import checked_plan
-    from hybridprof.runtime.driver import run
+    from hybridprof.runtime.runs.fixed import run
 
     if loaded.inputs is None:
         raise UsageError(
@@ -108,7 +108,7 @@ def profile_loaded(
 
 def _compiled_setup(args: argparse.Namespace, module: Any) -> Any:
     """--compile / --compare-eager, or a model the entry compiled (None: all eager)."""
-    from hybridprof.runtime.compiled.setup import compiled_for_run
+    from hybridprof.runtime.runs.compile_setup import compiled_for_run
 
     return compiled_for_run(
         module,
@@ -144,7 +144,7 @@ def run_options(
     trace: Path | None,
     device: str | None,
 ) -> RunOptions:
-    from hybridprof.runtime.driver import RunOptions
+    from hybridprof.runtime.runs.options import RunOptions
 
     return RunOptions(
         warmup=args.warmup,
@@ -175,7 +175,7 @@ def with_model(plan: ProfilePlan, model_file: Path, entry: str) -> ProfilePlan:
 
 def check_measuring_values(args: argparse.Namespace) -> None:
     """The measuring options `run` and `diff --run` share, judged before torch or the model:
-    counts, their limits (runtime/limits.py), threads, time, depth, shapes and device."""
+    counts, their limits (runtime/basics/limits.py), threads, time, depth, shapes and device."""
     if isinstance(args.iters, int) and args.iters < 1:
         raise UsageError(f"--iters must be 1 or more, got {args.iters}; or give auto")
     if isinstance(args.warmup, int) and args.warmup < 0:

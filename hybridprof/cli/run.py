@@ -61,8 +61,13 @@ from hybridprof.errors import OutputError, UsageError
 from hybridprof.files.loader import read_model_source
 from hybridprof.files.outputs import rescue_copy, write_atomic
 from hybridprof.reporting import known_extensions, write_report
-from hybridprof.runtime.signals import TerminateHandler, sigterm_as_interrupt
-from hybridprof.runtime.stopping import AUTO_TARGET_PCT, DEFAULT_MAX_TIME_S, Count, parse_count
+from hybridprof.runtime.basics.signals import TerminateHandler, sigterm_as_interrupt
+from hybridprof.runtime.basics.stopping import (
+    AUTO_TARGET_PCT,
+    DEFAULT_MAX_TIME_S,
+    Count,
+    parse_count,
+)
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES, backward_strategies
 
 if TYPE_CHECKING:
@@ -346,7 +351,7 @@ def _profile(
 ) -> ProfileSession:
     """The torch part: load the model, plan (or check the plan given), run with a progress bar."""
     from hybridprof.files.loader import load_model
-    from hybridprof.runtime.workload import resolve_device
+    from hybridprof.runtime.basics.workload import resolve_device
 
     resolve_device(args.device)  # no CUDA: said before the model is built
     loaded = load_model(model_file, entry, args.inputs, args.input_shape)

@@ -119,7 +119,7 @@ def plan_rank_outputs(args: argparse.Namespace, launch: Launch) -> RankOutputs:
 def run_rank(args: argparse.Namespace, argv: list[str], launch: Launch) -> int:
     """The body of `run` on one rank (the cheap checks of `run` are done)."""
     from hybridprof.cli.profiling import model_and_entry
-    from hybridprof.runtime.signals import sigterm_as_interrupt
+    from hybridprof.runtime.basics.signals import sigterm_as_interrupt
 
     timeouts = {"--gather-timeout": args.gather_timeout, "--step-timeout": args.step_timeout}
     for option, value in timeouts.items():

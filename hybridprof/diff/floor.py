@@ -11,7 +11,7 @@ So a change must reach both the threshold (a share) and this floor (an amount) t
     floor = max(RESOLUTION_STEPS x the timer's resolution, OPS x the profiler's cost per op)
 
 The per-op cost is measured by `hybridprof diff --run` in the same process, just before its
-iterations (`hybridprof.runtime.op_cost`: the time of a loop of small ops with the profiler
+iterations (`runtime.strategies.op_cost`: the time of a loop of small ops with the profiler
 recording them, less the time without); a slower or busier machine then gets a higher floor.
 Saved sessions do not record it, so `diff a.json b.json` uses REFERENCE_OP_COST_US, the cost
 measured that way on a shared 2-core x86 machine (0.25-0.30 us per op, torch 2.13). The layer's

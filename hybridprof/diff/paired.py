@@ -1,6 +1,6 @@
 """Judging two runs measured in pairs (`hybridprof diff --run`): per-pair ratios (no torch).
 
-In a paired run (`hybridprof.runtime.paired`) the i-th measured iteration of base and of new ran
+In a paired run (`runtime.runs.interleaved`) the i-th measured iteration of base and of new ran
 back to back, in ABBA order, so whatever the machine did at that moment (another process, the clock
 frequency, the caches) hit both. The ratio new / base of one pair is then free of the drift between
 pairs, and the question "did the layer get slower?" is asked of those ratios: their median, with

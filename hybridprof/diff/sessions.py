@@ -75,7 +75,7 @@ def diff_sessions(
 ) -> DiffResult:
     """Match the layers of two sessions and judge every change against noise, the threshold and
     the min-delta floor (default: `default_floor(None)`); `paired`: the sessions come from one
-    paired run (`hybridprof.runtime.paired`), their i-th iterations taken back to back. Layers of
+    paired run (`runtime.runs.interleaved`), their i-th iterations taken back to back. Layers of
     different models are paired only with `across_models`."""
     floor = floor or default_floor(None)
     unpaired = unpaired_reason(base, new) if paired else None

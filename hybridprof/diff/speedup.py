@@ -1,8 +1,8 @@
 """Eager against compiled, per layer: what compiling changed (no torch).
 
-A comparison of two sessions of one model, eager and compiled, measured interleaved in one
-process (`runtime/compiled/compare.py`). It is a `DiffResult` like any other (eager is the base,
-compiled the new run: layers matched by path, every time judged against noise), plus per layer
+A comparison of two sessions of one model, eager and compiled, measured as a paired run in one
+process (`runtime/runs/speedup_run.py`). It is a `DiffResult` like any other (eager is the base,
+compiled the new run: layers matched by path, every time judged pair by pair), plus per layer
 the speed-up of its total and the modules its compiled kernels fused.
 """
 
@@ -81,10 +81,17 @@ def _totals(session: ProfileSession) -> dict[str, float]:
 
 
 def compare_sessions(
-    eager: ProfileSession, compiled: ProfileSession, threshold_pct: float = 5.0
+    eager: ProfileSession,
+    compiled: ProfileSession,
+    threshold_pct: float = 5.0,
+    *,
+    paired: bool = False,
 ) -> CompileComparison:
-    """The two sessions compared through the ordinary diff (eager = base, compiled = new)."""
-    diff = diff_sessions(eager, compiled, threshold_pct, base_label="eager", new_label="compiled")
+    """The two sessions compared through the ordinary diff (eager = base, compiled = new);
+    `paired`: measured as a paired run (`--compare-eager`), judged pair by pair."""
+    diff = diff_sessions(
+        eager, compiled, threshold_pct, base_label="eager", new_label="compiled", paired=paired
+    )
     section = compiled.compiled
     notes = tuple(
         f"compiled kernels of {layer.path or '(root)'} fused: "

@@ -18,8 +18,8 @@ from transformers import TrainerCallback
 
 from hybridprof.integrations.trainer_steps import TrainerSteps
 from hybridprof.planner.module_tree import Selector
+from hybridprof.runtime.runs.user_steps import STEPS_PER_SESSION
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY
-from hybridprof.runtime.training.loop import STEPS_PER_SESSION
 from hybridprof.runtime.training.schedule import Schedule
 
 

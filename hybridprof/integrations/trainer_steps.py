@@ -19,8 +19,8 @@ from hybridprof.datamodel import ProfileSession
 from hybridprof.files.outputs import write_atomic
 from hybridprof.planner.module_tree import Selector
 from hybridprof.reporting import renderer_for, write_report
+from hybridprof.runtime.runs.user_steps import STEPS_PER_SESSION
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY
-from hybridprof.runtime.training.loop import STEPS_PER_SESSION
 from hybridprof.runtime.training.schedule import Schedule, schedule
 
 FOLDER = "hybridprof"  # under the run's output folder

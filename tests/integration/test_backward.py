@@ -11,8 +11,8 @@ from torch import nn
 from hybridprof.api import profile
 from hybridprof.datamodel import Stat
 from hybridprof.errors import ModelRunError, UsageError
-from hybridprof.runtime.patching import live_patches
-from hybridprof.runtime.workload import scalar_loss
+from hybridprof.runtime.basics.patching import live_patches
+from hybridprof.runtime.basics.workload import scalar_loss
 
 
 def mlp(width: int = 256) -> nn.Sequential:

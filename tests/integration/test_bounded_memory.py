@@ -15,7 +15,7 @@ from torch import nn
 
 from hybridprof.planner.compat import probe
 from hybridprof.runtime.strategies.base import StrategyConfig
-from hybridprof.runtime.strategies.session import SessionStrategy
+from hybridprof.runtime.strategies.session_strategy import SessionStrategy
 
 
 def live_profilers() -> int:

@@ -177,6 +177,61 @@ def test_compile_true_leaves_the_model_eager_and_compare_eager_lists_every_layer
     assert delta(before, counters()) == (0, 0, 0, 0)
 
 
+def test_compare_eager_is_a_paired_run_in_abba_order_judged_pair_by_pair() -> None:
+    from hybridprof.planner.module_tree import tree_plan
+    from hybridprof.runtime.runs.options import RunOptions
+    from hybridprof.runtime.runs.speedup_run import measure_speedup
+
+    torch.manual_seed(0)
+    eager = fresh().MLP().eval()
+    compiled = torch.compile(eager)
+    x = torch.randn(4, 32)
+    ran: list[str] = []
+
+    def step(model: torch.nn.Module, inputs: Any) -> Any:
+        ran.append("B" if model is compiled else "A")  # eager is the base lane (A)
+        with torch.no_grad():
+            return model(*inputs.args, **inputs.kwargs)
+
+    plan = tree_plan(eager, None, (), None, leaves_only=False)
+    opts = RunOptions(warmup=1, iters=4, threads=1)
+    comparison = measure_speedup(eager, compiled, x, plan, opts, step)
+    # each measured iteration runs its step twice (the warm step, then the measured one)
+    assert "".join(ran[-16:]) == "AABBBBAAAABBBBAA"
+    pairing = comparison.diff.pairing
+    assert pairing is not None and (pairing.order, pairing.pairs) == ("ABBA", 4)
+    assert comparison.eager.iterations == comparison.compiled.iterations == 4
+    assert all("forward" not in m.__dict__ for m in eager.modules())
+
+
+def test_compare_eager_takes_auto_counts_and_judges_each_layer_on_its_pairs() -> None:
+    from hybridprof.diff.paired import PAIRED_METHOD
+
+    torch.manual_seed(0)
+    eager = fresh().MLP().eval()
+    x = torch.randn(4, 32)
+    comparison = hybridprof.profile(
+        eager, x, compile=True, compare_eager=True, warmup="auto", iters="auto", threads=1
+    )
+    eager_session, compiled_session = comparison.eager, comparison.compiled
+    assert eager_session.requested_iterations == compiled_session.requested_iterations == "auto"
+    assert eager_session.iterations == compiled_session.iterations >= 10  # settled is asked at 10
+    assert compiled_session.stop_reason in ("converged", "max_time", "max_iterations")
+    diff = comparison.diff
+    assert diff.pairing is not None and diff.pairing.pairs == compiled_session.iterations
+    assert diff.method == PAIRED_METHOD
+    assert diff.total.paired is not None and diff.total.paired.pairs == diff.pairing.pairs
+    # a layer with a time in both runs is judged on its per-pair ratios (a layer fused away in the
+    # compiled run has no series there: its change is shown, not judged)
+    paired = {
+        layer.new_path: change.paired
+        for layer in diff.layers
+        for change in layer.times
+        if change.quantity == "self_cpu_us" and change.paired is not None
+    }
+    assert "head" in paired and paired["head"].pairs == diff.pairing.pairs
+
+
 def test_a_training_step_attributes_backward_kernels() -> None:
     torch.manual_seed(0)
     eager = fresh().MLP()

@@ -21,12 +21,12 @@ from hybridprof.api import profile
 from hybridprof.files.loader import ModelInputs
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import tree_plan
+from hybridprof.runtime.basics.model_state import ModelState
+from hybridprof.runtime.basics.patching import ForwardPatcher
+from hybridprof.runtime.basics.workload import forward_once, training_step
 from hybridprof.runtime.measures.iteration import IterationMeasure
-from hybridprof.runtime.model_state import ModelState
-from hybridprof.runtime.patching import ForwardPatcher
 from hybridprof.runtime.strategies import make_strategy
 from hybridprof.runtime.strategies.base import StrategyConfig
-from hybridprof.runtime.workload import forward_once, training_step
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tiny_transformer.py"
 

@@ -179,7 +179,7 @@ MODULE_PATH = re.compile(
 
 @pytest.mark.parametrize("doc", LINKED_DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_named_source_files_exist(doc: Path) -> None:
-    # `runtime/driver.py` is a path under hybridprof/; `scripts/setup.sh` one under the root.
+    # `runtime/runs/driver.py` is a path under hybridprof/; `scripts/setup.sh` one under the root.
     for name in MODULE_PATH.findall(doc.read_text(encoding="utf-8")):
         name = name.rstrip("/.")
         assert (ROOT / name).exists() or (ROOT / "hybridprof" / name).exists(), (

@@ -16,7 +16,7 @@ from hybridprof.api import profile
 from hybridprof.cli import main
 from hybridprof.errors import UsageError
 from hybridprof.planner.module_tree import tree_plan
-from hybridprof.runtime.driver import Driver
+from hybridprof.runtime.runs.driver import Driver
 from hybridprof.runtime.strategies import SPECS, StrategySpec, check_backward
 from hybridprof.runtime.strategies.base import MeasuredIteration
 

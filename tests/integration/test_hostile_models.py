@@ -12,7 +12,7 @@ from torch import nn
 
 import hybridprof
 from hybridprof.errors import UsageError
-from hybridprof.runtime.patching import live_patches
+from hybridprof.runtime.basics.patching import live_patches
 
 X = torch.randn(2, 8)
 

@@ -19,7 +19,7 @@ import hybridprof
 from hybridprof.datamodel import DeviceMemory, LayerMemory, ProfileSession
 from hybridprof.datamodel.memory import LAYER_BYTES
 from hybridprof.files.loader import ModelInputs
-from hybridprof.runtime.workload import training_step
+from hybridprof.runtime.basics.workload import training_step
 
 MiB = 2**20
 

@@ -24,7 +24,7 @@ from torch import nn
 
 import hybridprof
 from hybridprof.errors import HybridprofError, UsageError
-from hybridprof.runtime.patching import live_patches
+from hybridprof.runtime.basics.patching import live_patches
 from hybridprof.runtime.strategies import SPECS
 
 ODD_NAMES = ("fc", "<b>", "x y", "é", "\x1b[31m", "0", "_", "a\u202eb")

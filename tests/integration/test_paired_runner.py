@@ -1,5 +1,5 @@
-"""The paired A/B runner (`hybridprof.runtime.paired`) on real small models: ABBA order, whole
-pairs, stopping rules, failures, and both models left exactly as they were."""
+"""The paired A/B run (`hybridprof.runtime.runs.interleaved`) on real small models: ABBA order,
+whole pairs, stopping rules, failures, and both models left exactly as they were."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from torch import nn
 
 from hybridprof.errors import ModelRunError
 from hybridprof.planner.module_tree import tree_plan
-from hybridprof.runtime.driver import RunOptions
-from hybridprof.runtime.paired import FIRST_CHECK_PAIRS, Side, run_paired
-from hybridprof.runtime.patching import live_patches
+from hybridprof.runtime.basics.patching import live_patches
+from hybridprof.runtime.runs.interleaved import run_paired
+from hybridprof.runtime.runs.iteration_loop import FIRST_CHECK_PAIRS
+from hybridprof.runtime.runs.lanes import LaneModel
+from hybridprof.runtime.runs.options import RunOptions
 
 
 class Logged(nn.Module):
@@ -31,8 +33,8 @@ class Logged(nn.Module):
         return y
 
 
-def side(model: nn.Module) -> Side:
-    return Side(model, (torch.rand(2, 8),), tree_plan(model, None, (), None))
+def side(model: nn.Module) -> LaneModel:
+    return LaneModel(model, (torch.rand(2, 8),), tree_plan(model, None, (), None))
 
 
 def test_iterations_alternate_abba_and_both_models_come_back_unchanged() -> None:
@@ -84,3 +86,19 @@ def test_auto_stops_when_settled_or_at_the_time_limit() -> None:
     never = RunOptions(warmup=0, iters="auto", max_time_s=0.5, threads=1)
     base, new = run_paired(side(a), side(b), never, settled=lambda b, n: False)
     assert base.stop_reason == "max_time" and base.iterations == new.iterations > FIRST_CHECK_PAIRS
+
+
+def test_lanes_that_share_modules_are_patched_only_around_their_own_iterations() -> None:
+    """A model beside a wrapper around it (as an eager model beside its torch.compile wrapper):
+    each lane's patches are in only while its own iterations run, never both at once."""
+    log: list[str] = []
+    inner = Logged("A", log)
+    outer = nn.Sequential(inner)  # runs the same module objects
+    seen: list[tuple[str, ...]] = []
+    inner.register_forward_pre_hook(lambda module, args: seen.append(live_patches()))
+    base, new = run_paired(side(inner), side(outer), RunOptions(warmup=1, iters=4, threads=1))
+    assert base.iterations == new.iterations == 4
+    assert base.record("fc") is not None and new.record("0.fc") is not None
+    alone = {len(patched) for patched in seen}
+    assert alone == {len(base.plan.selected_paths()), len(new.plan.selected_paths())}
+    assert live_patches() == () and "forward" not in vars(inner.fc)

@@ -11,9 +11,9 @@ from torch import nn
 
 import hybridprof
 from hybridprof.datamodel import ProfileSession
-from hybridprof.runtime.patching import live_patches
+from hybridprof.runtime.basics.patching import live_patches
 from hybridprof.runtime.strategies import STRATEGIES
-from hybridprof.runtime.strategies.session import StoppedIteration
+from hybridprof.runtime.strategies.session_strategy import StoppedIteration
 
 STRATEGY_NAMES = list(STRATEGIES)
 EVENT_STRATEGIES = ("session", "per-call")  # the ones that record ops
@@ -274,7 +274,8 @@ def test_first_table_from_layer_ranges_matches_the_full_session() -> None:
         for _ in range(2):
             model(torch.ones(8, 4))
     first = str(prof)
-    stopped = prof._result
+    assert prof._block is not None
+    stopped = prof._block.result
     assert isinstance(stopped, StoppedIteration) and stopped.profiler is not None  # ops not read
     full = prof.session()  # the full pass
     assert stopped.profiler is None

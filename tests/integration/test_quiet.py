@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from hybridprof.runtime.quiet import filter_chatter
+from hybridprof.runtime.basics.quiet import filter_chatter
 
 MODEL = """
 import torch
@@ -70,7 +70,7 @@ def test_other_fd2_output_inside_the_window_is_replayed() -> None:
     code = textwrap.dedent(
         """
         import os, torch
-        from hybridprof.runtime.quiet import quiet_fd2
+        from hybridprof.runtime.basics.quiet import quiet_fd2
         with quiet_fd2():
             os.write(2, b"before start\\n")
             prof = torch.autograd.profiler.profile()

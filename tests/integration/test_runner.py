@@ -13,8 +13,8 @@ from torch import nn
 from hybridprof.api import profile
 from hybridprof.errors import DeviceError, ModelRunError, UsageError
 from hybridprof.planner.module_tree import tree_plan
-from hybridprof.runtime.patching import live_patches
-from hybridprof.runtime.workload import describe
+from hybridprof.runtime.basics.patching import live_patches
+from hybridprof.runtime.basics.workload import describe
 
 
 class Pair(nn.Module):

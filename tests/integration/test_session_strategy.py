@@ -14,7 +14,7 @@ from hybridprof.api import profile
 from hybridprof.planner.compat import probe
 from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.strategies.base import StrategyConfig
-from hybridprof.runtime.strategies.session import SessionStrategy
+from hybridprof.runtime.strategies.session_strategy import SessionStrategy
 
 
 class Block(nn.Module):

@@ -12,7 +12,7 @@ from torch import nn
 
 import hybridprof
 from hybridprof.analysis.stats import ci_within
-from hybridprof.api.run import profile
+from hybridprof.api.profile_call import profile
 from hybridprof.cli import main
 from hybridprof.datamodel import ProfileSession
 from hybridprof.files.storage import load_session

@@ -13,7 +13,7 @@ from torch.autograd.profiler_util import EventList, FunctionEvent
 import hybridprof
 import hybridprof.torchprof as torchprof
 from hybridprof.errors import SelectionError
-from hybridprof.runtime.patching import live_patches
+from hybridprof.runtime.basics.patching import live_patches
 from hybridprof.runtime.strategies import STRATEGIES
 
 

@@ -17,8 +17,8 @@ from torch import nn
 
 import hybridprof
 from hybridprof.analysis.layer_table import layer_table
-from hybridprof.runtime.guards import open_blocks
-from hybridprof.runtime.patching import live_patches
+from hybridprof.runtime.basics.patching import live_patches
+from hybridprof.runtime.runs.guards import open_blocks
 from hybridprof.runtime.training.hooks import live_hooks
 from tests.training_loops import Loop, bitwise_equal, mlp, train
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybridprof.runtime.events.attribution import ROOT_RANGE, attribute
-from hybridprof.runtime.events.columns import (
+from hybridprof.runtime.events.event_columns import (
     EventColumns,
     attribute_columns,
     attribute_layer_columns,
@@ -228,7 +228,7 @@ def _decoded(columns: EventColumns) -> tuple[list[str], list[int], list[int], li
 def test_reading_from_the_mark_gives_the_columns_of_the_full_read() -> None:
     """The warm step's events are skipped unread when the wall clock around the mark finds it;
     the columns are those of reading every event and dropping those before the mark."""
-    from hybridprof.runtime.events.columns import _measured_from, read_columns
+    from hybridprof.runtime.events.event_columns import _measured_from, read_columns
 
     for threads in (1, 2):
         profiler, window = _profiled_with_mark(threads)

@@ -11,8 +11,8 @@ import textwrap
 import pytest
 
 from hybridprof.errors import Terminated
+from hybridprof.runtime.basics.signals import TerminateHandler
 from hybridprof.runtime.distributed.failures import FailureBoard, StepWatch, hang_report
-from hybridprof.runtime.signals import TerminateHandler
 
 
 class DictStore:

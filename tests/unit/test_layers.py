@@ -13,6 +13,19 @@ The packages of `hybridprof/`, top to bottom (each may import those below it):
     datamodel             the data model and its JSON
     errors                (a module)
 
+The big packages have floors of their own inside (`INNER_FLOORS`), checked the same way: a part
+(a folder, or a module standing directly in the package) imports its own part and the parts of
+lower floors only, and the parts of one floor stand beside each other (neither imports the
+other). `runtime/`, top to bottom:
+
+    runs                  the ways a run is driven: fixed, paired, speedup, the user's steps
+    compiled, memory, flops, distributed, training
+                          the features
+    strategies            the ways of measuring a layer call
+    events                the profiler's events attributed to layers
+    measures              what an iteration measured, and the iterations summarised
+    basics                small modules that import nothing else of the runtime
+
 Every `import` counts, wherever it stands (module level, inside a function, under TYPE_CHECKING),
 and so does a "hybridprof.x" or "hybridprof.x:Name" string (the lazy registries load modules by
 name). Only the cycle check leaves TYPE_CHECKING imports out: they never run.
@@ -74,6 +87,26 @@ BELOW = {
     "entry": {"cli"},
 }
 LOOSE_AT_TOP = {"__init__", "__main__", "errors"}  # everything else lives in a package
+
+# The floors inside a package, top to bottom (see the module docstring). "*" stands for every part
+# of the package named on no floor, taken together as one part.
+REST = "*"
+Floors = tuple[tuple[str, ...], ...]
+INNER_FLOORS: dict[str, Floors] = {
+    "hybridprof.runtime": (
+        ("runs",),
+        ("compiled", "memory", "flops", "distributed", "training"),
+        ("strategies",),
+        ("events",),
+        ("measures",),
+        ("basics",),
+    ),
+    "hybridprof.reporting": (
+        ("renderers", "notebook"),
+        ("page",),
+        (REST,),
+    ),
+}
 MAX_MODULES_PER_FOLDER = 15
 MODULE_STRING = re.compile(r"^hybridprof(\.[a-z_][a-z0-9_]*)+(:[A-Za-z_]\w*)?$")
 
@@ -161,6 +194,38 @@ def upward_imports(imports: list[Import]) -> list[str]:
     return bad
 
 
+def inner_part(module: str, package: str, floors: Floors) -> tuple[str, int] | None:
+    """The part of `package` that `module` belongs to and its floor (0 on top); None for a module
+    outside the package, or the package's own `__init__` (its face: it may name any part)."""
+    if not module.startswith(package + "."):
+        return None
+    part = module[len(package) + 1 :].split(".")[0]
+    floor_of = {name: i for i, names in enumerate(floors) for name in names}
+    if part in floor_of:
+        return part, floor_of[part]
+    assert REST in floor_of, (
+        f"{module}: put {package}.{part} on a floor of INNER_FLOORS in {__file__}"
+    )
+    return REST, floor_of[REST]
+
+
+def floor_violations(imports: list[Import], package: str, floors: Floors) -> list[str]:
+    """The imports inside `package` that go up a floor or across one (to a part beside)."""
+    bad = []
+    for imp in imports:
+        source = inner_part(imp.source, package, floors)
+        target = inner_part(imp.target, package, floors)
+        if source is None or target is None or source[0] == target[0]:
+            continue
+        if target[1] <= source[1]:
+            way = "up a floor" if target[1] < source[1] else "across a floor"
+            bad.append(
+                f"{imp.source} (line {imp.line}) imports {imp.target}: "
+                f"{source[0]} -> {target[0]} ({way})"
+            )
+    return bad
+
+
 def cycles(imports: list[Import]) -> list[list[str]]:
     """Strongly connected groups of modules (more than one module) in the runtime import graph."""
     graph: dict[str, set[str]] = {}
@@ -204,6 +269,19 @@ def cycles(imports: list[Import]) -> list[list[str]]:
 
 def test_every_import_points_down() -> None:
     assert upward_imports(all_imports()) == []
+
+
+@pytest.mark.parametrize("package", sorted(INNER_FLOORS))
+def test_every_import_inside_a_package_points_down_its_floors(package: str) -> None:
+    assert floor_violations(all_imports(), package, INNER_FLOORS[package]) == []
+
+
+def test_every_part_of_the_runtime_is_on_a_floor() -> None:
+    # No "*" floor in the runtime: a new folder or module there is placed on purpose.
+    floors = INNER_FLOORS["hybridprof.runtime"]
+    parts = {p.stem for p in (PACKAGE / "runtime").iterdir() if p.suffix == ".py" or p.is_dir()}
+    placed = {name for names in floors for name in names}
+    assert parts - {"__init__", "__pycache__"} == placed
 
 
 def test_no_import_cycles() -> None:
@@ -289,6 +367,33 @@ def test_checker_finds_cycles_but_not_type_only_ones(tmp_path: Path) -> None:
     ]
     files = {"hybridprof.planner.a": "import hybridprof.planner.c\n", "hybridprof.planner.c": c}
     assert cycles(_imports_from(tmp_path, files)) == []
+
+
+def test_checker_sees_imports_up_and_across_inner_floors(tmp_path: Path) -> None:
+    floors: Floors = (("top",), ("left", "right"), ("low",))
+    files = {
+        "hybridprof.pkg.low.a": 'NAME = "hybridprof.pkg.top.b:Thing"\n',  # a registry string
+        "hybridprof.pkg.top.b": "def f():\n    from hybridprof.pkg.low import a\n",  # down: fine
+        "hybridprof.pkg.left": "def f():\n    import hybridprof.pkg.right\n",  # lazy, across
+        "hybridprof.pkg.right": "import hybridprof.pkg.low.a\n",
+        "hybridprof.pkg": "import hybridprof.pkg.top.b\n",  # the package's face: may name any
+    }
+    found = floor_violations(_imports_from(tmp_path, files), "hybridprof.pkg", floors)
+    assert found == [
+        "hybridprof.pkg.low.a (line 1) imports hybridprof.pkg.top.b: low -> top (up a floor)",
+        "hybridprof.pkg.left (line 2) imports hybridprof.pkg.right: left -> right (across a floor)",
+    ]
+
+
+def test_the_rest_of_a_package_is_one_part(tmp_path: Path) -> None:
+    floors: Floors = (("top",), (REST,))
+    files = {
+        "hybridprof.pkg.x": "import hybridprof.pkg.y\n",  # both in the rest: one part
+        "hybridprof.pkg.y": "import hybridprof.pkg.top\n",
+        "hybridprof.pkg.top": "import hybridprof.pkg.x\n",
+    }
+    found = floor_violations(_imports_from(tmp_path, files), "hybridprof.pkg", floors)
+    assert found == ["hybridprof.pkg.y (line 1) imports hybridprof.pkg.top: * -> top (up a floor)"]
 
 
 def test_html_reports_and_the_data_model_do_not_load_pandas() -> None:

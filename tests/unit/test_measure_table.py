@@ -12,7 +12,7 @@ import pytest
 from hybridprof.datamodel import ModuleTarget, ProfilePlan, Stat
 from hybridprof.runtime.measures.aggregate import aggregate, as_table, build_session
 from hybridprof.runtime.measures.iteration import IterationMeasure, OpMeasure, op_key
-from hybridprof.runtime.measures.table import MeasureTable
+from hybridprof.runtime.measures.measure_table import MeasureTable
 
 PATHS = [f"blocks.{i}" for i in range(120)]
 OPS = ["aten::addmm", "aten::relu", "aten::t", "aten::mul"]
@@ -126,6 +126,6 @@ def test_the_op_fields_are_those_an_op_stat_holds_in_its_order() -> None:
     from dataclasses import fields
 
     from hybridprof.datamodel import OpStat
-    from hybridprof.runtime.measures.table import OP_FIELDS
+    from hybridprof.runtime.measures.measure_table import OP_FIELDS
 
     assert tuple(f.name for f in fields(OpStat))[1:-1] == OP_FIELDS

@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybridprof.runtime.events.kineto import Event
-from hybridprof.runtime.memory.capture import Known, Pack, StepRecords
+from hybridprof.runtime.measures.memory_figures import CATEGORY, FIELD
+from hybridprof.runtime.memory.allocations import Allocations, EventArrays, step_allocations
 from hybridprof.runtime.memory.contexts import StepContexts, Window, step_contexts
-from hybridprof.runtime.memory.events import Allocations, EventArrays, step_allocations
-from hybridprof.runtime.memory.figures import CATEGORY, FIELD
 from hybridprof.runtime.memory.layers import Curve, LayerRows, layer_rows, step_peak
 from hybridprof.runtime.memory.lifetimes import NEVER, corrected, lifetimes, pairs
+from hybridprof.runtime.memory.records import Known, Pack, StepRecords
 from hybridprof.runtime.memory.timeline import downsample
 
 NODE = "autograd::engine::evaluate_function: "

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from hybridprof.runtime.patching import COPY_GUARDS, ForwardPatcher, live_patches
+from hybridprof.runtime.basics.patching import COPY_GUARDS, ForwardPatcher, live_patches
 
 
 class Recorder:

@@ -7,7 +7,7 @@ real recursive model are in tests/integration/test_hostile_models.py.
 from __future__ import annotations
 
 from hybridprof.runtime.events.attribution import attribute
-from hybridprof.runtime.events.columns import attribute_columns, attribute_layer_columns
+from hybridprof.runtime.events.event_columns import attribute_columns, attribute_layer_columns
 from hybridprof.runtime.events.kineto import Event
 from tests.unit.test_columns import columns_of
 

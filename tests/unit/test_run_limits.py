@@ -12,9 +12,9 @@ from hybridprof.cli import main
 from hybridprof.cli.common import one_line
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import parse_shape
-from hybridprof.runtime.guards import first_line
-from hybridprof.runtime.limits import MAX_ITERATIONS, max_threads
-from hybridprof.runtime.stopping import IterationRule
+from hybridprof.runtime.basics.limits import MAX_ITERATIONS, max_threads
+from hybridprof.runtime.basics.stopping import IterationRule
+from hybridprof.runtime.runs.guards import first_line
 
 
 @pytest.mark.parametrize(

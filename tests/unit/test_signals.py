@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from hybridprof.runtime.signals import sigint_deferred
+from hybridprof.runtime.basics.signals import sigint_deferred
 
 
 def test_sigint_inside_is_raised_when_the_block_ends() -> None:
@@ -55,7 +55,7 @@ def test_other_threads_pass_through() -> None:
 
 def test_sigterm_is_an_interrupt_held_like_ctrl_c() -> None:
     from hybridprof.errors import Terminated
-    from hybridprof.runtime.signals import sigterm_as_interrupt
+    from hybridprof.runtime.basics.signals import sigterm_as_interrupt
 
     reached_end = False
     with sigterm_as_interrupt() as sigterm:
@@ -70,7 +70,7 @@ def test_sigterm_is_an_interrupt_held_like_ctrl_c() -> None:
 
 def test_sigterm_outside_a_held_block_is_raised_at_once() -> None:
     from hybridprof.errors import Terminated
-    from hybridprof.runtime.signals import sigterm_as_interrupt
+    from hybridprof.runtime.basics.signals import sigterm_as_interrupt
 
     with sigterm_as_interrupt() as sigterm, pytest.raises(Terminated):
         os.kill(os.getpid(), signal.SIGTERM)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hybridprof.errors import UsageError
-from hybridprof.runtime.stopping import (
+from hybridprof.runtime.basics.stopping import (
     AUTO_MAX_ITERATIONS,
     AUTO_MAX_WARMUP,
     DEFAULT_MAX_TIME_S,

@@ -6,9 +6,12 @@
   every generated kernel and extern call is recorded with the FX nodes it came from;
 - `kernel_map`: those call sites as a map to module paths (one module, or the lowest common
   ancestor of the modules a fused kernel spans);
-- `events`: one iteration's profiler events rewritten so that the ordinary attribution puts each
-  kernel in its layer and the compiled region's glue outside every layer;
+- `kernel_events`: one iteration's profiler events rewritten so that the ordinary attribution puts
+  each kernel in its layer and the compiled region's glue outside every layer;
 - `dynamo_facts`: compile time, graphs, graph breaks and recompiles from dynamo's bookkeeping;
 - `islands`: ranges for modules that run eagerly inside compiled code (after a graph break);
-- `run`: the pieces together for the driver (`CompiledRun`).
+- `compiled_run`: the pieces together for a run (`CompiledRun`).
+
+What `--compile` sets up and the eager-against-compiled speedup run are ways of driving a run:
+`runtime/runs/compile_setup.py` and `runtime/runs/speedup_run.py`.
 """

@@ -32,9 +32,9 @@ from torch import nn
 from hybridprof.datamodel import CollectiveStat, ProfileSession, RankInfo, RankRun, Stat
 from hybridprof.errors import DistributedError, UsageError
 from hybridprof.files.loader import ModelInputs
+from hybridprof.runtime.basics.workload import forward_once, training_step
 from hybridprof.runtime.distributed.ddp_hook import timed_allreduce
 from hybridprof.runtime.distributed.failures import StepWatch
-from hybridprof.runtime.workload import forward_once, training_step
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Literal
 
 from hybridprof.runtime.events import optimizer_fold
 from hybridprof.runtime.events.frames import (
@@ -86,7 +87,7 @@ from hybridprof.runtime.events.links import (
     fold_recompute,
 )
 from hybridprof.runtime.events.training_names import BACKWARD_PREFIX as BACKWARD_PREFIX
-from hybridprof.runtime.events.training_names import RangeNames
+from hybridprof.runtime.events.training_names import RangeNames, Special
 from hybridprof.runtime.events.walk import Walk, add_outside, fold_op
 from hybridprof.runtime.measures.iteration import IterationMeasure, PathMeasure, op_key
 
@@ -187,25 +188,9 @@ def _walk_thread(events: list[Event], walk: Walk) -> int:
         if stack:
             parent = stack[-1]
             frame = [
-                event,
-                parent[CHAIN],
-                parent[BWD],
-                parent[RANGE],
-                OP,
-                0,
-                0,
-                0,
-                0,
-                0,
-                0,
-                0,
-                0,
-                None,
-                None,
-                parent,
-                None,
-                parent[OPT],
-            ]
+                event, parent[CHAIN], parent[BWD], parent[RANGE], OP, 0, 0, 0, 0, 0, 0, 0, 0,
+                None, None, parent, None, parent[OPT],
+            ]  # fmt: skip
         else:
             frame = [
                 event, (), None, None, OP, 0, 0, 0, 0, 0, 0, 0, 0, None, None, None, None, None
@@ -215,14 +200,8 @@ def _walk_thread(events: list[Event], walk: Walk) -> int:
             if backward and frame[CHAIN] and event.seq >= 0:
                 # Later ops overwrite earlier ones: the last op to see a number made its node.
                 walk.seq_chains[(event.thread, event.seq)] = frame[CHAIN]
-        elif isinstance(entry, str):
-            frame[OPT] = None  # a layer's forward is the layer's, wherever it runs
-            _open_layer(frame, entry, walk, LAYER if frame[BWD] is None else RECOMPUTE)
-        elif entry[0] == "node":
-            if backward:
-                _open_node(event, frame, walk, last_bwd)
         else:
-            optimizer_fold.open_special(frame, entry[0], walk.measure)
+            _open_named(event, frame, entry, walk, last_bwd)
         if keep_raw and frame[KIND] == OP and frame[BWD] is None and frame[RANGE] is not None:
             frame[RANGE][RAW].append(frame)  # a forward op of a layer, in start order
         if event.correlation_id:
@@ -235,6 +214,24 @@ def _walk_thread(events: list[Event], walk: Walk) -> int:
 
 _START_I, _END_I = Event._fields.index("start_ns"), Event._fields.index("end_ns")
 _START = itemgetter(_START_I)
+
+
+def _open_named(
+    event: Event,
+    frame: Frame,
+    entry: str | tuple[Special | Literal["node"]],
+    walk: Walk,
+    last_bwd: list[tuple[int, int] | None],
+) -> None:
+    """Open what a named event begins: a layer's range, a backward node, an optimizer's part."""
+    if isinstance(entry, str):
+        frame[OPT] = None  # a layer's forward is the layer's, wherever it runs
+        _open_layer(frame, entry, walk, LAYER if frame[BWD] is None else RECOMPUTE)
+    elif entry[0] == "node":
+        if walk.backward:
+            _open_node(event, frame, walk, last_bwd)
+    else:
+        optimizer_fold.open_special(frame, entry[0], walk.measure)
 
 
 def _open_layer(frame: Frame, path: str, walk: Walk, kind: int = LAYER) -> None:

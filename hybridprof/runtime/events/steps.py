@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hybridprof.runtime.events.columns import Array, EventColumns
+from hybridprof.runtime.events.event_columns import Array, EventColumns
 from hybridprof.runtime.events.kineto import Event
 from hybridprof.runtime.events.training_names import STEP_RANGE, WARMUP_RANGE
 from hybridprof.runtime.measures.iteration import IterationMeasure

@@ -37,6 +37,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from hybridprof.datamodel import LayerWork, MachinePeak, OpCount, ProfileSession, WorkProfile
 from hybridprof.files.loader import ModelInputs, keeping_cwd
+from hybridprof.runtime.basics.model_state import model_state_kept
+from hybridprof.runtime.basics.patching import ForwardPatcher
+from hybridprof.runtime.basics.workload import training_step
 from hybridprof.runtime.flops.formulas import flop_registry
 from hybridprof.runtime.flops.module_paths import (
     ModulePaths,
@@ -45,9 +48,6 @@ from hybridprof.runtime.flops.module_paths import (
 )
 from hybridprof.runtime.flops.op_bytes import METADATA_OPS, bytes_of, moves_nothing
 from hybridprof.runtime.flops.peak import PeakRequest, machine_peak, model_dtype
-from hybridprof.runtime.model_state import model_state_kept
-from hybridprof.runtime.patching import ForwardPatcher
-from hybridprof.runtime.workload import training_step
 
 METHOD = (
     "dispatch-mode counter with torch.utils.flop_counter's formulas (grouped convolutions' "
@@ -331,9 +331,14 @@ def count_work(
 
 
 def with_work(
-    session: ProfileSession, model: nn.Module, inputs: ModelInputs, opts: Any
+    session: ProfileSession,
+    model: nn.Module,
+    inputs: ModelInputs,
+    backward: bool,
+    peaks: tuple[float | None, float | None] = (None, None),
 ) -> ProfileSession:
-    """`session` with its `flops` (RunOptions `opts`: backward, peak_gflops, peak_gbps).
+    """`session` with its `flops`: a forward (a training step with `backward`) counted, and the
+    machine's peak (`peaks`: GFLOP/s and GB/s, each None: measured here).
 
     The measured figures are already in `session`: this pass runs after them, so it cannot change
     them. If the counting pass fails or is interrupted, the session is kept, with a warning why
@@ -346,12 +351,12 @@ def with_work(
         device=parameters[0].device if parameters else torch.device("cpu"),
         dtype=model_dtype(parameters),
         threads=torch.get_num_threads(),
-        gflops=opts.peak_gflops,
-        gbps=opts.peak_gbps,
+        gflops=peaks[0],
+        gbps=peaks[1],
     )
     try:
         peak = machine_peak(request)
-        work = count_work(model, inputs, session.plan.selected_paths(), opts.backward, peak)
+        work = count_work(model, inputs, session.plan.selected_paths(), backward, peak)
     except KeyboardInterrupt:
         return _without_work(session, "interrupted while counting")
     except Exception as exc:  # the measured session stays worth saving

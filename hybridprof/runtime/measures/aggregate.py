@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from hybridprof.analysis.stats import median_int
 from hybridprof.datamodel import (
     Environment,
     FindingKind,
@@ -32,16 +33,16 @@ from hybridprof.datamodel import (
     Stat,
     StopReason,
 )
+from hybridprof.runtime.basics.stopping import Count
 from hybridprof.runtime.measures.iteration import OPTIMIZER_KEY, IterationMeasure
-from hybridprof.runtime.measures.optimizer import optimizer_record
-from hybridprof.runtime.measures.table import (
+from hybridprof.runtime.measures.measure_table import (
     OP_FIELDS,
     PATH_FIELDS,
     MeasureTable,
     OpTable,
     outside_us,
 )
-from hybridprof.runtime.stopping import Count
+from hybridprof.runtime.measures.optimizer import optimizer_record
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,10 +203,10 @@ def _record(
         total_cpu_us=stat("total_cpu_us"),
         self_device_us=stat("self_device_us") if use_device else None,
         total_device_us=stat("total_device_us") if use_device else None,
-        self_cpu_mem=_median_int(per_iter["self_cpu_mem"]),
-        cpu_mem=_median_int(per_iter["cpu_mem"]),
-        self_device_mem=_median_int(per_iter["self_device_mem"]),
-        device_mem=_median_int(per_iter["device_mem"]),
+        self_cpu_mem=median_int(per_iter["self_cpu_mem"]),
+        cpu_mem=median_int(per_iter["cpu_mem"]),
+        self_device_mem=median_int(per_iter["self_device_mem"]),
+        device_mem=median_int(per_iter["device_mem"]),
         backward_self_cpu_us=stat("backward_self_cpu_us") if backward else None,
         backward_total_cpu_us=stat("backward_total_cpu_us") if backward else None,
         backward_self_device_us=(
@@ -302,17 +303,6 @@ def _op_medians(ops: OpTable, field: str, count: int) -> list[Any]:
 
 # The OpMeasure fields an OpStat holds as medians over iterations that are rounded to integers.
 _ROUNDED = frozenset({"calls", "self_cpu_mem", "cpu_mem", "self_device_mem", "device_mem"})
-
-
-def _median(values: Sequence[float]) -> float:
-    """statistics.median's number, without its generality: this runs ~9 times per op and layer."""
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return float(ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2)
-
-
-def _median_int(values: Sequence[float]) -> int:
-    return round(_median(values)) if values else 0
 
 
 # --------------------------------------------------------------------------- environment

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hybridprof.runtime.memory.figures import IterationMemory
+    from hybridprof.runtime.measures.memory_figures import IterationMemory
 
 # A backward op is kept apart from the forward op of the same name under one layer: its key in
 # `PathMeasure.ops` is its name plus this suffix, and its `OpMeasure.backward` is True. `op_key`

@@ -15,7 +15,7 @@ from hybridprof.datamodel import (
     Stat,
 )
 from hybridprof.runtime.measures.iteration import OPTIMIZER_KEY, OptimizerMeasure
-from hybridprof.runtime.measures.table import MeasureTable
+from hybridprof.runtime.measures.measure_table import MeasureTable
 
 
 def optimizer_record(

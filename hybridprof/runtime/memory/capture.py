@@ -22,77 +22,30 @@ alive before the step. `MemoryCapture` notes those, around each measured step:
   started, so such a death is taken from the weakref. On CUDA, the allocator's own counts.
 - at the step's end: the optimizers' state (a first step creates it).
 
-`end()` hands the step's notes over as a `StepRecords`, so a stopped iteration can be worked out
-later while the capture goes on to the next one.
+`end()` hands the step's notes over as a `RecordedStep` (its `StepRecords`, records.py), so a
+stopped iteration can be worked out later while the capture goes on to the next one: the session
+strategy is handed the capture as its `MemoryHooks` and calls `replay` once it reads the events.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import time
 import weakref
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-from hybridprof.runtime.memory.figures import CATEGORY
-from hybridprof.runtime.tensors import iter_tensors
+from hybridprof.runtime.basics.tensors import iter_tensors
+from hybridprof.runtime.measures.memory_figures import CATEGORY, IterationMemory
+from hybridprof.runtime.memory.records import Known, Pack, StepRecords, block_size
+from hybridprof.runtime.memory.replay import replay
 
 _autograd: Any = torch._C._autograd
 _graph_task = getattr(torch._C, "_current_graph_task_id", None)  # -1 outside a backward pass
-CUDA_BLOCK = 512  # the caching allocator hands out multiples of 512 bytes (at least 512)
-
-
-@dataclass(frozen=True, slots=True)
-class Known:
-    """A storage alive at the step's start whose role the objects tell."""
-
-    nbytes: int
-    category: int  # index into datamodel.memory.CATEGORIES
-
-
-@dataclass(frozen=True, slots=True)
-class Pack:
-    """One tensor saved for backward: its storage, the innermost layer call then (None: in no
-    profiled layer), when (time.time_ns, the profiler's clock too), and whether it is a parameter
-    or buffer, or was saved inside a backward pass (a forward recomputed by checkpointing)."""
-
-    ptr: int
-    nbytes: int
-    path: str | None
-    time_ns: int
-    parameter: bool
-    in_backward: bool
-    device: str  # device type: "cpu", "cuda"
-
-
-@dataclass(frozen=True, slots=True)
-class StepRecords:
-    """Everything the capture noted in one measured step (see the module docstring)."""
-
-    mark_ns: int
-    end_ns: int
-    packs: tuple[Pack, ...]
-    grads: tuple[tuple[int, int, int, str], ...]  # ptr, nbytes, time_ns, device type
-    known: dict[str, dict[int, Known]]  # device type -> ptr -> the storage
-    deaths: dict[int, int]  # CPU: ptr -> time_ns a known mortal storage died
-    optimizer_after: dict[str, dict[int, int]]  # device type -> ptr -> nbytes, after the step
-    hidden: frozenset[str]  # layers that ran under the model's own saved-tensor hooks
-    device_start: dict[str, int] = field(default_factory=dict)  # CUDA: allocated at the start
-    unseen_packs: int = 0  # saved tensors with no storage to read (sparse, subclasses)
-    hooks_note: str = ""  # why nothing saved was seen, if so
-    optimizers: int = 0  # how many optimizers the caller named
-
-
-def block_size(nbytes: int, device: str) -> int:
-    """The bytes the allocator spends on a storage of `nbytes` (CUDA rounds up to 512)."""
-    if device != "cuda":
-        return nbytes
-    return max(CUDA_BLOCK, math.ceil(nbytes / CUDA_BLOCK) * CUDA_BLOCK)
 
 
 def storage_of(tensor: Any) -> tuple[int, int, str] | None:
@@ -104,6 +57,21 @@ def storage_of(tensor: Any) -> tuple[int, int, str] | None:
         # Sparse tensors and tensor subclasses without a storage of their own refuse
         # `untyped_storage()` (with one of these): no one block of the allocator's to match.
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedStep:
+    """One measured step's records, with the capture that made them: a `StepMemory` (see
+    `strategies/base.py`), replayed when the strategy reads the step's events."""
+
+    records: StepRecords
+    capture: MemoryCapture
+
+    def replay(
+        self, events: Sequence[Any], profiler: Any, names: Mapping[str, str]
+    ) -> IterationMemory:
+        """The step's memory from its events (`replay.py`), while the profiler still holds them."""
+        return replay(events, profiler, self.records, names, self.capture)
 
 
 class MemoryCapture:
@@ -192,7 +160,7 @@ class MemoryCapture:
         self._mark_ns = time.time_ns()
         self._recording = True
 
-    def end(self) -> StepRecords | None:
+    def end(self) -> RecordedStep | None:
         """The step is over: stop recording and hand over its records (None if none began)."""
         if self._pushed:
             self._pushed = False
@@ -202,7 +170,7 @@ class MemoryCapture:
         self._recording = False
         end_ns = time.time_ns()
         self._weak = []  # no death after the step is the step's
-        return StepRecords(
+        records = StepRecords(
             mark_ns=self._mark_ns,
             end_ns=end_ns,
             packs=tuple(self._packs),
@@ -216,6 +184,7 @@ class MemoryCapture:
             hooks_note=self._hooks_note,
             optimizers=len(self.optimizers),
         )
+        return RecordedStep(records, self)
 
     def enter(self, path: str) -> None:
         """A profiled layer call begins (`exit` when it ends, however it ends)."""
@@ -361,4 +330,4 @@ def _add(known: dict[str, dict[int, Known]], tensors: Iterable[Any], category: i
             storages[ptr] = Known(block_size(nbytes, device), category)
 
 
-__all__ = ["Known", "MemoryCapture", "Pack", "StepRecords", "block_size", "storage_of"]
+__all__ = ["MemoryCapture", "RecordedStep", "storage_of"]

@@ -31,7 +31,7 @@ import numpy as np
 
 from hybridprof.runtime.events.attribution import BACKWARD_PREFIX
 from hybridprof.runtime.events.kineto import MEMORY_EVENT
-from hybridprof.runtime.memory.events import EventArrays
+from hybridprof.runtime.memory.allocations import EventArrays
 
 Array = np.ndarray[Any, Any]
 OPTIMIZER_PREFIXES = ("Optimizer.step#", "Optimizer.zero_grad#")

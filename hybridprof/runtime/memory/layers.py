@@ -2,13 +2,13 @@
 contexts, and the saved tensors the capture noted.
 
 The live curve is the running sum of the step's signed allocation sizes, from 0 at the step's
-start; the tops (`peak_live`) add the start's bytes (see figures.py). A layer's forward peak is,
-over its calls, the most of the curve inside a call less its value when the call began; in the
-backward the same over the autograd nodes its forward made (per forward call, from its first
-node's start) and over its forward's recomputations. Window maxima come from one
-`np.maximum.reduceat` over the windows sorted by start, so nested windows cost their length and
-no more. Allocations and frees are summed per context (`np.bincount`), then spread to the layers
-of each context's chain: the innermost one's own figures, every one's totals.
+start; the tops (`peak_live`) add the start's bytes (see measures/memory_figures.py). A layer's
+forward peak is, over its calls, the most of the curve inside a call less its value when the call
+began; in the backward the same over the autograd nodes its forward made (per forward call, from its
+first node's start) and over its forward's recomputations. Window maxima come from one
+`np.maximum.reduceat` over the windows sorted by start, so nested windows cost their length and no
+more. Allocations and frees are summed per context (`np.bincount`), then spread to the layers of
+each context's chain: the innermost one's own figures, every one's totals.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from hybridprof.runtime.memory.capture import Pack
+from hybridprof.runtime.measures.memory_figures import FIELD, FIELDS
 from hybridprof.runtime.memory.contexts import Context, StepContexts, Window
-from hybridprof.runtime.memory.figures import FIELD, FIELDS
+from hybridprof.runtime.memory.records import Pack
 
 Array = np.ndarray[Any, Any]
 _FORWARD = tuple(FIELD[n] for n in ("self_alloc", "alloc", "self_freed", "freed"))

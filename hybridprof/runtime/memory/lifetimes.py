@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 
 from hybridprof.datamodel.memory import CATEGORIES, MemoryBytes, PeakShare
-from hybridprof.runtime.memory.capture import StepRecords, block_size
+from hybridprof.runtime.measures.memory_figures import CATEGORY
+from hybridprof.runtime.memory.allocations import Allocations
 from hybridprof.runtime.memory.contexts import StepContexts
-from hybridprof.runtime.memory.events import Allocations
-from hybridprof.runtime.memory.figures import CATEGORY
+from hybridprof.runtime.memory.records import StepRecords, block_size
 
 Array = np.ndarray[Any, Any]
 EPS_NS = 5_000  # hook clocks against the profiler's: measured within 1 us

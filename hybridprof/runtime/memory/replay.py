@@ -2,11 +2,11 @@
 
 Every iteration: each allocation event gets its context (contexts.py), then every layer's
 figures and the step's peak come from the live curve (layers.py): no address needed. One
-iteration a run is also broken down with the allocation addresses (events.py, lifetimes.py): what
-was alive at the start, what is alive at the peak by category and by allocating layer, the
-timeline. That costs a walk of the profiler's event tree (~1-2 us per event), so it is done for
-the first measured iteration and again only for one whose peak is higher by more than
-`BREAKDOWN_GAIN` (the one a report should show), while its profiler still holds the events.
+iteration a run is also broken down with the allocation addresses (allocations.py,
+lifetimes.py): what was alive at the start, what is alive at the peak by category and by
+allocating layer, the timeline. That costs a walk of the profiler's event tree (~1-2 us per event),
+so it is done for the first measured iteration and again only for one whose peak is higher by more
+than `BREAKDOWN_GAIN` (the one a report should show), while its profiler still holds the events.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ import numpy as np
 
 from hybridprof.datamodel.memory import StepPeak
 from hybridprof.runtime.events.kineto import Event
-from hybridprof.runtime.memory.capture import MemoryCapture, StepRecords
-from hybridprof.runtime.memory.contexts import StepContexts, step_contexts
-from hybridprof.runtime.memory.events import (
+from hybridprof.runtime.measures.memory_figures import Breakdown, DeviceStep, IterationMemory
+from hybridprof.runtime.memory.allocations import (
     Allocations,
     EventArrays,
     TreeRows,
@@ -30,9 +29,10 @@ from hybridprof.runtime.memory.events import (
     tree_allocations,
     with_addresses,
 )
-from hybridprof.runtime.memory.figures import Breakdown, DeviceStep, IterationMemory
+from hybridprof.runtime.memory.contexts import StepContexts, step_contexts
 from hybridprof.runtime.memory.layers import Curve, layer_rows, step_peak
-from hybridprof.runtime.memory.lifetimes import corrected, lifetimes, peak_shares
+from hybridprof.runtime.memory.lifetimes import Lifetimes, corrected, lifetimes, peak_shares
+from hybridprof.runtime.memory.records import ReplaySource, StepRecords
 from hybridprof.runtime.memory.timeline import timeline
 
 Array = np.ndarray[Any, Any]
@@ -44,7 +44,7 @@ def replay(
     profiler: Any,
     records: StepRecords,
     names: Mapping[str, str],
-    capture: MemoryCapture,
+    capture: ReplaySource,
 ) -> IterationMemory:
     """The iteration's memory per device, the model's device first. Events laid out in a way
     the replay does not follow (another torch) leave the iteration without memory figures and
@@ -61,7 +61,7 @@ def _replay(
     profiler: Any,
     records: StepRecords,
     names: Mapping[str, str],
-    capture: MemoryCapture,
+    capture: ReplaySource,
 ) -> IterationMemory:
     arrays = EventArrays.of(events)
     contexts = step_contexts(arrays, names, records.mark_ns)
@@ -111,7 +111,7 @@ def _rise(alloc: Allocations) -> int:
     return max(0, int(np.cumsum(alloc.nbytes).max())) if len(alloc) else 0
 
 
-def _start(device: str, records: StepRecords, capture: MemoryCapture) -> tuple[int, bool]:
+def _start(device: str, records: StepRecords, capture: ReplaySource) -> tuple[int, bool]:
     """The bytes live at the step's start and whether that is the allocator's own count (CUDA);
     on the CPU what the last breakdown found, or what the objects tell before one was."""
     exact = records.device_start.get(device)
@@ -134,7 +134,7 @@ def _device_step(
     ids: Array,
     contexts: StepContexts,
     records: StepRecords,
-    capture: MemoryCapture,
+    capture: ReplaySource,
     primary: bool,
     start: tuple[int, bool],
 ) -> DeviceStep:
@@ -173,19 +173,13 @@ def _broken_down(
     tree: TreeRows | None,
     contexts: StepContexts,
     records: StepRecords,
-    capture: MemoryCapture,
+    capture: ReplaySource,
     primary: bool,
 ) -> DeviceStep | None:
     """The iteration's figures on `device` again, from events with their addresses (corrected
     on the CPU), and the breakdown they allow."""
     mark = records.mark_ns
-    if tree is None:
-        if len(alloc):
-            return None
-        nothing = np.zeros(0, dtype=np.int64)
-        joined: Allocations | None = replace(alloc, ptr=nothing, total=nothing, reserved=nothing)
-    else:
-        joined = with_addresses(alloc, tree, mark)
+    joined = _joined(alloc, tree, mark)
     if joined is None:
         return None
     notes: list[str] = []
@@ -201,6 +195,52 @@ def _broken_down(
     step = _device_step(device, joined, ids, contexts, records, capture, primary, start)
     capture.starts[device] = life.start_bytes
     live = life.start_bytes + np.cumsum(joined.nbytes)
+    peak = _peak(device, joined, live, life, contexts, step, capture, notes)
+    saved_alloc, outside_saved = _saved_by_layer(life, contexts)
+    breakdown = Breakdown(
+        start_bytes=life.start_bytes,
+        start=life.by_category(life.made < 0),
+        peak=peak,
+        timeline=timeline(
+            joined.time,
+            live,
+            joined.reserved if device == "cuda" else None,
+            contexts,
+            mark,
+            records.end_ns,
+            life.start_bytes,
+        ),
+        saved_alloc=saved_alloc,
+        outside_saved_alloc=outside_saved,
+        notes=tuple(life.notes + notes),
+    )
+    return replace(step, breakdown=breakdown)
+
+
+def _joined(alloc: Allocations, tree: TreeRows | None, mark_ns: int) -> Allocations | None:
+    """The step's allocations with their addresses from the event tree (None: they could not be
+    matched); without a tree, only a step that allocated nothing (its arrays empty)."""
+    if tree is not None:
+        return with_addresses(alloc, tree, mark_ns)
+    if len(alloc):
+        return None
+    nothing = np.zeros(0, dtype=np.int64)
+    return replace(alloc, ptr=nothing, total=nothing, reserved=nothing)
+
+
+def _peak(
+    device: str,
+    joined: Allocations,
+    live: Array,
+    life: Lifetimes,
+    contexts: StepContexts,
+    step: DeviceStep,
+    capture: ReplaySource,
+    notes: list[str],
+) -> StepPeak:
+    """The step's peak with what was alive at it, by category and by allocating layer; what
+    does not add up is said in `notes`."""
+    assert joined.total is not None and joined.reserved is not None
     index = int(np.argmax(live)) if len(live) else -1
     if index >= 0 and live[index] <= life.start_bytes:
         index = -1
@@ -223,7 +263,7 @@ def _broken_down(
         found = contexts.contexts[context]
         return found.phase, found.path
 
-    peak = StepPeak(
+    return StepPeak(
         live_bytes=peak_live,
         above_start_bytes=peak_live - life.start_bytes,
         time_us=step.peak_time_us,
@@ -235,6 +275,11 @@ def _broken_down(
         categories=categories,
         by_layer=peak_shares(life, alive, label),
     )
+
+
+def _saved_by_layer(life: Lifetimes, contexts: StepContexts) -> tuple[dict[str, int], int]:
+    """The bytes of saved storages each layer's forward allocated, and those allocated outside
+    every layer's forward."""
     saved_alloc: dict[str, int] = {}
     outside_saved = 0
     for context, nbytes in life.saved_alloc.items():
@@ -243,24 +288,7 @@ def _broken_down(
             saved_alloc[found.path] = saved_alloc.get(found.path, 0) + nbytes
         else:
             outside_saved += nbytes
-    breakdown = Breakdown(
-        start_bytes=life.start_bytes,
-        start=life.by_category(life.made < 0),
-        peak=peak,
-        timeline=timeline(
-            joined.time,
-            live,
-            joined.reserved if device == "cuda" else None,
-            contexts,
-            mark,
-            records.end_ns,
-            life.start_bytes,
-        ),
-        saved_alloc=saved_alloc,
-        outside_saved_alloc=outside_saved,
-        notes=tuple(life.notes + notes),
-    )
-    return replace(step, breakdown=breakdown)
+    return saved_alloc, outside_saved
 
 
 __all__ = ["BREAKDOWN_GAIN", "replay"]

@@ -31,7 +31,7 @@ class StrategySpec:
 SPECS = (
     StrategySpec(
         "session",
-        "hybridprof.runtime.strategies.session:SessionStrategy",
+        "hybridprof.runtime.strategies.session_strategy:SessionStrategy",
         backward=True,
         lazy_results=True,
         device_time=True,

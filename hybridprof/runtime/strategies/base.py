@@ -3,8 +3,8 @@
 The runtime patches each selected module's `forward` with a wrapper that calls
 `strategy.call(path, original_forward, args, kwargs)`. A strategy decides what happens around that
 call (a profiler range, a profiler session per call, a timer) and turns what it saw in one iteration
-into an `IterationMeasure`. The driver (`runtime/driver.py`, for `profile()`, `hybridprof run` and
-the library `Profile`) calls it in this order:
+into an `IterationMeasure`. The driver (`runtime/runs/driver.py`, for every way a run is driven)
+calls it in this order:
 
     strategy.begin()                       # once; profiler start-up happens here or in warm-up
     for each warm-up and measured iteration:
@@ -20,15 +20,15 @@ the library `Profile`) calls it in this order:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hybridprof.planner.compat import Compat
 from hybridprof.runtime.measures.iteration import IterationMeasure
 
-if TYPE_CHECKING:
-    from hybridprof.runtime.memory.capture import MemoryCapture
+if TYPE_CHECKING:  # numpy: the CLI reads the registry before it imports torch or numpy
+    from hybridprof.runtime.measures.memory_figures import IterationMemory
 
 
 class EventAttribution(Protocol):
@@ -38,6 +38,33 @@ class EventAttribution(Protocol):
     def attribute(
         self, events: list[Any], names: Mapping[str, str], *, backward: bool, keep_raw: bool
     ) -> Any: ...
+
+
+class StepMemory(Protocol):
+    """What the memory hooks noted in one measured step, worked out from the step's events when
+    its measure is (the stopped profiler still holds them for the allocation addresses)."""
+
+    def replay(
+        self, events: Sequence[Any], profiler: Any, names: Mapping[str, str]
+    ) -> IterationMemory: ...
+
+
+class MemoryHooks(Protocol):
+    """Per-layer memory (`runtime/memory/`, a feature above the strategies): the hooks the session
+    strategy runs around each measured step (`begin`/`end`) and each layer call (`enter`/`exit`),
+    installed once per run."""
+
+    def install(self) -> None: ...
+
+    def uninstall(self) -> None: ...
+
+    def begin(self) -> None: ...
+
+    def end(self) -> StepMemory | None: ...
+
+    def enter(self, path: str) -> None: ...
+
+    def exit(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +82,8 @@ class StrategyConfig:
     # decided from the events seen (a forward-only block keeps the cheap forward path).
     training: bool = False
     # With profile_memory: the hooks that give per-layer memory (the session strategy uses them).
-    memory: MemoryCapture | None = None
-    # A model with compiled code: attributes each iteration's events (runtime/compiled/run.py).
+    memory: MemoryHooks | None = None
+    # A model with compiled code: attributes each iteration's events (compiled/compiled_run.py).
     compiled: EventAttribution | None = None
 
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from hybridprof.runtime.basics.quiet import quiet_fd2
+from hybridprof.runtime.basics.signals import sigint_deferred
 from hybridprof.runtime.events.event_lists import ListOptions, built
 from hybridprof.runtime.events.function_events import (
     CallFolder,
@@ -30,8 +32,6 @@ from hybridprof.runtime.events.function_events import (
     top_level,
 )
 from hybridprof.runtime.measures.iteration import IterationMeasure
-from hybridprof.runtime.quiet import quiet_fd2
-from hybridprof.runtime.signals import sigint_deferred
 from hybridprof.runtime.strategies.base import MeasuredIteration, StrategyConfig
 from hybridprof.runtime.strategies.ranges import new_autograd_profiler, range_factory
 

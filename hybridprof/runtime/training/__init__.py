@@ -1,2 +1,3 @@
-"""Profiling the user's own training loop in a with-block: the schedule of its steps, what a
-window of steps installs and when (`loop.py`), the optimizer's ranges (`hooks.py`)."""
+"""Profiling the user's own training loop: the schedule of its steps (`schedule.py`) and the
+optimizer's ranges a window of steps installs (`hooks.py`); the steps themselves are bracketed by
+`runtime/runs/user_steps.py`."""

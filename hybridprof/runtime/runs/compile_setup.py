@@ -1,4 +1,5 @@
-"""What `compile=True` / `--compile` and `compare_eager` / `--compare-eager` set up.
+"""What `compile=True` / `--compile` and `compare_eager` / `--compare-eager` set up: the compiled
+model a run measures, and the speedup run beside the eager model (`speedup_run.py`).
 
 hybridprof compiles with `torch.compile(model, mode=...)`: the wrapper shares the user's modules
 and leaves the model itself eager (its next eager call compiles nothing). The compile happens in
@@ -9,7 +10,6 @@ recompiles on its next call with gradients on); the command line runs forwards u
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +19,10 @@ from hybridprof.datamodel import ProfilePlan
 from hybridprof.diff.speedup import CompileComparison
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import ModelInputs
+from hybridprof.runtime.basics.workload import forward_once
 from hybridprof.runtime.compiled.detect import find_compiled
-from hybridprof.runtime.workload import forward_once, training_step
+from hybridprof.runtime.runs.options import ProgressFn, RunOptions, StepFn
+from hybridprof.runtime.runs.speedup_run import measure_speedup
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
@@ -28,21 +30,25 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 @dataclass(frozen=True, slots=True)
 class CompiledSetup:
     model: nn.Module  # what runs: the user's compiled model, or hybridprof's torch.compile of it
-    eager: nn.Module  # the eager module (for compare_eager)
+    eager: nn.Module  # the eager module (the base lane of the speedup run)
     by_hybridprof: bool
     grad_as_called: bool  # keep the caller's grad mode (the library) or no_grad (the CLI)
 
-    def step(self, opts: Any) -> Callable[[nn.Module, ModelInputs], Any] | None:
+    def step(self, opts: RunOptions) -> StepFn | None:
         if opts.backward:
-            return None  # the driver's training step
+            return None  # the lane's training step
         return forward_as_called if self.grad_as_called else forward_once
 
-    def compare(self, inputs: Any, plan: ProfilePlan, opts: Any) -> CompileComparison:
-        from hybridprof.runtime.compiled.compare import compare_eager
-
-        step = training_step if opts.backward else self.step(opts)
-        assert step is not None
-        return compare_eager(self.eager, self.model, inputs, plan, opts, step)
+    def measure_speedup(
+        self,
+        inputs: Any,
+        plan: ProfilePlan,
+        opts: RunOptions,
+        progress: ProgressFn | None = None,
+    ) -> CompileComparison:
+        """The eager model against the compiled one, as a paired run."""
+        step = self.step(opts)
+        return measure_speedup(self.eager, self.model, inputs, plan, opts, step, progress=progress)
 
 
 def forward_as_called(model: nn.Module, inputs: ModelInputs) -> Any:

@@ -28,8 +28,8 @@ from torch import nn
 from hybridprof.datamodel import ModuleRecord
 from hybridprof.errors import DeviceError, ModelRunError, UsageError
 from hybridprof.files.loader import ModelInputs
-from hybridprof.runtime.strategies.base import Strategy
-from hybridprof.runtime.tensors import iter_tensors
+from hybridprof.runtime.basics.patching import CallFn
+from hybridprof.runtime.basics.tensors import iter_tensors
 
 
 def to_device(value: Any, device: torch.device) -> Any:
@@ -121,7 +121,7 @@ class ShapeRecorder:
     one), so it costs the measured iterations nothing.
     """
 
-    strategy: Strategy
+    strategy_call: CallFn  # what the patched forwards call when no shape is being noted
     recording: bool = True
     passthrough: bool = False  # the runner's unmeasured warm step: forwards run as they are
     inputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -131,11 +131,11 @@ class ShapeRecorder:
         if self.passthrough:
             return forward(*args, **kwargs)
         if not self.recording or path in self.inputs:
-            return self.strategy.call(path, forward, args, kwargs)
+            return self.strategy_call(path, forward, args, kwargs)
         self.inputs[path] = noted(
             lambda: (*map(describe, args), *(f"{k}={describe(v)}" for k, v in kwargs.items()))
         )
-        result = self.strategy.call(path, forward, args, kwargs)
+        result = self.strategy_call(path, forward, args, kwargs)
         self.outputs[path] = noted(
             lambda: tuple(map(describe, result if isinstance(result, tuple) else (result,)))
         )

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from torch import nn
 
-from hybridprof.runtime.stopping import IterationRule
-from hybridprof.runtime.training.loop import MAX_MEASURED_STEPS, StepLoop
+from hybridprof.runtime.basics.stopping import IterationRule
+from hybridprof.runtime.runs.user_steps import MAX_MEASURED_STEPS, UserSteps
 
 # `--iters auto`'s rule, asked only whether the times so far have converged.
 _AUTO = IterationRule.of(0, "auto", None)
@@ -28,7 +28,7 @@ def grads_state(model: nn.Module) -> list[tuple[int, int]]:
 
 
 def block_warnings(
-    loop: StepLoop, grads_before: list[tuple[int, int]] | None, model: nn.Module
+    loop: UserSteps, grads_before: list[tuple[int, int]] | None, model: nn.Module
 ) -> tuple[str, ...]:
     """What the session must say about the block's steps."""
     said: list[str] = []

@@ -7,7 +7,7 @@ import threading
 import torch
 
 from hybridprof.errors import NestedProfileError
-from hybridprof.runtime.patching import live_patches
+from hybridprof.runtime.basics.patching import live_patches
 from hybridprof.runtime.strategies import spec_of
 
 # The with-blocks whose steps are being counted right now, by id: between two windows of steps

@@ -31,7 +31,7 @@ from hybridprof.runtime.measures.iteration import (
     OptimizerMeasure,
     PathMeasure,
 )
-from hybridprof.runtime.memory.table import MemoryTable
+from hybridprof.runtime.measures.memory_table import MemoryTable
 
 Array = np.ndarray[Any, Any]
 

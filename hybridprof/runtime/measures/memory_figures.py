@@ -1,5 +1,5 @@
 """One measured iteration's memory figures, per device, as the replay hands them to the table of
-iterations (`table.py`). Torch-free: the measure table holds these between iterations.
+iterations (`memory_table.py`). Torch-free: the measure table holds these between iterations.
 
 Per-layer figures are one int64 row per layer in `LAYER_BYTES`' order. Tops (`peak_live`,
 `backward_peak_live`) are absolute: the step's start plus the curve's rise. The start is exact on

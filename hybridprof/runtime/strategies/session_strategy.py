@@ -29,8 +29,10 @@ import numpy as np
 import torch
 
 from hybridprof.datamodel.gc_pause import gc_paused
+from hybridprof.runtime.basics.quiet import quiet_fd2
+from hybridprof.runtime.basics.signals import sigint_deferred
 from hybridprof.runtime.events.attribution import Attribution, attribute, range_name
-from hybridprof.runtime.events.columns import (
+from hybridprof.runtime.events.event_columns import (
     EventColumns,
     attribute_columns,
     attribute_layer_columns,
@@ -41,11 +43,7 @@ from hybridprof.runtime.events.frames import Frame
 from hybridprof.runtime.events.kineto import MEASURE_MARK, Event, TraceParts, read_events
 from hybridprof.runtime.events.steps import on_step_clock, split_columns, split_events
 from hybridprof.runtime.measures.iteration import IterationMeasure
-from hybridprof.runtime.memory.capture import MemoryCapture, StepRecords
-from hybridprof.runtime.memory.replay import replay
-from hybridprof.runtime.quiet import quiet_fd2
-from hybridprof.runtime.signals import sigint_deferred
-from hybridprof.runtime.strategies.base import StrategyConfig
+from hybridprof.runtime.strategies.base import StepMemory, StrategyConfig
 from hybridprof.runtime.strategies.ranges import new_autograd_profiler, range_factory
 
 
@@ -133,15 +131,12 @@ class SessionStrategy:
         For callers that may never need the ops (the library `Profile`): the caller decides when,
         and how much, to work out. The trace and the kept raw events are `end_iteration`'s job.
         """
-        records = self._memory.end() if self._memory is not None else None
+        step_memory = self._memory.end() if self._memory is not None else None
         profiler = self._stop()
         if profiler is None:
             return None
-        memory = (
-            (self._memory, records) if self._memory is not None and records is not None else None
-        )
         return StoppedIteration(
-            profiler, self.config, self._paths_by_range, self._mark_window, memory
+            profiler, self.config, self._paths_by_range, self._mark_window, step_memory
         )
 
     def end(self) -> None:
@@ -183,14 +178,15 @@ class StoppedIteration:
 
     Why lazy: the commonest reader, `str(prof)`, shows only each layer's calls and self/total CPU
     time, and those come from the layer ranges alone (`layer_measure`). The events are read once
-    into columns (`columns.read_columns`), which both passes use; the full pass (`attribution`:
-    ops, and memory, backward and device time where measured) runs the first time something needs
-    ops, and releases the stopped profiler, which owns the events.
+    into columns (`event_columns.read_columns`), which both passes use; the full pass
+    (`attribution`: ops, and memory, backward and device time where measured) runs the first time
+    something needs ops, and releases the stopped profiler, which owns the events.
 
     A with-block's session holds step ranges (`events/steps.py`): its measure is that of its one
     measured step, and `step_measures` gives one per measured step of a window of several. The
-    events say whether a step trained (a backward node, an optimizer's range, `columns.training`):
-    then they are walked with their backward links, else the forward's array passes do.
+    events say whether a step trained (a backward node, an optimizer's range,
+    `event_columns.training`): then they are walked with their backward links, else the
+    forward's array passes do.
     """
 
     def __init__(
@@ -199,7 +195,7 @@ class StoppedIteration:
         config: StrategyConfig,
         names: Mapping[str, str],
         mark_window: tuple[int, int] | None = None,
-        memory: tuple[MemoryCapture, StepRecords] | None = None,
+        memory: StepMemory | None = None,
     ) -> None:
         self.profiler = profiler
         self._memory = memory
@@ -375,7 +371,7 @@ class StoppedIteration:
 
     def _walk_events(self, events: list[Event], keep_raw: bool = True) -> Attribution:
         config = self.config
-        if config.compiled is not None:  # kernels of compiled code: runtime/compiled/events.py
+        if config.compiled is not None:  # kernels of compiled code: compiled/kernel_events.py
             found: Attribution = config.compiled.attribute(
                 events,
                 self._names,
@@ -396,8 +392,7 @@ class StoppedIteration:
         A session with memory holds one measured step (the step loop restarts it for each), so
         the capture's records are that step's."""
         if self._memory is not None and self.config.compat.raw_events == "kineto":
-            capture, records = self._memory
-            result.measure.memory = replay(events, self.profiler, records, self._names, capture)
+            result.measure.memory = self._memory.replay(events, self.profiler, self._names)
         return result
 
 

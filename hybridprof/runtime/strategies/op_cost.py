@@ -16,7 +16,7 @@ from collections.abc import Callable
 import torch
 
 from hybridprof.planner.compat import probe
-from hybridprof.runtime.quiet import quiet_fd2
+from hybridprof.runtime.basics.quiet import quiet_fd2
 from hybridprof.runtime.strategies.base import StrategyConfig
 from hybridprof.runtime.strategies.ranges import new_autograd_profiler
 

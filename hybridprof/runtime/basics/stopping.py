@@ -17,7 +17,7 @@ from typing import Literal
 from hybridprof.analysis.stats import ci_within, still_falling
 from hybridprof.datamodel import StopReason
 from hybridprof.errors import UsageError
-from hybridprof.runtime.limits import iterations_problem
+from hybridprof.runtime.basics.limits import iterations_problem
 
 Count = int | Literal["auto"]
 AUTO: Literal["auto"] = "auto"
@@ -65,15 +65,20 @@ class IterationRule:
             return True
         return not still_falling(times_us)
 
-    def stop_reason(self, times_us: Sequence[float], elapsed_s: float) -> StopReason | None:
-        """Why to stop after these measured iterations (their times), or None to go on."""
+    def stop_reason(
+        self, times_us: Sequence[float], elapsed_s: float, *, by_times: bool = True
+    ) -> StopReason | None:
+        """Why to stop after these measured iterations (their times), or None to go on.
+        `by_times=False`: auto counts do not converge on these times (a paired run asks its own
+        judge whether it has converged), only the count and the limits stop."""
         done = len(times_us)
         if isinstance(self.iters, int) and done >= self.iters:
             return "count"
         if done >= 1 and self.max_time_s is not None and elapsed_s >= self.max_time_s:
             return "max_time"
         if self.iters == AUTO:
-            if done >= AUTO_MIN_ITERATIONS and ci_within(times_us, AUTO_TARGET_PCT):
+            converged = by_times and done >= AUTO_MIN_ITERATIONS
+            if converged and ci_within(times_us, AUTO_TARGET_PCT):
                 return "converged"
             if done >= AUTO_MAX_ITERATIONS:
                 return "max_iterations"

@@ -1,25 +1,25 @@
-"""A profiled run of a model with compiled code: what the driver asks of the compiled parts.
+"""A profiled run of a model with compiled code: what a run asks of the compiled parts.
 
-`CompiledRun` holds the run's kernel map and facts. The driver
+`CompiledRun` holds the run's kernel map and facts. A run (its lane: `runtime/runs/lanes.py`)
 - keeps it out of compiled code: `layout.inside` is never patched, a `module.compile()`d module is
-  ranged through its `_compiled_call_impl` (runtime/patching.py);
+  ranged through its `_compiled_call_impl` (basics/patching.py);
 - runs warm-up and the measured iterations inside `instrumented()` (hybridprof's compile, hooked),
   and warm-up until an iteration compiles nothing (`compiled_last`, at most `EXTRA_WARMUP` more);
 - brackets every measured iteration (`begin_iteration` / `recompiled`): an iteration in which
   dynamo compiled is left out of the medians and said in a warning with the guard that failed;
-- lets the session strategy attribute each iteration through `attribute` (events.py);
+- lets the session strategy attribute each iteration through `attribute` (kernel_events.py);
 - adds `section()` (the session's compile section), the graph-break findings and its notes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import statistics
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 
 from torch import nn
 
+from hybridprof.analysis.stats import median_int
 from hybridprof.datamodel import (
     CompiledLayer,
     CompiledWhere,
@@ -36,9 +36,15 @@ from hybridprof.datamodel.compiled import KernelMapState
 from hybridprof.errors import UsageError
 from hybridprof.runtime.compiled import dynamo_facts
 from hybridprof.runtime.compiled.detect import CompiledLayout, find_compiled
-from hybridprof.runtime.compiled.events import OUTSIDE, OUTSIDE_RANGE, Rewriter, Rewritten, settle
 from hybridprof.runtime.compiled.instrument import SiteRecorder, instrumented, probe
 from hybridprof.runtime.compiled.islands import IslandRanges
+from hybridprof.runtime.compiled.kernel_events import (
+    OUTSIDE,
+    OUTSIDE_RANGE,
+    Rewriter,
+    Rewritten,
+    settle,
+)
 from hybridprof.runtime.compiled.kernel_map import KernelMap
 from hybridprof.runtime.events.attribution import Attribution, attribute
 from hybridprof.runtime.events.kineto import Event
@@ -231,8 +237,8 @@ class CompiledRun:
             excluded=tuple(self.excluded),
             kernel_map=self._state(),
             call_sites=sum({k: n for f in self._found for k, n in f.graphs.items()}.values()),
-            matched_events=_median(f.matched for f in self._found),
-            unmatched_events=_median(f.unmatched for f in self._found),
+            matched_events=median_int([f.matched for f in self._found]),
+            unmatched_events=median_int([f.unmatched for f in self._found]),
             eager_islands=len(self.islands.paths) if self.islands is not None else 0,
             layers=tuple(CompiledLayer(p, tuple(sorted(m))) for p, m in sorted(fused.items())),
             notes=self.notes(),
@@ -301,11 +307,6 @@ def _named(model: nn.Module, layout: CompiledLayout) -> list[tuple[str, nn.Modul
 
 def _order(plan: ProfilePlan, path: str) -> int:
     return next((i for i, t in enumerate(plan.targets) if t.path == path), len(plan.targets))
-
-
-def _median(values: Iterable[int]) -> int:
-    listed = list(values)
-    return round(statistics.median(listed)) if listed else 0
 
 
 def _unique_breaks(breaks: Iterable[dynamo_facts.Break]) -> list[dynamo_facts.Break]:

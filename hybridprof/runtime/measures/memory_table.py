@@ -2,7 +2,7 @@
 session's memory section (`datamodel.memory.MemoryProfile`).
 
 Per device and iteration: each layer field that is not zero throughout, as one int64 array over
-that iteration's layers (as runtime/measures/table.py keeps times), the step's scalars, and the
+that iteration's layers (as measure_table.py keeps times), the step's scalars, and the
 one breakdown (the latest one made: the iteration with the highest peak, see replay.py). A
 layer's figure is its median over the iterations (an iteration it did not run in counts 0).
 """
@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from hybridprof.analysis.stats import median_int
 from hybridprof.datamodel.measures import Stat
 from hybridprof.datamodel.memory import (
     LAYER_BYTES,
@@ -23,7 +24,12 @@ from hybridprof.datamodel.memory import (
     MemoryProfile,
     StepPeak,
 )
-from hybridprof.runtime.memory.figures import FIELDS, Breakdown, DeviceStep, IterationMemory
+from hybridprof.runtime.measures.memory_figures import (
+    FIELDS,
+    Breakdown,
+    DeviceStep,
+    IterationMemory,
+)
 
 Array = np.ndarray[Any, Any]
 OUTSIDE_PATH = "(outside)"  # the row of what no profiled layer allocated (a path no module has)
@@ -113,10 +119,10 @@ def _summary(name: str, device: _Device, count: int) -> DeviceMemory:
         peak=breakdown.peak if breakdown is not None else _plain_peak(steps),
         peak_live_bytes=Stat.of([s + a for s, a in zip(starts, above, strict=True)]),
         peak_above_start_bytes=Stat.of(above),
-        allocated_bytes=_median_int([s.allocated for s in steps]),
-        freed_bytes=_median_int([s.freed for s in steps]),
-        saved_bytes=_median_int([s.saved for s in steps]),
-        saved_param_bytes=_median_int([s.saved_params for s in steps]),
+        allocated_bytes=median_int([s.allocated for s in steps]),
+        freed_bytes=median_int([s.freed for s in steps]),
+        saved_bytes=median_int([s.saved for s in steps]),
+        saved_param_bytes=median_int([s.saved_params for s in steps]),
         peak_reserved_bytes=_reserved(breakdown),
         start=breakdown.start if breakdown is not None else None,
         layers=layers,
@@ -168,10 +174,6 @@ def _plain_peak(steps: list[DeviceStep]) -> StepPeak:
         node=step.peak_node,
         iteration=best,
     )
-
-
-def _median_int(values: list[int]) -> int:
-    return int(np.rint(np.median(values))) if values else 0
 
 
 __all__ = ["METHOD", "MemoryTable"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from torch import nn
@@ -14,8 +14,9 @@ from hybridprof.diff.speedup import CompileComparison
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import Selector, tree_plan
 from hybridprof.planner.plan_check import checked_plan
-from hybridprof.runtime.compiled.setup import compiled_for_run
-from hybridprof.runtime.driver import ProgressFn, RunOptions, run
+from hybridprof.runtime.runs.compile_setup import compiled_for_run
+from hybridprof.runtime.runs.fixed import run
+from hybridprof.runtime.runs.options import ProgressFn, RunOptions
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY
 
 
@@ -43,25 +44,21 @@ def profile(
     rows (and the session's `outside_cpu_us`) add up to the whole iteration, and `leaves_only=True`
     selects the leaves alone, as torchprof did. The inputs move to `device`, and so does the
     model for the run if it is elsewhere (it is moved back after); without `device`, to the
-    model's own device. The model is left
-    exactly as it was.
+    model's own device. The model is left exactly as it was.
 
     Compiled code (`torch.compile(model)`, `model.compile()`, compiled children) is measured from
     its kernels, in the caller's grad mode, so the model is not compiled again afterwards.
     `compile=True` (or a `compile_mode`) profiles hybridprof's own `torch.compile` of the model
-    (the model itself is left eager); `compare_eager=True` runs eager and compiled iterations
-    interleaved and returns a `CompileComparison` (both sessions, their diff, per-layer speed-ups)
-    instead of a session.
+    (the model itself is left eager); `compare_eager=True` measures the eager and the compiled
+    model as a paired run (iterations in ABBA order, judged pair by pair; `iters="auto"` until
+    every layer's speed-up is decided) and returns a `CompileComparison` (both sessions, their
+    diff, per-layer speed-ups) instead of a session.
     """
     check_option_names(option_fields)
     opts = replace(options or RunOptions(), **option_fields)
     opts.check()
     warnings: list[str] = []
-    if plan is None:
-        strategy = opts.strategy or DEFAULT_STRATEGY
-        plan = tree_plan(model, paths, globs, depth, strategy=strategy, leaves_only=leaves_only)
-    else:
-        plan = checked_plan(plan, model, probe(), warnings)  # it comes from outside: check it
+    plan = _plan_of(model, plan, Selection(paths, globs, depth, leaves_only), opts, warnings)
     setup = compiled_for_run(
         model, compile or compile_mode is not None, compile_mode, compare_eager
     )
@@ -69,9 +66,41 @@ def profile(
         return run(model, inputs, plan, opts, warnings=warnings, progress=progress)
     opts = replace(opts, compiled_by_hybridprof=setup.by_hybridprof)
     if compare_eager:
-        return setup.compare(inputs, plan, opts)
+        return setup.measure_speedup(inputs, plan, opts, progress)
     return run(
         setup.model, inputs, plan, opts, warnings=warnings, progress=progress, step=setup.step(opts)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What `profile()` was asked to select, when no plan fixes it."""
+
+    paths: Sequence[Selector] | None
+    globs: Sequence[str]
+    depth: int | None
+    leaves_only: bool
+
+
+def _plan_of(
+    model: nn.Module,
+    plan: ProfilePlan | None,
+    selection: Selection,
+    opts: RunOptions,
+    warnings: list[str],
+) -> ProfilePlan:
+    """The plan given, checked against the model (it comes from outside: what it says of the
+    model is noted in `warnings`), or the selection's plan."""
+    if plan is not None:
+        return checked_plan(plan, model, probe(), warnings)
+    strategy = opts.strategy or DEFAULT_STRATEGY
+    return tree_plan(
+        model,
+        selection.paths,
+        selection.globs,
+        selection.depth,
+        strategy=strategy,
+        leaves_only=selection.leaves_only,
     )
 
 

@@ -1,5 +1,10 @@
 """The steps of a with-block around the user's own loop: which are measured, and what runs when.
 
+The third way a run's iterations come (beside the fixed and the paired runs of
+`iteration_loop.py`): here the user's code runs each step and says where it ends, so hybridprof
+never runs the model; it only brackets the steps the schedule picks, on the `Driver` of the
+block's run (`with_block.py`).
+
     with hybridprof.Profile(model, schedule=hybridprof.schedule(wait=2, warmup=3, active=10)) as p:
         for batch in data:
             train_step(batch)
@@ -8,10 +13,10 @@
 Steps are numbered from 0 by `end_step()` calls (`prof.step()` is `end_step()` then
 `begin_step()`); the schedule says what each does. A window is a run of warm-up and active steps:
 when one begins, the cyclic GC runs once and then waits, the selected layers' forwards are patched,
-the optimizer's ranges installed (`hooks.py`) and one profiler session started; when it ends (the
-next step is not profiled, or a new cycle's warm-up begins), all of that is undone, and the GC
-resumes. Outside windows nothing of hybridprof's is installed: a step there runs the model's own
-code, and `prof.step()` is a counter and a schedule lookup (~1 us).
+the optimizer's ranges installed (`training/hooks.py`) and one profiler session started; when it
+ends (the next step is not profiled, or a new cycle's warm-up begins), all of that is undone, and
+the GC resumes. Outside windows nothing of hybridprof's is installed: a step there runs the model's
+own code, and `prof.step()` is a counter and a schedule lookup (~1 us).
 
 Each step of a window is a range (`events/steps.py` cuts the session's events by them), so what
 ran between `end_step()` and the next `begin_step()` (data loading, logging, evaluation in an
@@ -35,15 +40,15 @@ from typing import Any
 
 import torch
 
-from hybridprof.runtime.driver import Driver
+from hybridprof.runtime.basics.stopping import AUTO_MAX_ITERATIONS
 from hybridprof.runtime.events.training_names import STEP_RANGE, WARMUP_RANGE
-from hybridprof.runtime.guards import block_closed, block_opened
-from hybridprof.runtime.measures.table import MeasureTable
-from hybridprof.runtime.stopping import AUTO_MAX_ITERATIONS
+from hybridprof.runtime.measures.measure_table import MeasureTable
+from hybridprof.runtime.runs.driver import Driver
+from hybridprof.runtime.runs.guards import block_closed, block_opened
 from hybridprof.runtime.strategies import spec_of
 from hybridprof.runtime.strategies.base import IterationResult
 from hybridprof.runtime.strategies.ranges import range_factory
-from hybridprof.runtime.strategies.session import StoppedIteration
+from hybridprof.runtime.strategies.session_strategy import StoppedIteration
 from hybridprof.runtime.training.hooks import TrainingHooks
 from hybridprof.runtime.training.schedule import Action, Schedule
 
@@ -53,7 +58,7 @@ MAX_MEASURED_STEPS = AUTO_MAX_ITERATIONS
 STEPS_PER_SESSION = 10
 
 
-class StepLoop:
+class UserSteps:
     """The steps of one with-block (see the module docstring)."""
 
     def __init__(
@@ -239,4 +244,4 @@ class StepLoop:
             self.first_window = stopped
 
 
-__all__ = ["MAX_MEASURED_STEPS", "STEPS_PER_SESSION", "StepLoop"]
+__all__ = ["MAX_MEASURED_STEPS", "STEPS_PER_SESSION", "UserSteps"]
