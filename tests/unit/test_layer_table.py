@@ -103,3 +103,20 @@ def test_an_unprofiled_parent_has_nothing_measured() -> None:
     assert root.kind == "unprofiled" and root.total_cpu is None and root.pct_total is None
     assert table.rows[-1].name == "(outside profiled modules)"
     assert Stat(40.0, 35.0, 50.0) == narrowed.outside_cpu_us
+
+
+def test_a_session_s_table_is_built_once_and_kept_while_the_session_lives() -> None:
+    import gc
+
+    from hybridprof.analysis import layer_table as module
+
+    session = complete_session()
+    first = layer_table(session)
+    assert layer_table(session) is first  # the same table, not a rebuild
+    twin = complete_session()  # equal, but another object: its own table
+    assert twin == session and layer_table(twin) is not first and layer_table(twin) == first
+    key = id(session)
+    assert key in module._TABLES
+    del session, first
+    gc.collect()
+    assert key not in module._TABLES  # the table went with its session
