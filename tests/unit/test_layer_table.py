@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from hybridprof.analysis.layer_table import CI_VALUES, layer_table
-from hybridprof.cli.terminal import heaviest_fitting
+from hybridprof.analysis.layer_table import CI_VALUES, LayerRow, layer_table
+from hybridprof.analysis.tree import heaviest_with_ancestors
 from hybridprof.datamodel import IterationSeries, Series, Stat
 from hybridprof.reporting.dataframe import session_frame
 from hybridprof.reporting.page.context import build_context
@@ -86,13 +86,25 @@ def test_backward_and_memory_figures_reach_every_format() -> None:
                 assert views[row.path].memory_bytes == row.self_cpu_mem
 
 
-def test_the_terminal_keeps_the_heaviest_layers_with_their_ancestors() -> None:
+def own_us(row: LayerRow) -> float:
+    return row.own_us
+
+
+def test_the_heaviest_layers_are_kept_with_their_ancestors() -> None:
     table = layer_table(complete_session())
-    shown = heaviest_fitting(table, rows=4)
+    shown, kept = heaviest_with_ancestors(table.rows, table.layers(), own_us, 4)
     assert [r.path for r in shown] == ["blocks.0.conv"]  # with "", blocks, blocks.0: 4 rows
-    assert heaviest_fitting(table, rows=100) == tuple(
-        sorted(table.layers(), key=lambda r: -r.own_us)
-    )
+    assert kept == {"", "blocks", "blocks.0", "blocks.0.conv"}
+    every, _ = heaviest_with_ancestors(table.rows, table.layers(), own_us, 100)
+    assert every == sorted(table.layers(), key=lambda r: -r.own_us)
+
+
+def test_an_ancestor_that_is_no_row_is_not_kept() -> None:
+    table = layer_table(complete_session())
+    leaf = next(r for r in table.layers() if r.path == "blocks.0.conv")
+    rows = [r for r in table.rows if r.path != "blocks"]  # a parent missing from the rows
+    _, kept = heaviest_with_ancestors(rows, [leaf], own_us, 10)
+    assert kept == {"blocks.0", "blocks.0.conv"}  # the walk up stops where the rows end
 
 
 def test_an_unprofiled_parent_has_nothing_measured() -> None:
