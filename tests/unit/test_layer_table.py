@@ -11,7 +11,9 @@ from hybridprof.analysis.layer_table import CI_VALUES, LayerRow, layer_table
 from hybridprof.analysis.tree import heaviest_with_ancestors
 from hybridprof.datamodel import IterationSeries, Series, Stat
 from hybridprof.reporting.dataframe import session_frame
+from hybridprof.reporting.format import format_bytes
 from hybridprof.reporting.page.context import build_context
+from hybridprof.reporting.page.tree_table import cell_text
 from hybridprof.reporting.text_table import render_text
 from hybridprof.reporting.trust import timing_text
 from tests.sessions import backward_session, memory_session
@@ -83,7 +85,9 @@ def test_backward_and_memory_figures_reach_every_format() -> None:
                 assert views[row.path].backward_us == row.backward_self_cpu_us
             if table.has_memory:
                 assert frame.loc[row.path, "self_cpu_mem"] == row.self_cpu_mem
-                assert views[row.path].memory_bytes == row.self_cpu_mem
+                assert views[row.path].layer.self_cpu_mem == row.self_cpu_mem
+                memory = next(c for c in build_context(session).columns if c.key == "mem-self")
+                assert cell_text(views[row.path], memory) == format_bytes(row.self_cpu_mem or 0)
 
 
 def own_us(row: LayerRow) -> float:

@@ -27,7 +27,14 @@ from hybridprof.reporting.page.memory_view import MemoryView, memory_view
 from hybridprof.reporting.page.ranks import RanksView, ranks_view
 from hybridprof.reporting.page.roofline_view import RooflineView, roofline_view
 from hybridprof.reporting.page.row_limits import heaviest_rows, opened
-from hybridprof.reporting.page.rows import OpView, RowView, op_view, outside_view, row_view
+from hybridprof.reporting.page.tree_table import (
+    Column,
+    OpView,
+    RowView,
+    op_view,
+    page_columns,
+    row_view,
+)
 from hybridprof.reporting.trust import (
     INTERVAL_NOTE,
     has_intervals,
@@ -89,6 +96,7 @@ class ReportContext:
     generator: str
     header: tuple[HeaderItem, ...]
     charts: tuple[Chart, ...]
+    columns: tuple[Column, ...]  # the layer table's
     rows: tuple[RowView, ...]
     total_rows: int
     max_depth: int
@@ -281,7 +289,7 @@ def build_context(
     all_rows += [row_view(r, peak) for r in table.optimizer()]
     outside = table.outside()
     if outside is not None:
-        all_rows.append(outside_view(outside, peak))
+        all_rows.append(row_view(outside, peak))
     rows, notes = (
         _pdf_limits(all_rows, pdf_max_rows, pdf_op_layers) if mode == "pdf" else (all_rows, [])
     )
@@ -301,6 +309,7 @@ def build_context(
         calls_title=session.calls_title(),
         header=_header(session, table),
         charts=session_charts(session),
+        columns=page_columns(table),
         rows=tuple(rows),
         total_rows=len(all_rows),
         max_depth=max((r.depth for r in all_rows), default=0),

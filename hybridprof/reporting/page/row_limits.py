@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from hybridprof.analysis.tree import heaviest_with_ancestors
 
 if TYPE_CHECKING:
-    from hybridprof.reporting.page.rows import RowView
+    from hybridprof.reporting.page.tree_table import RowView
 
 HEAVY_SHARE = 50.0  # % of the iteration: a level holding a row this heavy opens whole
 OPEN_ROWS = 30  # the tree also opens a level while the rows shown stay this few

@@ -18,8 +18,8 @@ import jinja2
 from markupsafe import Markup, escape
 
 from hybridprof.errors import ReportDependencyError
-from hybridprof.reporting.page.columns import cell_text, layer_columns, pdf_parts, table_data
 from hybridprof.reporting.page.context import ReportContext
+from hybridprof.reporting.page.tree_table import cell_text, pdf_parts, table_data
 
 TEMPLATE_PACKAGE = "hybridprof._templates"
 REPORT_TEMPLATE = "report.html.j2"
@@ -134,7 +134,7 @@ def render_page(ctx: ReportContext) -> str:
             {
                 "device": ctx.has_device,
                 "memory": ctx.has_memory,
-                "table": table_data(ctx),
+                "table": table_data(ctx.columns, ctx.rows),
                 "icicle": [chart.data() for chart in ctx.icicles],
                 "sources": [
                     [s.path or "(root)", s.class_name, s.where, s.aliases] for s in ctx.sources
@@ -142,7 +142,7 @@ def render_page(ctx: ReportContext) -> str:
             }
         )
         ops_data = script_json(ctx.data.get("ops", {}))
-    columns = layer_columns(ctx)
+    columns = ctx.columns
     return template.render(
         ctx=ctx,
         assets=assets(),
