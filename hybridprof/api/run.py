@@ -10,7 +10,7 @@ from typing import Any
 from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession
-from hybridprof.diff.speedup import CompileComparison
+from hybridprof.diff.speedup import SpeedupResult as CompileComparison
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import Selector, tree_plan
 from hybridprof.planner.plan_check import checked_plan

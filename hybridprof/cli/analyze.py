@@ -143,7 +143,7 @@ def _default_output(model: Path) -> Path:
 
 
 def _text(plan: ProfilePlan, model: Path, args: argparse.Namespace) -> str:
-    from hybridprof.reporting.plan_text import render_plan
+    from hybridprof.reporting.text.plan_text import render_plan
 
     return render_plan(plan, str(model.resolve().parent), args.max_rows, compat=args.verbose)
 

@@ -145,7 +145,7 @@ def run_diff(args: argparse.Namespace, argv: list[str]) -> int:
         result, stopped = outcome.result, outcome.stopped
     else:
         result = _saved_diff(args, threshold, floor, outputs)
-    from hybridprof.reporting.diff_text import render_diff_text
+    from hybridprof.reporting.text.diff_text import render_diff_text
 
     emit([render_diff_text(result, all_layers=args.all).rstrip("\n")])
     for output in outputs:

@@ -88,10 +88,10 @@ def profile_loaded(
     if setup is not None:
         options = replace(options, compiled_by_hybridprof=setup.by_hybridprof)
         if getattr(args, "compare_eager", False):
-            from hybridprof.cli.compare_eager import compared
+            from hybridprof.cli.speedup_run import run_speedup
 
-            folder = getattr(args, "compare_folder", None) or Path("hybridprof-out")
-            return compared(
+            folder = getattr(args, "speedup_folder", None) or Path("hybridprof-out")
+            return run_speedup(
                 setup, loaded.inputs, with_model(plan, model_file, entry), options, folder
             )
     with ProgressBar(progress and wanted()) as bar:

@@ -242,9 +242,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     inputs = (model_file, *([Path(args.plan)] if args.plan else []))
     outputs = plan_run_outputs(args, inputs)
     if args.compare_eager:
-        from hybridprof.cli.compare_eager import compare_folder
+        from hybridprof.cli.speedup_run import speedup_folder
 
-        args.compare_folder = compare_folder(outputs.session, outputs.out_dir or DEFAULT_OUT_DIR)
+        args.speedup_folder = speedup_folder(outputs.session, outputs.out_dir or DEFAULT_OUT_DIR)
     if model_file == DEMO_FILE:
         notice(
             "no model file given: profiling the bundled AlexNet-like demo "

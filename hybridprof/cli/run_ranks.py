@@ -300,7 +300,7 @@ class _Rank:
         from hybridprof.analysis.merge import merge_sessions
         from hybridprof.cli.merge import write_merged
         from hybridprof.datamodel import ProfileSession
-        from hybridprof.reporting.page.ranks import rank_lines
+        from hybridprof.reporting.text.ranks_text import rank_lines
 
         merged = merge_sessions([ProfileSession.from_json(p) for p in payloads])
         out = self.outputs

@@ -21,7 +21,7 @@ from hybridprof.reporting.format import visible
 from hybridprof.reporting.trust import stability_line
 
 if TYPE_CHECKING:
-    from hybridprof.reporting.fitted_table import TableChoice
+    from hybridprof.reporting.text.fitted_table import TableChoice
 
 TABLE_ROWS = 40
 
@@ -40,7 +40,7 @@ def terminal_table(
 ) -> list[str]:
     """The table's lines: a noisy run's warning above it, the table (fitted to the terminal, the
     heaviest layers of a big model), and what to know of it (order, what was left out)."""
-    from hybridprof.reporting.fitted_table import TableChoice, fitted_table
+    from hybridprof.reporting.text.fitted_table import TableChoice, fitted_table
 
     choice = choice or TableChoice()
     table = layer_table(session)
@@ -93,8 +93,8 @@ def where_lines(
     traced_iterations: int = 0,
 ) -> list[str]:
     """The lines under the table: the summary, where each file went, and the run's warnings."""
-    from hybridprof.reporting.compiled_text import compile_lines
-    from hybridprof.reporting.memory_text import memory_lines
+    from hybridprof.reporting.text.compiled_text import compile_lines
+    from hybridprof.reporting.text.memory_text import memory_lines
 
     lines = [
         summary_line(session),

@@ -1,9 +1,9 @@
-"""Eager against compiled, per layer: what compiling changed (no torch).
+"""The speed-up of compiled over eager, per layer: what compiling changed (no torch).
 
-A comparison of two sessions of one model, eager and compiled, measured interleaved in one
-process (`runtime/compiled/compare.py`). It is a `DiffResult` like any other (eager is the base,
-compiled the new run: layers matched by path, every time judged against noise), plus per layer
-the speed-up of its total and the modules its compiled kernels fused.
+Two sessions of one model, eager and compiled, measured interleaved in one process (`run
+--compare-eager`). Their diff is a `DiffResult` like any other (eager is the base, compiled the new
+run: layers matched by path, every time judged against noise); per layer it adds the speed-up of
+its total and the modules its compiled kernels fused.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class SpeedupRow:
 
 
 @dataclass(frozen=True, slots=True)
-class CompileComparison:
+class SpeedupResult:
     """The eager and compiled sessions, their diff, and the per-layer speed-ups."""
 
     eager: ProfileSession
@@ -80,10 +80,11 @@ def _totals(session: ProfileSession) -> dict[str, float]:
     return totals
 
 
-def compare_sessions(
+def speedup_of(
     eager: ProfileSession, compiled: ProfileSession, threshold_pct: float = 5.0
-) -> CompileComparison:
-    """The two sessions compared through the ordinary diff (eager = base, compiled = new)."""
+) -> SpeedupResult:
+    """The speed-up of `compiled` over `eager`, judged through the ordinary diff (eager = base,
+    compiled = new)."""
     diff = diff_sessions(eager, compiled, threshold_pct, base_label="eager", new_label="compiled")
     section = compiled.compiled
     notes = tuple(
@@ -92,7 +93,7 @@ def compare_sessions(
         for layer in (section.layers if section is not None else ())
         if layer.fused
     )
-    return CompileComparison(eager, compiled, replace(diff, notes=diff.notes + notes))
+    return SpeedupResult(eager, compiled, replace(diff, notes=diff.notes + notes))
 
 
 def _relative(parent: str, path: str) -> str:
@@ -107,4 +108,4 @@ def _median(values: tuple[float, ...]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-__all__ = ["CompileComparison", "SpeedupRow", "compare_sessions"]
+__all__ = ["SpeedupResult", "SpeedupRow", "speedup_of"]

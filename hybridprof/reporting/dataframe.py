@@ -16,11 +16,15 @@ own before the outside row: `(optimizer)` (its total, like a container's) and it
 
 from __future__ import annotations
 
+import json
+import math
+
 import pandas as pd
 
 from hybridprof.analysis.layer_table import LayerTable, layer_table
 from hybridprof.datamodel import ProfileSession
 from hybridprof.datamodel.memory import CATEGORIES
+from hybridprof.reporting.csv_cells import csv_text
 from hybridprof.reporting.layer_columns import BY_KEY, LAYER_COLUMNS, FrameField, frame_value
 
 # The columns every layer frame has, in order (`reporting.layer_columns` declares each): a
@@ -141,3 +145,44 @@ def class_totals(session: ProfileSession) -> pd.DataFrame:
     frame = frame.iloc[:modules]  # the optimizer's and the outside rows belong to no class
     grouped = frame.groupby("class_name", sort=False)["self_cpu_us"].agg(["sum", "count"])
     return grouped.sort_values("sum", ascending=False).reset_index()
+
+
+def render_csv(session: ProfileSession) -> str:
+    """The layer table as CSV, one row per profiled path."""
+    frame = session_frame(session)
+    return csv_text(list(frame.columns), frame.itertuples(index=False, name=None))
+
+
+def render_json(session: ProfileSession) -> str:
+    """The layer table as JSON records (one per profiled path); the session file itself is
+    `session.to_json()`."""
+    # NaN (not measured) becomes null: strict JSON has no NaN.
+    records = session_frame(session).to_dict(orient="records")
+    clean = [
+        {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+        for r in records
+    ]
+    return json.dumps(clean, indent=1, default=_plain) + "\n"
+
+
+def _plain(value: object) -> object:
+    item = getattr(value, "item", None)  # numpy scalars
+    if callable(item):
+        return item()
+    raise TypeError(f"cannot export {type(value).__name__} to JSON")
+
+
+class CsvRenderer:
+    extensions = (".csv",)
+    binary = False
+
+    def render(self, session: ProfileSession) -> str:
+        return render_csv(session)
+
+
+class JsonRenderer:
+    extensions = (".json",)
+    binary = False
+
+    def render(self, session: ProfileSession) -> str:
+        return render_json(session)

@@ -6,8 +6,8 @@ each column, once: its key (what `--columns` and `--sort` call it), the figure i
 where it is shown (the printed table, the torchprof-style text table, the HTML/PDF table, the
 DataFrame/CSV/JSON columns), its rank for fitting a terminal and the number it sorts by. The
 formats only choose columns from it (each keeps its own order of keys) and lay them out:
-`reporting.fitted_table` (printed), `reporting.text_table` (text), `reporting.page.tree_table`
-(HTML, PDF, notebook) and `reporting.dataframe` (DataFrame, CSV, JSON).
+`text.fitted_table` (printed), `text.text_table` (text), `page.tree_table` (HTML, PDF, notebook)
+and `dataframe` (DataFrame, CSV, JSON).
 
 A figure a row does not have is None: an empty cell in the printed and text tables. The page
 tells "not measured for this row" (`-`) from "no such figure for a row of this kind" (empty):

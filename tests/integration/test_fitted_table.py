@@ -15,15 +15,15 @@ from hybridprof.api import profile
 from hybridprof.cli import main
 from hybridprof.datamodel import ProfileSession
 from hybridprof.errors import UsageError
-from hybridprof.reporting.fitted_table import (
+from hybridprof.reporting.layer_columns import title as title_of
+from hybridprof.reporting.text.fitted_table import (
     TableChoice,
     fitted_table,
     ordered_rows,
     printed,
     term_columns,
 )
-from hybridprof.reporting.layer_columns import title as title_of
-from hybridprof.reporting.renderers.text import render_text_report
+from hybridprof.reporting.text.text_report import render_text_report
 from tests.wide_run import wide_session
 
 

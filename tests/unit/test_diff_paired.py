@@ -12,7 +12,7 @@ from hybridprof.diff import DiffResult, default_floor, diff_series, diff_session
 from hybridprof.diff.floor import OPS, REFERENCE_OP_COST_US, RESOLUTION_STEPS
 from hybridprof.diff.judge import judge
 from hybridprof.diff.paired import family_confidence, paired_change, paired_ratio
-from hybridprof.reporting.diff_text import render_diff_text
+from hybridprof.reporting.text.diff_text import render_diff_text
 from tests.sessions import _plan, _session, op, target
 
 PAIRS = 30

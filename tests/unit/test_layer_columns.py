@@ -9,17 +9,17 @@ import pytest
 
 from hybridprof.analysis.layer_table import layer_table
 from hybridprof.reporting.dataframe import COLUMNS, WHEN_MEASURED, frame_fields, session_frame
-from hybridprof.reporting.fitted_table import (
+from hybridprof.reporting.layer_columns import BY_KEY, LAYER_COLUMNS, cell, page_cell
+from hybridprof.reporting.page.context import build_context
+from hybridprof.reporting.page.tree_table import PAGE_COLUMNS
+from hybridprof.reporting.text.fitted_table import (
     COLUMN_KEYS,
     SORT_KEYS,
     TableChoice,
     fitted_table,
     term_columns,
 )
-from hybridprof.reporting.layer_columns import BY_KEY, LAYER_COLUMNS, cell, page_cell
-from hybridprof.reporting.page.context import build_context
-from hybridprof.reporting.page.tree_table import PAGE_COLUMNS
-from hybridprof.reporting.text_table import TEXT_COLUMNS, columns, render_text
+from hybridprof.reporting.text.text_table import TEXT_COLUMNS, columns, render_text
 from tests.memory_sessions import layer_memory_session
 from tests.sessions import backward_session, device_session, small_session
 from tests.unit.test_optimizer_rows import training_session

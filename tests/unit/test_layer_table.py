@@ -14,7 +14,7 @@ from hybridprof.reporting.dataframe import session_frame
 from hybridprof.reporting.format import format_bytes
 from hybridprof.reporting.page.context import build_context
 from hybridprof.reporting.page.tree_table import cell_text
-from hybridprof.reporting.text_table import render_text
+from hybridprof.reporting.text.text_table import render_text
 from hybridprof.reporting.trust import timing_text
 from tests.sessions import backward_session, memory_session
 from tests.unit.test_complete_rows import complete_session

@@ -293,7 +293,7 @@ def test_checker_finds_cycles_but_not_type_only_ones(tmp_path: Path) -> None:
 
 def test_html_reports_and_the_data_model_do_not_load_pandas() -> None:
     code = (
-        "import sys, hybridprof.datamodel, hybridprof.reporting.renderers.html\n"
+        "import sys, hybridprof.datamodel, hybridprof.reporting.page.templates\n"
         "import hybridprof.analysis.tree\n"
         "assert 'pandas' not in sys.modules, 'pandas was imported'\n"
     )

@@ -20,9 +20,9 @@ from hybridprof.datamodel import (
 )
 from hybridprof.reporting.dataframe import class_totals, session_frame
 from hybridprof.reporting.page.context import build_context
+from hybridprof.reporting.page.templates import render_html
 from hybridprof.reporting.page.tree_table import DERIVED, row_flags, table_data
-from hybridprof.reporting.renderers.html import render_html
-from hybridprof.reporting.text_table import render_text
+from hybridprof.reporting.text.text_table import render_text
 from tests.sessions import HOSTILE, backward_session, op
 
 SERIES = {"step": (400.0, 410.0, 390.0), "g0": (250.0, 250.0, 240.0), "g1": (100.0, 110.0, 90.0)}

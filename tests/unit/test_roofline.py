@@ -19,14 +19,13 @@ from hybridprof.datamodel import (
     Stat,
     WorkProfile,
 )
+from hybridprof.reporting.dataframe import render_csv, render_json
 from hybridprof.reporting.page.context import build_context
 from hybridprof.reporting.page.roofline_chart import chart_dots, render_roofline
 from hybridprof.reporting.page.roofline_view import MAX_ROWS
-from hybridprof.reporting.renderers.csv import render_csv
-from hybridprof.reporting.renderers.html import render_html
-from hybridprof.reporting.renderers.json import render_json
-from hybridprof.reporting.renderers.text import render_text_report
-from hybridprof.reporting.text_table import render_text
+from hybridprof.reporting.page.templates import render_html
+from hybridprof.reporting.text.text_report import render_text_report
+from hybridprof.reporting.text.text_table import render_text
 from tests.report_page import context_cells
 from tests.sessions import HOSTILE, big_session, hostile_session, small_session
 

@@ -24,7 +24,7 @@ from hybridprof.reporting.format import format_bytes, format_time_us
 from hybridprof.reporting.page.charts import Chart, session_charts
 from hybridprof.reporting.page.icicle import Icicle, icicles
 from hybridprof.reporting.page.memory_view import MemoryView, memory_view
-from hybridprof.reporting.page.ranks import RanksView, ranks_view
+from hybridprof.reporting.page.ranks_view import RanksView, ranks_view
 from hybridprof.reporting.page.roofline_view import RooflineView, roofline_view
 from hybridprof.reporting.page.row_limits import heaviest_rows, opened
 from hybridprof.reporting.page.tree_table import (
@@ -139,7 +139,7 @@ def _header(session: ProfileSession, table: LayerTable) -> tuple[HeaderItem, ...
         *((("Steps", _steps_text(session)),) if session.steps or session.schedule else ()),
         ("Date", session.started_at or plan.created_at or "-"),
     ]
-    from hybridprof.reporting.compiled_text import compile_header
+    from hybridprof.reporting.text.compiled_text import compile_header
 
     total = f"{format_time_us(table.iteration_us)} per iteration (median)"
     note = _shares_note(table.iteration_us, table.shares_of_us)
@@ -295,7 +295,7 @@ def build_context(
     )
     if has_intervals(session):
         notes = [INTERVAL_NOTE, *notes]
-    from hybridprof.reporting.compiled_text import compile_notes
+    from hybridprof.reporting.text.compiled_text import compile_notes
 
     notes = [*notes, *compile_notes(session)]
     plan = session.plan

@@ -15,7 +15,9 @@ from typing import Any, Literal
 from markupsafe import Markup
 
 from hybridprof.diff import Change, DiffResult, LayerDiff
-from hybridprof.reporting.diff_text import (
+from hybridprof.reporting.format import format_bytes, format_time_us
+from hybridprof.reporting.page.templates import template_env
+from hybridprof.reporting.text.diff_text import (
     KNOCK_ON_NOTE,
     QUANTITY_TITLES,
     change_text,
@@ -29,8 +31,6 @@ from hybridprof.reporting.diff_text import (
     signed_time,
     verdict_label,
 )
-from hybridprof.reporting.format import format_bytes, format_time_us
-from hybridprof.reporting.page.templates import template_env
 
 DIFF_TEMPLATE = "diff.html.j2"
 CHART_BARS = 15
@@ -225,3 +225,17 @@ def _asset(name: str) -> Markup:
     from hybridprof.reporting.page.templates import _read_template
 
     return Markup(_read_template(name))  # our own static file, not user data
+
+
+def render_diff_html(diff: DiffResult) -> str:
+    return render_diff_page(diff, "html")
+
+
+class DiffHtmlRenderer:
+    """A comparison of two runs as a self-contained HTML page."""
+
+    extensions = (".html", ".htm")
+    binary = False
+
+    def render(self, diff: DiffResult) -> str:
+        return render_diff_html(diff)

@@ -13,7 +13,9 @@ from markupsafe import Markup
 from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
 from hybridprof.datamodel import DeviceMemory, ProfileSession
 from hybridprof.reporting.format import format_bytes
-from hybridprof.reporting.memory_text import (
+from hybridprof.reporting.page.charts import Bar, Chart, make_chart
+from hybridprof.reporting.page.memory_chart import PeakMark, render_timeline
+from hybridprof.reporting.text.memory_text import (
     LABELS,
     keepers,
     layer_name,
@@ -21,8 +23,6 @@ from hybridprof.reporting.memory_text import (
     start_text,
     where_text,
 )
-from hybridprof.reporting.page.charts import Bar, Chart, make_chart
-from hybridprof.reporting.page.memory_chart import PeakMark, render_timeline
 
 BAR_LAYERS = 12
 TABLE_LAYERS = 30  # the section's table: the layers with the highest peaks (all in CSV/JSON)

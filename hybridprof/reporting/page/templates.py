@@ -17,8 +17,9 @@ from importlib import resources
 import jinja2
 from markupsafe import Markup, escape
 
+from hybridprof.datamodel import ProfileSession
 from hybridprof.errors import ReportDependencyError
-from hybridprof.reporting.page.context import ReportContext
+from hybridprof.reporting.page.context import ReportContext, build_context
 from hybridprof.reporting.page.tree_table import cell_text, pdf_parts, table_data
 
 TEMPLATE_PACKAGE = "hybridprof._templates"
@@ -152,3 +153,16 @@ def render_page(ctx: ReportContext) -> str:
         page_data=page_data,
         ops_data=ops_data,
     )
+
+
+def render_html(session: ProfileSession) -> str:
+    """The self-contained HTML report: one file, CSS and JS inlined, data as JSON, no network."""
+    return render_page(build_context(session, "html"))
+
+
+class HtmlRenderer:
+    extensions = (".html", ".htm")
+    binary = False
+
+    def render(self, session: ProfileSession) -> str:
+        return render_html(session)

@@ -19,7 +19,8 @@ from typing import Any
 from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession
-from hybridprof.diff.speedup import CompileComparison, compare_sessions
+from hybridprof.diff.speedup import SpeedupResult as CompileComparison
+from hybridprof.diff.speedup import speedup_of as compare_sessions
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import ModelInputs, as_model_inputs
 from hybridprof.runtime.compiled.run import EXTRA_WARMUP, CompiledRun, compiled_run

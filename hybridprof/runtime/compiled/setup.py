@@ -16,7 +16,7 @@ from typing import Any
 from torch import nn
 
 from hybridprof.datamodel import ProfilePlan
-from hybridprof.diff.speedup import CompileComparison
+from hybridprof.diff.speedup import SpeedupResult as CompileComparison
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import ModelInputs
 from hybridprof.runtime.compiled.detect import find_compiled

@@ -1,7 +1,7 @@
 """The tree table as a terminal shows it: within the terminal's width, in module order unless asked
 otherwise, saying what it left out.
 
-Its columns are the layer table's (`layer_columns.py`), named by short keys (`--columns
+Its columns are the layer table's (`reporting.layer_columns`), named by short keys (`--columns
 self,total,verdict`), with a Class column torchprof's table did not have. Each column has a rank
 (`keep`): when the table is wider than the terminal, the lowest-ranked columns go first (FLOP/B,
 memory totals, GFLOP/s, the Class...), until it fits; Self CPU and the names stay. When even that
@@ -29,7 +29,7 @@ from hybridprof.reporting.layer_columns import (
     present,
     title,
 )
-from hybridprof.reporting.text_table import TableText, op_names, tree_prefixes
+from hybridprof.reporting.text.text_table import TableText, op_names, tree_prefixes
 
 MIN_NAME = 16  # the Module column is never cut narrower
 MODULE_ORDER = "module"
