@@ -45,7 +45,8 @@ class Interval:
         return 100.0 * max(self.median - self.low, self.high - self.median) / self.median
 
 
-def median(values: Sequence[float]) -> float:
+def median_or_zero(values: Sequence[float]) -> float:
+    """The median of `values`; 0 when there are none (no iteration kept that figure)."""
     return float(statistics.median(values)) if values else 0.0
 
 
@@ -81,7 +82,7 @@ def median_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> Interv
         return None
     k, coverage = rank
     ordered = sorted(values)
-    return Interval(median(ordered), ordered[k - 1], ordered[len(ordered) - k], coverage)
+    return Interval(median_or_zero(ordered), ordered[k - 1], ordered[len(ordered) - k], coverage)
 
 
 def min_values_for_ci(confidence: float = CONFIDENCE) -> int:
@@ -126,9 +127,9 @@ __all__ = [
     "Interval",
     "ci_within",
     "coefficient_of_variation",
-    "median",
     "median_ci",
     "median_ci_rank",
+    "median_or_zero",
     "min_values_for_ci",
     "still_falling",
 ]

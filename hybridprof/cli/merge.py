@@ -65,7 +65,7 @@ def main(argv: Sequence[str]) -> int:
 
 def merge(args: argparse.Namespace) -> int:
     """Check the outputs, read and merge the sessions, write and print."""
-    from hybridprof.analysis.merge import merge_sessions
+    from hybridprof.analysis.rank_merge import merge_sessions
     from hybridprof.files.storage import load_session
 
     output = Path(args.output) if args.output else None

@@ -121,7 +121,7 @@ def _compiled_setup(args: argparse.Namespace, module: Any) -> Any:
 
 def static_plan(args: argparse.Namespace, module: Any, model_file: Path, entry: str) -> ProfilePlan:
     """The static planner's plan for the selection given, so the report shows its findings too."""
-    from hybridprof.planner.plan import plan_model
+    from hybridprof.planner.live_plan import plan_model
 
     return plan_model(
         module,

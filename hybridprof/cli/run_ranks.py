@@ -297,7 +297,7 @@ class _Rank:
         return said + " (merge the saved ones with hybridprof merge)"
 
     def _merge_and_report(self, payloads: list[str]) -> int:
-        from hybridprof.analysis.merge import merge_sessions
+        from hybridprof.analysis.rank_merge import merge_sessions
         from hybridprof.cli.merge import write_merged
         from hybridprof.datamodel import ProfileSession
         from hybridprof.reporting.text.ranks_text import rank_lines

@@ -2,7 +2,7 @@
 figure, mark knock-on changes, answer the gate (see the package's docstring for the method).
 
 Sessions of a paired run (`paired=True`, from `hybridprof diff --run`) are judged pair by pair
-(`hybridprof.diff.paired`), with no run-wide shift: pairing already took it out."""
+(`hybridprof.diff.pair_ratios`), with no run-wide shift: pairing already took it out."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from hybridprof.diff.floor import Floor, default_floor
 from hybridprof.diff.gate import decide
 from hybridprof.diff.judge import diff_series, plain_change
 from hybridprof.diff.match import Pair, match_sessions
-from hybridprof.diff.paired import (
+from hybridprof.diff.pair_ratios import (
     PAIRED_METHOD,
     family_confidence,
     paired_change,

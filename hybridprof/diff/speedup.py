@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from hybridprof.analysis.stats import median_or_zero
 from hybridprof.datamodel import ProfileSession
 from hybridprof.diff.result import DiffResult
 from hybridprof.diff.sessions import diff_sessions
@@ -58,7 +59,8 @@ class SpeedupResult:
         )
 
     def iteration_us(self) -> tuple[float, float]:
-        return _median(self.eager.iteration_cpu_us), _median(self.compiled.iteration_cpu_us)
+        eager, compiled = self.eager.iteration_cpu_us, self.compiled.iteration_cpu_us
+        return median_or_zero(eager), median_or_zero(compiled)
 
     def speedup(self) -> float | None:
         eager, compiled = self.iteration_us()
@@ -98,14 +100,6 @@ def speedup_of(
 
 def _relative(parent: str, path: str) -> str:
     return path[len(parent) + 1 :] if parent and path.startswith(parent + ".") else path
-
-
-def _median(values: tuple[float, ...]) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 __all__ = ["SpeedupResult", "SpeedupRow", "speedup_of"]

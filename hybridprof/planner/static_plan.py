@@ -26,7 +26,7 @@ from hybridprof.datamodel import (
 )
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import read_model_source
-from hybridprof.planner.plan import (
+from hybridprof.planner.live_plan import (
     call_findings,
     calls_per_owner_call,
     inline_op_finding,

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from hybridprof.analysis.merge import merge_sessions
+from hybridprof.analysis.rank_merge import merge_sessions
 from hybridprof.datamodel import (
     CollectiveStat,
     IterationSeries,

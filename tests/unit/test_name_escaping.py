@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hybridprof.analysis.merge import merge_sessions
+from hybridprof.analysis.rank_merge import merge_sessions
 from hybridprof.cli.terminal import where_lines
 from hybridprof.datamodel import ProfileSession, RankInfo, RankRun
 from hybridprof.diff import diff_sessions

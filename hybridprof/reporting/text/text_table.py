@@ -5,9 +5,9 @@ Self CPU Mem, CPU Mem (and Self CUDA Mem, CUDA Mem with a device) only when memo
 Number of Calls (per iteration when the session has several). With backward, the backward self and
 total time follow the forward ones. Times are per-iteration medians, formatted as torchprof did
 (us/ms/s, B/KB/MB); where the session kept enough iterations, the CPU times carry their 95%
-confidence interval (`84.200us ±3%`, see `reporting.trust`). `show_events` adds one row per op under each
-layer (backward ops carry their own forward-looking columns: an op's self/total is its time, in
-whichever pass it ran).
+confidence interval (`84.200us ±3%`, see `reporting.trust`). `show_events` adds one row per op
+under each layer (backward ops carry their own forward-looking columns: an op's self/total is its
+time, in whichever pass it ran).
 
 A last row, `(outside modules)`, holds the profiled time in no profiled module (the loss, backward
 glue, code around the model), so the Self CPU column adds up to the whole iteration; a container
