@@ -165,7 +165,7 @@ def exit_code(result: DiffResult) -> int:
 def _saved_diff(
     args: argparse.Namespace, threshold: float, floor: Floor | None, outputs: list[Path]
 ) -> DiffResult:
-    check_no_run_options(args)
+    check_no_run_options(args, build_parser())
     if len(args.files) != 2:
         raise UsageError(
             f"diff compares two saved sessions, got {len(args.files)} file(s): give base.json "

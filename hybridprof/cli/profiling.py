@@ -144,20 +144,13 @@ def run_options(
     trace: Path | None,
     device: str | None,
 ) -> RunOptions:
-    from hybridprof.runtime.driver import RunOptions
+    """`run`'s measuring options (`measure_options`), and what the run knows of its files."""
+    from hybridprof.cli.measure_options import command_run_options
 
-    return RunOptions(
-        warmup=args.warmup,
-        iters=args.iters,
-        max_time_s=args.max_time,
-        strategy=args.strategy,
+    return command_run_options(
+        args,
+        "run",
         device=device or args.device,
-        profile_memory=args.profile_memory,
-        backward=args.backward,
-        flops=args.flops,
-        peak_gflops=args.peak_gflops,
-        peak_gbps=args.peak_gbps,
-        threads=args.threads,
         trace_path=str(trace) if trace else None,
         command=("hybridprof", "run", *argv),
         model_file=str(model_file.resolve()),
