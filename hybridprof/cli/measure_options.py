@@ -1,6 +1,7 @@
 """How to measure, declared once for `hybridprof run` and `hybridprof diff --run`: each option's
 flag, type, help and default under each command that takes it, and the `RunOptions` field it
-sets. Both parsers and both commands' `RunOptions` are built from this one table.
+sets. Both parsers and both commands' `RunOptions` are built from this one table, and so is what
+a diff of two saved sessions refuses (`check_no_run_options`).
 
 `run` hands argparse its defaults; `diff` gives argparse none (a value stays None when not given),
 so a diff of two saved sessions can tell a measuring option that was given, and refuse it; its
@@ -14,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from hybridprof.cli.common import add_model_options, add_selection_options
+from hybridprof.errors import UsageError
 from hybridprof.runtime.stopping import AUTO_TARGET_PCT, DEFAULT_MAX_TIME_S, Count, parse_count
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES
 
@@ -224,16 +227,48 @@ def command_run_options(args: argparse.Namespace, which: Command, /, **more: Any
     return RunOptions(**{**measure_fields(args, which), **more})
 
 
+RUN_GROUP = "with --run"
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The options of `diff --run`, grouped under their own heading in --help: how the model and
+    its inputs are found, the selection, and how to measure (the table above)."""
+    group = parser.add_argument_group(RUN_GROUP)
+    add_model_options(group)  # type: ignore[arg-type]  # an argument group takes them alike
+    add_selection_options(group)  # type: ignore[arg-type]
+    add_measure_options(group, "diff")
+
+
+def check_no_run_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Saved sessions were measured already: a run option (`--rev`, or one of `parser`'s "with
+    --run" group) is a mistake, said in one line."""
+    group = next(g for g in parser._action_groups if g.title == RUN_GROUP)
+    given = ["--rev"] if args.rev else []
+    given += [
+        action.option_strings[0]
+        for action in group._group_actions
+        if getattr(args, action.dest) != action.default
+    ]
+    if given:
+        raise UsageError(
+            f"{given[0]} is an option of diff --run (profiling two model files); saved sessions "
+            "were measured already: drop it, or add --run"
+        )
+
+
 __all__ = [
     "DIFF_PAIRS",
     "DIFF_THREADS",
     "DIFF_WARMUP",
     "ITERS",
     "MEASURE_OPTIONS",
+    "RUN_GROUP",
     "WARMUP",
     "MeasureOption",
     "Usage",
     "add_measure_options",
+    "add_run_options",
+    "check_no_run_options",
     "command_run_options",
     "count",
     "measure_fields",

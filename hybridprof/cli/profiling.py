@@ -67,8 +67,6 @@ def profile_loaded(
     progress: bool = True,
 ) -> ProfileSession:
     """Plan (or check the plan given) and run a loaded model, with a progress bar on a terminal."""
-    from hybridprof.planner.compat import probe
-    from hybridprof.planner.plan_check import checked_plan
     from hybridprof.runtime.driver import run
 
     if loaded.inputs is None:
@@ -80,10 +78,7 @@ def profile_loaded(
     options = run_options(args, argv, model_file, loaded.sha256, trace, device)
     options.check()
     warnings: list[str] = []
-    if plan is None:
-        plan = static_plan(args, loaded.module, model_file, entry)  # made here: trusted as is
-    else:
-        plan = checked_plan(plan, loaded.module, probe(), warnings)  # from a file: checked
+    plan = _plan_for(args, loaded.module, model_file, entry, plan, warnings)
     setup = _compiled_setup(args, loaded.module)
     if setup is not None:
         options = replace(options, compiled_by_hybridprof=setup.by_hybridprof)
@@ -104,6 +99,24 @@ def profile_loaded(
             progress=bar,
             step=step or (setup.step(options) if setup is not None else None),
         )
+
+
+def _plan_for(
+    args: argparse.Namespace,
+    module: Any,
+    model_file: Path,
+    entry: str,
+    plan: ProfilePlan | None,
+    warnings: list[str],
+) -> ProfilePlan:
+    """A plan made now (trusted as is), or the plan given, from a file: checked against the
+    model (what it could not keep is said in `warnings`)."""
+    if plan is None:
+        return static_plan(args, module, model_file, entry)
+    from hybridprof.planner.compat import probe
+    from hybridprof.planner.plan_check import checked_plan
+
+    return checked_plan(plan, module, probe(), warnings)
 
 
 def _compiled_setup(args: argparse.Namespace, module: Any) -> Any:

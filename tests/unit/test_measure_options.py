@@ -8,12 +8,13 @@ import argparse
 import pytest
 
 from hybridprof.cli import diff, run
-from hybridprof.cli.diff_options import RUN_GROUP, check_no_run_options
 from hybridprof.cli.measure_options import (
     DIFF_PAIRS,
     DIFF_THREADS,
     ITERS,
     MEASURE_OPTIONS,
+    RUN_GROUP,
+    check_no_run_options,
     command_run_options,
     measure_fields,
 )

@@ -275,6 +275,23 @@ def _pdf_limits(
     return kept, [n for n in (note, ops_note) if n]
 
 
+def _row_views(table: LayerTable) -> list[RowView]:
+    """Every row as the page places it: the tree in module order (opened along the heavy path),
+    the optimizer's rows, then the outside row."""
+    peak = max((r.self_cpu.median for r in table.layers() if r.self_cpu), default=0.0)
+    rows = opened([row_view(r, peak) for r in table.tree()])
+    rows += [row_view(r, peak) for r in table.optimizer()]
+    outside = table.outside()
+    return rows + ([row_view(outside, peak)] if outside is not None else [])
+
+
+def _with_session_notes(notes: list[str], session: ProfileSession) -> list[str]:
+    """The notes under the table: what ± means (when shown) first, the compile's last."""
+    from hybridprof.reporting.text.compiled_text import compile_notes
+
+    return [*([INTERVAL_NOTE] if has_intervals(session) else []), *notes, *compile_notes(session)]
+
+
 def build_context(
     session: ProfileSession,
     mode: Mode = "html",
@@ -284,20 +301,11 @@ def build_context(
     """Everything the report shows. In "pdf" mode the table and op breakdowns are limited (see
     notes)."""
     table = layer_table(session)
-    peak = max((r.self_cpu.median for r in table.layers() if r.self_cpu), default=0.0)
-    all_rows = opened([row_view(r, peak) for r in table.tree()])  # module order
-    all_rows += [row_view(r, peak) for r in table.optimizer()]
-    outside = table.outside()
-    if outside is not None:
-        all_rows.append(row_view(outside, peak))
+    all_rows = _row_views(table)
     rows, notes = (
         _pdf_limits(all_rows, pdf_max_rows, pdf_op_layers) if mode == "pdf" else (all_rows, [])
     )
-    if has_intervals(session):
-        notes = [INTERVAL_NOTE, *notes]
-    from hybridprof.reporting.text.compiled_text import compile_notes
-
-    notes = [*notes, *compile_notes(session)]
+    notes = _with_session_notes(notes, session)
     plan = session.plan
     model_name = Path(session.model_file or plan.model_file or plan.root_class).name
     return ReportContext(
