@@ -24,8 +24,9 @@ import pandas as pd
 from hybridprof.analysis.layer_table import LayerTable, layer_table
 from hybridprof.datamodel import ProfileSession
 from hybridprof.datamodel.memory import CATEGORIES
+from hybridprof.reporting.column_figures import FrameField
 from hybridprof.reporting.csv_cells import csv_text
-from hybridprof.reporting.layer_columns import BY_KEY, LAYER_COLUMNS, FrameField, frame_value
+from hybridprof.reporting.layer_columns import BY_KEY, LAYER_COLUMNS, frame_value
 
 # The columns every layer frame has, in order (`reporting.layer_columns` declares each): a
 # quantity the session did not measure is NaN (or 0) there, so readers can rely on the names.
