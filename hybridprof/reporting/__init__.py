@@ -7,10 +7,10 @@ weasyprint). The floors, top down: this registry; `notebook.py` and `page/` (wha
 PDF pages show, their renderers); `text/` (the printed and torchprof-style tables, the .txt report,
 the diff and speed-up summaries, the memory, compile, plan and ranks words); then the ground:
 `layer_columns.py` (every column of the layer table, once, from the figures of
-`column_figures.py`), `dataframe.py` (the pandas tables
-and the CSV/JSON files), `diff_data.py` (a comparison's CSV and JSON) and the shared formatting
-(`format.py`, `trust.py`, `findings.py`, `csv_cells.py`). Importing this package plugs the
-notebook and DataFrame views into the data model (`install_views`).
+`column_figures.py`), `dataframe.py` (the pandas tables and the CSV/JSON files), `diff_data.py`
+(a comparison's CSV and JSON) and the shared formatting (`format.py`, `trust.py`, `findings.py`,
+`csv_cells.py`). Importing this package plugs the notebook and DataFrame views into the data
+model (`install_views`).
 """
 
 from __future__ import annotations
