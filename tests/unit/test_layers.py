@@ -252,6 +252,59 @@ def test_every_package_is_a_listed_package() -> None:
     assert listed == {module_name(d / "__init__.py") for d in dirs}
 
 
+# reporting/'s floors, top down: a module may import modules of its own floor and of the floors
+# below it, never of one above. "name/" is a folder (every module in it), "name" a module of
+# reporting/ ("__init__": the package itself); every module of reporting/ stands on one floor.
+REPORTING_FLOORS: tuple[tuple[str, ...], ...] = (
+    ("__init__",),  # the registry of renderers by extension, and the views it plugs in
+    ("notebook",),  # the notebook view: the HTML page, its rows cut
+    ("page/",),  # the HTML and PDF pages (their renderers beside them)
+    ("text/",),  # the words: printed and text tables, .txt report, diff and speed-up summaries
+    (  # the ground: the columns, the pandas tables and files, the shared formatting
+        "layer_columns",
+        "column_figures",
+        "dataframe",
+        "diff_data",
+        "trust",
+        "format",
+        "findings",
+        "csv_cells",
+    ),
+)
+
+
+def reporting_floor(module: str) -> int | None:
+    """The floor of a module of reporting/ (0 at the top); None outside reporting/."""
+    if module != "hybridprof.reporting" and not module.startswith("hybridprof.reporting."):
+        return None
+    name = module.removeprefix("hybridprof.reporting").removeprefix(".") or "__init__"
+    for floor, entries in enumerate(REPORTING_FLOORS):
+        for entry in entries:
+            folder = entry.removesuffix("/")
+            if name == entry or (folder != entry and name.split(".")[0] == folder):
+                return floor
+    raise AssertionError(f"{module}: put it on a floor of REPORTING_FLOORS in {__file__}")
+
+
+def reporting_upward(imports: list[Import]) -> list[str]:
+    """Imports inside reporting/ that point up a floor."""
+    bad = []
+    for imp in imports:
+        source, target = reporting_floor(imp.source), reporting_floor(imp.target)
+        if source is not None and target is not None and target < source:
+            bad.append(f"{imp.source} (line {imp.line}) imports {imp.target}: up a floor")
+    return bad
+
+
+def test_reporting_has_floors_and_no_circles() -> None:
+    imports = all_imports()
+    assert reporting_upward(imports) == []
+    inside = [g for g in cycles(imports) if any(reporting_floor(m) is not None for m in g)]
+    assert inside == []
+    for module in all_modules():
+        reporting_floor(module)  # every module of reporting/ is on a floor
+
+
 # The checker itself, on small made-up sources: it must catch what it is meant to catch.
 
 
@@ -289,6 +342,15 @@ def test_checker_finds_cycles_but_not_type_only_ones(tmp_path: Path) -> None:
     ]
     files = {"hybridprof.planner.a": "import hybridprof.planner.c\n", "hybridprof.planner.c": c}
     assert cycles(_imports_from(tmp_path, files)) == []
+
+
+def test_checker_sees_reporting_imports_up_a_floor(tmp_path: Path) -> None:
+    up = "from hybridprof.reporting.page.context import build_context\n"
+    down = "from hybridprof.reporting.format import visible\n"
+    files = {"hybridprof.reporting.text.x": up, "hybridprof.reporting.page.y": down}
+    assert reporting_upward(_imports_from(tmp_path, files)) == [
+        "hybridprof.reporting.text.x (line 1) imports hybridprof.reporting.page.context: up a floor"
+    ]
 
 
 def test_html_reports_and_the_data_model_do_not_load_pandas() -> None:
