@@ -198,19 +198,20 @@ def is_leaf(row: LayerRow) -> bool:
     return not row.has_children if row.kind in ("optimizer", "optimizer_part") else False
 
 
-def work_fields(
-    *names: tuple[str, FrameType, Callable[[LayerWork, LayerRoofline], Any]],
-) -> tuple[FrameField, ...]:
-    def field(
-        name: str, type_: FrameType, read: Callable[[LayerWork, LayerRoofline], Any]
-    ) -> FrameField:
+WorkRead = Callable[[LayerWork, LayerRoofline], Any]  # a --flops figure of a counted row
+
+
+def work_fields(*specs: tuple[str, FrameType, WorkRead]) -> tuple[FrameField, ...]:
+    """--flops fields (name, type, figure): each blank where the extra pass counted nothing."""
+
+    def field(name: str, type_: FrameType, read: WorkRead) -> FrameField:
         def value(row: LayerRow, _: LayerTable) -> Any:
             counted = counted_work(row)
             return None if counted is None else read(*counted)
 
         return FrameField(name, type_, value)
 
-    return tuple(field(*spec) for spec in names)
+    return tuple(field(*spec) for spec in specs)
 
 
 def memory_fields() -> tuple[FrameField, ...]:
