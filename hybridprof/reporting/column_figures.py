@@ -25,11 +25,13 @@ SHARED: frozenset[RowKind] = frozenset({*OWN, "outside"})  # own time: a share o
 @dataclass(frozen=True, slots=True)
 class FrameField:
     """One DataFrame (CSV, JSON) column: its name, type and value for a row; None writes the
-    type's blank (NaN, 0, "" or False)."""
+    type's blank (NaN, 0, "" or False), or 0 in a container's row where `container_zero` says
+    the session measured the quantity (a container's own figure: its time is its children's)."""
 
     name: str
     type: FrameType
-    value: Callable[[LayerRow, LayerTable], Any]
+    value: Callable[[LayerRow], Any]
+    container_zero: Callable[[LayerTable], bool] | None = None
 
 
 # How figures read: torchprof's units; an empty cell where a row has none.
@@ -149,19 +151,15 @@ def work_figure(name: str) -> Callable[[LayerRow], float | None]:
 
 
 # What the DataFrame writes.
-def frame_field(name: str, type_: FrameType, figure: Callable[[LayerRow], Any]) -> FrameField:
-    return FrameField(name, type_, lambda row, _: figure(row))
-
-
 def timing_fields(
     prefix: str, timing: Callable[[LayerRow], Timing | None]
 ) -> tuple[FrameField, ...]:
     """A time's median, min and max (a row without one of its own: 0)."""
     zero = Timing(0.0, 0.0, 0.0)
     return (
-        frame_field(prefix, "float64", lambda r: (timing(r) or zero).median),
-        frame_field(f"{prefix}_min", "float64", lambda r: (timing(r) or zero).min),
-        frame_field(f"{prefix}_max", "float64", lambda r: (timing(r) or zero).max),
+        FrameField(prefix, "float64", lambda r: (timing(r) or zero).median),
+        FrameField(f"{prefix}_min", "float64", lambda r: (timing(r) or zero).min),
+        FrameField(f"{prefix}_max", "float64", lambda r: (timing(r) or zero).max),
     )
 
 
@@ -169,21 +167,6 @@ def interval_end(end: Literal["low", "high"]) -> Callable[[LayerRow], float | No
     def value(row: LayerRow) -> float | None:
         interval = row.self_cpu.interval if row.self_cpu else None
         return None if interval is None else float(getattr(interval, end))
-
-    return value
-
-
-def blank_or_zero(
-    figure: Callable[[LayerRow], float | None], measured: Callable[[LayerTable], bool]
-) -> Callable[[LayerRow, LayerTable], float | None]:
-    """A container's missing own figure is 0 where the session measured the quantity (its time
-    is its children's); elsewhere a missing figure is NaN."""
-
-    def value(row: LayerRow, table: LayerTable) -> float | None:
-        found = figure(row)
-        if found is None and row.kind == "container" and measured(table):
-            return 0.0
-        return found
 
     return value
 
@@ -205,7 +188,7 @@ def work_fields(*specs: tuple[str, FrameType, WorkRead]) -> tuple[FrameField, ..
     """--flops fields (name, type, figure): each blank where the extra pass counted nothing."""
 
     def field(name: str, type_: FrameType, read: WorkRead) -> FrameField:
-        def value(row: LayerRow, _: LayerTable) -> Any:
+        def value(row: LayerRow) -> Any:
             counted = counted_work(row)
             return None if counted is None else read(*counted)
 
@@ -222,5 +205,5 @@ def memory_fields() -> tuple[FrameField, ...]:
         return lambda r: None if r.memory is None else getattr(r.memory, name)
 
     ints = [*LAYER_BYTES, "self_net", "net"]
-    fields = [frame_field(f"mem_{name}", "int64", figure(name)) for name in ints]
-    return (*fields, frame_field("mem_saved_hidden", "bool", figure("saved_hidden")))
+    fields = [FrameField(f"mem_{name}", "int64", figure(name)) for name in ints]
+    return (*fields, FrameField("mem_saved_hidden", "bool", figure("saved_hidden")))

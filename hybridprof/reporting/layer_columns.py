@@ -31,10 +31,8 @@ from hybridprof.reporting.column_figures import (
     SHARED,
     TOTALS,
     FrameField,
-    blank_or_zero,
     bytes_text,
     calls_title,
-    frame_field,
     frame_name,
     has_backward,
     has_compiled,
@@ -122,8 +120,8 @@ _ROW_FACTS: tuple[LayerColumn, ...] = (
         text="Module",
         page=OnPage("Layer", css="name", order="tree"),
         frame=(
-            frame_field("path", "str", lambda r: r.path),
-            frame_field("name", "str", frame_name),
+            FrameField("path", "str", lambda r: r.path),
+            FrameField("name", "str", frame_name),
         ),
     ),
     LayerColumn(
@@ -131,38 +129,38 @@ _ROW_FACTS: tuple[LayerColumn, ...] = (
         lambda r: r.class_name,
         terminal=OnTerminal("Class", 40),
         page=OnPage("Class", css="cls", order="text"),
-        frame=(frame_field("class_name", "str", lambda r: r.class_name),),
+        frame=(FrameField("class_name", "str", lambda r: r.class_name),),
     ),
     LayerColumn(
-        "depth", lambda r: r.depth, frame=(frame_field("depth", "int64", lambda r: r.depth),)
+        "depth", lambda r: r.depth, frame=(FrameField("depth", "int64", lambda r: r.depth),)
     ),
-    LayerColumn("leaf", is_leaf, frame=(frame_field("is_leaf", "bool", is_leaf),)),
+    LayerColumn("leaf", is_leaf, frame=(FrameField("is_leaf", "bool", is_leaf),)),
     LayerColumn(
         "params",
         lambda r: r.param_count or None,
         lambda n: f"{n:,}",
         sort=lambda r: r.param_count,
         page=OnPage("Params", order="num"),
-        frame=(frame_field("param_count", "int64", lambda r: r.param_count),),
+        frame=(FrameField("param_count", "int64", lambda r: r.param_count),),
     ),
     LayerColumn(
         "inputs",
         lambda r: ", ".join(r.input_shapes),
-        frame=(frame_field("input_shapes", "str", lambda r: ", ".join(r.input_shapes)),),
+        frame=(FrameField("input_shapes", "str", lambda r: ", ".join(r.input_shapes)),),
     ),
     LayerColumn(
         "output",
         lambda r: ", ".join(r.output_shapes),
         page=OnPage("Output", css="shape"),
-        frame=(frame_field("output_shapes", "str", lambda r: ", ".join(r.output_shapes)),),
+        frame=(FrameField("output_shapes", "str", lambda r: ", ".join(r.output_shapes)),),
     ),
     LayerColumn(
         "aliases",
         lambda r: ", ".join(r.aliases),
-        frame=(frame_field("aliases", "str", lambda r: ", ".join(r.aliases)),),
+        frame=(FrameField("aliases", "str", lambda r: ", ".join(r.aliases)),),
     ),
     LayerColumn(
-        "ops", lambda r: r.op_count, frame=(frame_field("op_count", "int64", lambda r: r.op_count),)
+        "ops", lambda r: r.op_count, frame=(FrameField("op_count", "int64", lambda r: r.op_count),)
     ),
     LayerColumn(
         "fused",  # a compiled session: the modules below it whose work its kernels did
@@ -170,7 +168,7 @@ _ROW_FACTS: tuple[LayerColumn, ...] = (
         present=has_compiled,
         op=lambda _: "",
         text="Fused",
-        frame=(frame_field("fused", "str", lambda r: ", ".join(r.fused)),),
+        frame=(FrameField("fused", "str", lambda r: ", ".join(r.fused)),),
     ),
 )
 
@@ -186,8 +184,8 @@ _TIMES: tuple[LayerColumn, ...] = (
         text=torchprof_calls_title,
         page=OnPage(calls_title, order="num", tip=torchprof_calls_title),
         frame=(
-            frame_field("calls", "int64", lambda r: r.record.calls if r.record else None),
-            frame_field("calls_per_iter", "float64", lambda r: r.calls_per_iteration or 0.0),
+            FrameField("calls", "int64", lambda r: r.record.calls if r.record else None),
+            FrameField("calls_per_iter", "float64", lambda r: r.calls_per_iteration or 0.0),
         ),
     ),
     LayerColumn(
@@ -201,10 +199,10 @@ _TIMES: tuple[LayerColumn, ...] = (
         page=OnPage("Self CPU", order="num"),
         frame=(
             *timing_fields("self_cpu_us", lambda r: r.self_cpu),
-            frame_field(
+            FrameField(
                 "self_cpu_us_ci_low", "float64", interval_end("low")
             ),  # NaN below 6 iterations
-            frame_field("self_cpu_us_ci_high", "float64", interval_end("high")),
+            FrameField("self_cpu_us_ci_high", "float64", interval_end("high")),
         ),
     ),
     LayerColumn(
@@ -231,7 +229,8 @@ _TIMES: tuple[LayerColumn, ...] = (
             FrameField(
                 "backward_self_cpu_us",
                 "float64",
-                blank_or_zero(lambda r: r.backward_self_cpu_us, has_backward),
+                lambda r: r.backward_self_cpu_us,
+                container_zero=has_backward,
             ),
         ),
     ),
@@ -244,7 +243,7 @@ _TIMES: tuple[LayerColumn, ...] = (
         terminal=OnTerminal("Total bwd", 60),
         text="CPU total (backward)",
         page=OnPage("Backward total", order="num", measured_in=TOTALS),
-        frame=(frame_field("backward_total_cpu_us", "float64", lambda r: r.backward_total_cpu_us),),
+        frame=(FrameField("backward_total_cpu_us", "float64", lambda r: r.backward_total_cpu_us),),
     ),
     LayerColumn(
         "dev-self",
@@ -258,7 +257,7 @@ _TIMES: tuple[LayerColumn, ...] = (
         page=OnPage("Self device", order="num", measured_in=OWN),
         frame=(
             FrameField(
-                "self_device_us", "float64", blank_or_zero(lambda r: r.self_device_us, has_device)
+                "self_device_us", "float64", lambda r: r.self_device_us, container_zero=has_device
             ),
         ),
     ),
@@ -272,7 +271,7 @@ _TIMES: tuple[LayerColumn, ...] = (
         terminal=OnTerminal("Total CUDA", 70),
         text="CUDA total",
         page=OnPage("Total device", order="num", measured_in=TOTALS),
-        frame=(frame_field("total_device_us", "float64", lambda r: r.total_device_us),),
+        frame=(FrameField("total_device_us", "float64", lambda r: r.total_device_us),),
     ),
     LayerColumn(
         "spread",  # the self time's min and max over the iterations
@@ -287,7 +286,7 @@ _TIMES: tuple[LayerColumn, ...] = (
         sort=lambda r: r.pct_self if r.kind in SHARED else None,
         terminal=OnTerminal("Self %", 88),
         page=OnPage("Self %", "num pct", "num", share_tip, SHARED),
-        frame=(frame_field("pct_self", "float64", lambda r: r.pct_self),),
+        frame=(FrameField("pct_self", "float64", lambda r: r.pct_self),),
     ),
     LayerColumn(
         "subtree-share",  # the subtree's own times as a share of the iteration
@@ -297,7 +296,7 @@ _TIMES: tuple[LayerColumn, ...] = (
         page=OnPage(
             "Total %", order="num", tip=subtree_share_tip, measured_in=TOTALS | {"outside"}
         ),
-        frame=(frame_field("pct_total", "float64", lambda r: r.pct_total),),
+        frame=(FrameField("pct_total", "float64", lambda r: r.pct_total),),
     ),
 )
 
@@ -321,7 +320,7 @@ _MEMORY: tuple[LayerColumn, ...] = (
             measured_in=OWN,
             missing=format_bytes(0),
         ),
-        frame=(frame_field("self_cpu_mem", "int64", lambda r: r.self_cpu_mem),),
+        frame=(FrameField("self_cpu_mem", "int64", lambda r: r.self_cpu_mem),),
     ),
     LayerColumn(
         "mem",
@@ -332,7 +331,7 @@ _MEMORY: tuple[LayerColumn, ...] = (
         op=lambda o: bytes_text(o.cpu_mem),
         terminal=OnTerminal("Mem", 20),
         text="CPU Mem",
-        frame=(frame_field("cpu_mem", "int64", lambda r: r.cpu_mem),),
+        frame=(FrameField("cpu_mem", "int64", lambda r: r.cpu_mem),),
     ),
     LayerColumn(
         "dev-mem-self",
@@ -343,7 +342,7 @@ _MEMORY: tuple[LayerColumn, ...] = (
         op=lambda o: bytes_text(o.self_device_mem),
         terminal=OnTerminal("Self CUDA mem", 34),
         text="Self CUDA Mem",
-        frame=(frame_field("self_device_mem", "int64", lambda r: r.self_device_mem),),
+        frame=(FrameField("self_device_mem", "int64", lambda r: r.self_device_mem),),
     ),
     LayerColumn(
         "dev-mem",
@@ -354,7 +353,7 @@ _MEMORY: tuple[LayerColumn, ...] = (
         op=lambda o: bytes_text(o.device_mem),
         terminal=OnTerminal("CUDA mem", 19),
         text="CUDA Mem",
-        frame=(frame_field("device_mem", "int64", lambda r: r.device_mem),),
+        frame=(FrameField("device_mem", "int64", lambda r: r.device_mem),),
     ),
     LayerColumn(
         "mem-peak",
@@ -488,11 +487,18 @@ def page_cell(column: LayerColumn, row: LayerRow) -> str:
 
 
 def frame_value(field: FrameField, row: LayerRow, table: LayerTable) -> Any:
-    """A DataFrame cell: the field's value, or its type's blank where the row has none."""
-    value = field.value(row, table)
+    """A DataFrame cell: the field's value, or its blank where the row has none (see
+    `FrameField`)."""
+    value = field.value(row)
     if value is not None:
         return value
-    return {"float64": math.nan, "int64": 0, "str": "", "bool": False}[field.type]
+    measured = field.container_zero
+    if measured is not None and row.kind == "container" and measured(table):
+        return 0.0
+    return _BLANK[field.type]
+
+
+_BLANK = {"float64": math.nan, "int64": 0, "str": "", "bool": False}
 
 
 __all__ = [
