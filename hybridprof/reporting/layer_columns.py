@@ -466,14 +466,28 @@ def present(keys: Sequence[str], table: LayerTable) -> list[LayerColumn]:
     return [column for key in keys if (column := BY_KEY[key]).present(table)]
 
 
+def text_cells(columns: Sequence[LayerColumn]) -> Callable[[LayerRow], list[str]]:
+    """A row's cells in the printed and the text table: each figure as it reads, empty where the
+    row has none (the readers bound once: a table makes them for thousands of rows)."""
+    readers = [(c.figure, c.show) for c in columns]
+
+    def cells(row: LayerRow) -> list[str]:
+        return ["" if (v := figure(row)) is None else show(v) for figure, show in readers]
+
+    return cells
+
+
+def op_cells(
+    columns: Sequence[LayerColumn], shown: Callable[[LayerColumn], bool] = lambda _: True
+) -> Callable[[OpStat], list[str]]:
+    """An op row's cells (show_events): the `shown` columns with an op figure show it, the rest
+    are empty."""
+    readers = [c.op if shown(c) else None for c in columns]
+    return lambda op: [read(op) if read is not None else "" for read in readers]
+
+
 def cell(column: LayerColumn, row: LayerRow) -> str:
-    """The printed and the text table's cell: the figure, or empty where the row has none."""
-    figure = column.figure(row)
-    return "" if figure is None else column.show(figure)
-
-
-def op_cell(column: LayerColumn, op: OpStat) -> str:
-    return "" if column.op is None else column.op(op)
+    return text_cells([column])(row)[0]
 
 
 def page_cell(column: LayerColumn, row: LayerRow) -> str:
@@ -512,8 +526,9 @@ __all__ = [
     "Sort",
     "cell",
     "frame_value",
-    "op_cell",
+    "op_cells",
     "page_cell",
     "present",
+    "text_cells",
     "title",
 ]

@@ -24,9 +24,9 @@ from hybridprof.reporting.layer_columns import (
     BY_KEY,
     LayerColumn,
     OnTerminal,
-    cell,
-    op_cell,
+    op_cells,
     present,
+    text_cells,
     title,
 )
 from hybridprof.reporting.text.text_table import TableText, op_names, tree_prefixes
@@ -184,7 +184,7 @@ def fitted_table(
     outside = table.outside()
     if outside is not None:
         names.append(outside.name)
-        cells.append([cell(c, outside) for c in cols])
+        cells.append(text_cells(cols)(outside))
     titles = [title(printed(c).title, table) for c in cols]
     kept = list(range(len(cols)))
     if choice.width is not None and choice.columns is None:
@@ -202,13 +202,15 @@ def _cells(
 ) -> tuple[list[str], list[list[str]]]:
     names: list[str] = []
     cells: list[list[str]] = []
+    row_cells = text_cells(cols)
+    op_row_cells = op_cells(cols, lambda c: printed(c).ops)
     for row, prefix in zip(rows, tree_prefixes(rows), strict=True):
         names.append(prefix + row.name)
-        cells.append([cell(c, row) for c in cols])
+        cells.append(row_cells(row))
         if show_events and row.record is not None and row.kind == "layer":
             for op, name in zip(row.record.ops, op_names(row.record.ops, prefix), strict=True):
                 names.append(name)
-                cells.append([op_cell(c, op) if printed(c).ops else "" for c in cols])
+                cells.append(op_row_cells(op))
     return names, cells
 
 

@@ -21,7 +21,7 @@ empty cell.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import Any
 
 from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
@@ -30,9 +30,9 @@ from hybridprof.reporting.format import visible
 from hybridprof.reporting.layer_columns import (
     BY_KEY,
     LayerColumn,
-    cell,
-    op_cell,
+    op_cells,
     present,
+    text_cells,
     title,
 )
 
@@ -74,7 +74,7 @@ def render_text(
     `(outside modules)` row (torchprof's table had none), `only` keeps just those paths' rows."""
     table = layer_table(session)
     cols = columns(table)
-    cells = _row_cells(cols)
+    cells = text_cells(cols)
     rows = [
         r
         for r in table.tree()
@@ -97,13 +97,9 @@ def render_text(
     return TableText(format_table(header, body))
 
 
-def _row_cells(cols: list[LayerColumn]) -> Callable[[LayerRow], list[str]]:
-    return lambda row: [cell(c, row) for c in cols]
-
-
 def _op_rows(ops: tuple[OpStat, ...], prefix: str, cols: list[LayerColumn]) -> list[list[str]]:
-    names = op_names(ops, prefix)
-    return [[name, *(op_cell(c, op) for c in cols)] for op, name in zip(ops, names, strict=True)]
+    names, cells = op_names(ops, prefix), op_cells(cols)
+    return [[name, *cells(op)] for op, name in zip(ops, names, strict=True)]
 
 
 def op_names(ops: tuple[OpStat, ...], prefix: str) -> list[str]:
