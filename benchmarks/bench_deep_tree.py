@@ -48,12 +48,12 @@ def chain_session(depth: int) -> object:
     return replace(session, records=records, plan=replace(session.plan, targets=targets))
 
 
-def cpu_seconds(step: Callable[[], object]) -> float:
-    """CPU seconds of `step()`; NaN when it fails (hybridprof before issue 25 ran out of stack on
-    the HTML report of a chain ~1,000 deep)."""
+def cpu_seconds(step: Callable[[object], object], session: object) -> float:
+    """CPU seconds of `step(session)`; NaN when it fails (hybridprof before issue 25 ran out of
+    stack on the HTML report of a chain ~1,000 deep)."""
     start = time.process_time()
     try:
-        step()
+        step(session)
     except RecursionError:
         return float("nan")
     return time.process_time() - start
@@ -61,20 +61,22 @@ def cpu_seconds(step: Callable[[], object]) -> float:
 
 def measure(depth: int) -> dict[str, float]:
     """One round at one depth, in this process (the child)."""
+    # Names every version has (a --baseline checkout runs this same file): the registry by
+    # extension, and str(session) for the printed table.
     from hybridprof.analysis.layer_table import layer_table
-    from hybridprof.reporting.renderers.html import render_html
-    from hybridprof.reporting.renderers.text import render_text_report
-    from hybridprof.reporting.text_table import render_text
+    from hybridprof.reporting import renderer_for
 
-    session = chain_session(depth)
-    render_html(chain_session(3))  # templates loaded before timing
-    steps: dict[str, Callable[[], object]] = {
-        "layer_table": lambda: layer_table(session),  # type: ignore[arg-type]
-        "terminal": lambda: render_text(session),  # type: ignore[arg-type]
-        "txt": lambda: render_text_report(session),  # type: ignore[arg-type]
-        "html": lambda: render_html(session),  # type: ignore[arg-type]
+    html, txt = renderer_for("x.html"), renderer_for("x.txt")
+    html.render(chain_session(3))  # type: ignore[arg-type]  # templates loaded before timing
+    steps: dict[str, Callable[[object], object]] = {
+        "layer_table": layer_table,  # type: ignore[dict-item]
+        "terminal": str,
+        "txt": txt.render,  # type: ignore[dict-item]
+        "html": html.render,  # type: ignore[dict-item]
     }
-    return {name: cpu_seconds(step) for name, step in steps.items()}
+    # Each step on a session of its own: a session's layer table is built once and then shared,
+    # and each step's time is meant to hold its table's building.
+    return {name: cpu_seconds(step, chain_session(depth)) for name, step in steps.items()}
 
 
 def child(depth: int, baseline: Path | None) -> dict[str, float]:

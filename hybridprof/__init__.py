@@ -23,7 +23,7 @@ _LAZY = {
     "Trace": ("hybridprof.api", "Trace"),
     "schedule": ("hybridprof.runtime.training.schedule", "schedule"),
     "Schedule": ("hybridprof.runtime.training.schedule", "Schedule"),
-    "plan_model": ("hybridprof.planner.plan", "plan_model"),
+    "plan_model": ("hybridprof.planner.live_plan", "plan_model"),
     "profile": ("hybridprof.api", "profile"),
     "load_session": ("hybridprof.files.storage", "load_session"),
     "load_plan": ("hybridprof.files.storage", "load_plan"),

@@ -8,7 +8,21 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from hybridprof.reporting.page.columns import COLLAPSED, DERIVED, HAS_CHILDREN, OUTSIDE, UNPROFILED
+from hybridprof.reporting.page.context import ReportContext
+from hybridprof.reporting.page.tree_table import (
+    COLLAPSED,
+    DERIVED,
+    HAS_CHILDREN,
+    OUTSIDE,
+    UNPROFILED,
+    cell_text,
+)
+
+
+def context_cells(ctx: ReportContext, path: str) -> dict[str, str]:
+    """A row's cells as a report context shows them, by column key."""
+    row = next(r for r in ctx.rows if r.path == path)
+    return {c.key: cell_text(row, c) for c in ctx.columns}
 
 
 def _block(page: str, block_id: str) -> Any:

@@ -8,11 +8,18 @@ its own and its subtree's share of the iteration, parameters, shapes, where it i
 roofline figures. A figure a row does not have is None (a container that never runs has no self
 time and no calls; an unprofiled parent has nothing measured), so each format decides how to show
 "not there". Torch-free and format-free.
+
+`layer_table(session)` builds a session's table once and hands the same table to every later
+caller while that session object lives (one `hybridprof run` prints the table, writes reports and
+summary lines from one build). Sessions are frozen, so a table never goes stale; the cache holds
+each session weakly, by identity: a session that goes away takes its table with it, and two equal
+but separate sessions (the same file loaded twice) each build their own.
 """
 
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -156,8 +163,24 @@ class LayerTable:
         return tuple(r for r in self.rows if r.kind == "layer")
 
 
+# id(session) -> (a weak reference to it, its table); an entry leaves when its session dies.
+_TABLES: dict[int, tuple[weakref.ref[ProfileSession], LayerTable]] = {}
+
+
 def layer_table(session: ProfileSession) -> LayerTable:
-    """Every figure of every row of `session`'s layer table, once."""
+    """`session`'s layer table: built on the first call for this session object, the same table
+    on every later one (see the module docstring)."""
+    key = id(session)
+    found = _TABLES.get(key)
+    if found is not None and found[0]() is session:
+        return found[1]
+    table = build_layer_table(session)
+    _TABLES[key] = (weakref.ref(session, lambda _: _TABLES.pop(key, None)), table)
+    return table
+
+
+def build_layer_table(session: ProfileSession) -> LayerTable:
+    """Every figure of every row of `session`'s layer table, worked out (uncached)."""
     shares_of = share_denominator_us(session)
     inclusive = inclusive_us(session)
     targets = {t.path: t for t in session.plan.targets}
@@ -400,4 +423,13 @@ def _extra_row(
     )  # fmt: skip
 
 
-__all__ = ["CI_VALUES", "LayerRow", "LayerTable", "RowKind", "Timing", "layer_table", "timing"]
+__all__ = [
+    "CI_VALUES",
+    "LayerRow",
+    "LayerTable",
+    "RowKind",
+    "Timing",
+    "build_layer_table",
+    "layer_table",
+    "timing",
+]

@@ -45,14 +45,14 @@ class Interval:
         return 100.0 * max(self.median - self.low, self.high - self.median) / self.median
 
 
-def median(values: Sequence[float]) -> float:
-    """The median (the mean of the two middle values for an even count); 0 when empty."""
+def median_or_zero(values: Sequence[float]) -> float:
+    """The median of `values`; 0 when there are none (no iteration kept that figure)."""
     return float(statistics.median(values)) if values else 0.0
 
 
 def median_int(values: Sequence[float]) -> int:
     """The median rounded to a whole number (half to even, as `round` does); 0 when empty."""
-    return round(median(values))
+    return round(median_or_zero(values))
 
 
 @functools.lru_cache(maxsize=512)
@@ -87,7 +87,7 @@ def median_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> Interv
         return None
     k, coverage = rank
     ordered = sorted(values)
-    return Interval(median(ordered), ordered[k - 1], ordered[len(ordered) - k], coverage)
+    return Interval(median_or_zero(ordered), ordered[k - 1], ordered[len(ordered) - k], coverage)
 
 
 def min_values_for_ci(confidence: float = CONFIDENCE) -> int:
@@ -132,9 +132,9 @@ __all__ = [
     "Interval",
     "ci_within",
     "coefficient_of_variation",
-    "median",
     "median_ci",
     "median_ci_rank",
+    "median_or_zero",
     "min_values_for_ci",
     "still_falling",
 ]

@@ -6,13 +6,17 @@ its children's: its row carries a record made from theirs (`derived`), so every 
 total. A parent that does run a forward but was not selected (a narrowed selection) stays blank:
 its own ops were not measured. The time in no profiled module is the `outside_label` row; a
 training step's optimizer has the `OPTIMIZER_ROW` rows, which hold no module's time.
+
+A table too big to show whole keeps its heaviest rows, each under its ancestors so it still reads
+as a tree (`heaviest_with_ancestors`: the printed table, the PDF and the notebook).
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol, TypeVar
 
 from hybridprof.datamodel import ModuleRecord, ProfileSession, Stat
 
@@ -265,3 +269,46 @@ def step_self_us(rec: ModuleRecord) -> float:
     """A layer's own part of an iteration: its forward self time plus its backward self time."""
     backward = rec.backward_self_cpu_us.median if rec.backward_self_cpu_us else 0.0
     return rec.self_cpu_us.median + backward
+
+
+class TreeNode(Protocol):
+    """A row of a tree table: its path and its parent's (None at a root)."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def parent(self) -> str | None: ...
+
+
+Node = TypeVar("Node", bound=TreeNode)
+
+
+def heaviest_with_ancestors(
+    rows: Sequence[Node], candidates: Iterable[Node], weight: Callable[[Node], float], limit: int
+) -> tuple[list[Node], set[str]]:
+    """The heaviest of `candidates` (by `weight`, heaviest first; ties keep their order), each
+    taken with its ancestors among `rows` that are not kept yet, while the rows kept stay within
+    `limit`; the first that would pass it ends the choice. Returns the candidates taken and the
+    paths of every row kept (theirs and their ancestors')."""
+    parents: Mapping[str, str | None] = {row.path: row.parent for row in rows}
+    taken: list[Node] = []
+    kept: set[str] = set()
+    for row in sorted(candidates, key=lambda r: -weight(r)):
+        chain = _unkept_chain(row.path, parents, kept)
+        if len(kept) + len(chain) > limit:
+            break
+        kept.update(chain)
+        taken.append(row)
+    return taken, kept
+
+
+def _unkept_chain(path: str, parents: Mapping[str, str | None], kept: set[str]) -> list[str]:
+    """`path` and its ancestors among the rows, up to the first one kept already."""
+    chain: list[str] = []
+    current: str | None = path
+    while current is not None and current not in kept:
+        chain.append(current)
+        up = parents.get(current)
+        current = up if up in parents else None
+    return chain

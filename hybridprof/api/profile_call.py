@@ -10,7 +10,7 @@ from typing import Any
 from torch import nn
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession
-from hybridprof.diff.speedup import CompileComparison
+from hybridprof.diff.speedup import SpeedupResult
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import Selector, tree_plan
 from hybridprof.planner.plan_check import checked_plan
@@ -35,7 +35,7 @@ def profile(
     compile_mode: str | None = None,
     compare_eager: bool = False,
     **option_fields: Any,
-) -> ProfileSession | CompileComparison:
+) -> ProfileSession | SpeedupResult:
     """Profile `model` on `inputs` (a tensor, a tuple of args, a dict of kwargs or `ModelInputs`).
 
     Options go in `options` or as keywords (`warmup=3, iters=20, backward=True, ...`, see
@@ -51,7 +51,7 @@ def profile(
     `compile=True` (or a `compile_mode`) profiles hybridprof's own `torch.compile` of the model
     (the model itself is left eager); `compare_eager=True` measures the eager and the compiled
     model as a paired run (iterations in ABBA order, judged pair by pair; `iters="auto"` until
-    every layer's speed-up is decided) and returns a `CompileComparison` (both sessions, their
+    every layer's speed-up is decided) and returns a `SpeedupResult` (both sessions, their
     diff, per-layer speed-ups) instead of a session.
     """
     check_option_names(option_fields)

@@ -255,7 +255,7 @@ class Profile:
         A block that trained adds the backward columns, the `(optimizer)` rows and the
         `(outside modules)` row, so the rows add up to the steps; a forward-only block prints
         torchprof's table, layer rows only."""
-        from hybridprof.reporting.text_table import TableText, render_text
+        from hybridprof.reporting.text.text_table import TableText, render_text
 
         if not self._profiled():
             why = "enabled=False" if not self.enabled else "not entered yet"

@@ -129,7 +129,7 @@ def _make_plan(args: argparse.Namespace, model: Path) -> ProfilePlan:
 
         return static_plan(model, entry, paths, (), args.depth, args.with_parents, args.leaves_only)
     from hybridprof.files.loader import load_model
-    from hybridprof.planner.plan import plan_model
+    from hybridprof.planner.live_plan import plan_model
 
     loaded = load_model(model, entry, args.inputs, args.input_shape)
     return plan_model(
@@ -143,7 +143,7 @@ def _default_output(model: Path) -> Path:
 
 
 def _text(plan: ProfilePlan, model: Path, args: argparse.Namespace) -> str:
-    from hybridprof.reporting.plan_text import render_plan
+    from hybridprof.reporting.text.plan_text import render_plan
 
     return render_plan(plan, str(model.resolve().parent), args.max_rows, compat=args.verbose)
 

@@ -22,7 +22,7 @@ from hybridprof.errors import HybridprofError, Terminated, UsageError
 from hybridprof.files.loader import DEFAULT_ENTRY
 
 if TYPE_CHECKING:
-    from hybridprof.reporting.fitted_table import TableChoice
+    from hybridprof.reporting.text.fitted_table import TableChoice
 
 STDOUT = "-"  # as an output name: write to standard output (the usual Unix convention)
 MAX_HELP_WIDTH = 100
@@ -149,7 +149,7 @@ def add_selection_options(parser: argparse.ArgumentParser) -> None:
 
 def add_table_options(parser: argparse.ArgumentParser) -> None:
     """How the printed tree table looks (run and report)."""
-    from hybridprof.reporting.fitted_table import COLUMN_KEYS, SORT_KEYS
+    from hybridprof.reporting.text.fitted_table import COLUMN_KEYS, SORT_KEYS
 
     parser.add_argument(
         "--columns",
@@ -171,7 +171,7 @@ def add_table_options(parser: argparse.ArgumentParser) -> None:
 
 def table_choice(args: argparse.Namespace, stream: TextIO | None = None) -> TableChoice:
     """The printed table's columns, width and order, checked (UsageError before any work)."""
-    from hybridprof.reporting.fitted_table import TableChoice, check_choice
+    from hybridprof.reporting.text.fitted_table import TableChoice, check_choice
 
     columns = tuple(comma_values([args.columns])) if args.columns else None
     check_choice(columns, args.sort)
@@ -273,7 +273,7 @@ def check_pdf_support(outputs: Iterable[Path]) -> None:
     render slowly without an optional one (a note naming the package to install)."""
     if not any(p.suffix.lower() == ".pdf" for p in outputs):
         return
-    from hybridprof.reporting.renderers.pdf import missing_optional_libraries
+    from hybridprof.reporting.page.pdf import missing_optional_libraries
 
     missing = " ".join(missing_optional_libraries())
     if missing:

@@ -29,6 +29,7 @@ examples:
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,12 +41,7 @@ from hybridprof.cli.common import (
     parse_or_exit_code,
 )
 from hybridprof.cli.destinations import check_outputs
-from hybridprof.cli.diff_options import (
-    add_run_options,
-    check_no_run_options,
-    parse_min_delta,
-    parse_threshold,
-)
+from hybridprof.cli.measure_options import add_run_options, check_no_run_options
 from hybridprof.cli.terminal import emit
 from hybridprof.diff import DEFAULT_THRESHOLD_PCT, DiffResult, Floor, diff_sessions, given_floor
 from hybridprof.errors import EXIT_INCONCLUSIVE, UsageError
@@ -54,8 +50,21 @@ from hybridprof.reporting import diff_extensions, diff_renderer_for, write_diff_
 __all__ = ["build_parser", "main", "parse_threshold"]
 
 
+_TIME = re.compile(r"(?P<value>[0-9]*\.?[0-9]+)\s*(?P<unit>us|µs|ms|s)?")
+_UNIT_US = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6, None: 1.0}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = command_parser("diff", __doc__)
+    _add_what_to_compare(parser)
+    _add_judging_options(parser)
+    add_run_options(parser)
+    add_common_options(parser)
+    return parser
+
+
+def _add_what_to_compare(parser: argparse.ArgumentParser) -> None:
+    """The two runs (saved sessions, or model files with --run) and where the comparison goes."""
     parser.add_argument(
         "files",
         nargs="+",
@@ -86,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
         + " ".join(diff_extensions())
         + " (default: none; the summary is printed)",
     )
+
+
+def _add_judging_options(parser: argparse.ArgumentParser) -> None:
+    """What counts as a change, what the exit code says, what is printed."""
     parser.add_argument(
         "--threshold",
         default=f"{DEFAULT_THRESHOLD_PCT:g}",
@@ -114,9 +127,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="pair the layers of runs of different models (other root classes) by path, class "
         "and position (default: runs of different models share no layer)",
     )
-    add_run_options(parser)
-    add_common_options(parser)
-    return parser
 
 
 def main(argv: Sequence[str]) -> int:
@@ -145,7 +155,7 @@ def run_diff(args: argparse.Namespace, argv: list[str]) -> int:
         result, stopped = outcome.result, outcome.stopped
     else:
         result = _saved_diff(args, threshold, floor, outputs)
-    from hybridprof.reporting.diff_text import render_diff_text
+    from hybridprof.reporting.text.diff_text import render_diff_text
 
     emit([render_diff_text(result, all_layers=args.all).rstrip("\n")])
     for output in outputs:
@@ -162,10 +172,35 @@ def exit_code(result: DiffResult) -> int:
     return {"regression": 1, "inconclusive": EXIT_INCONCLUSIVE}.get(answer, 0)
 
 
+def parse_threshold(text: str) -> float:
+    """'5%', '5' or '0.5%' -> percent; UsageError for anything else."""
+    body = text.strip().removesuffix("%")
+    try:
+        value = float(body)
+    except ValueError:
+        raise UsageError(
+            f"--threshold '{text}' is not a percentage; give e.g. --threshold 5%"
+        ) from None
+    if not 0 <= value < 1000:
+        raise UsageError(f"--threshold {text} is out of range; give 0% to 999%")
+    return value
+
+
+def parse_min_delta(text: str) -> float:
+    """'5us', '5', '0.1ms' -> microseconds; UsageError for anything else."""
+    found = _TIME.fullmatch(text.strip().lower())
+    if found is None:
+        raise UsageError(f"--min-delta '{text}' is not a time; give e.g. --min-delta 5us or 0.1ms")
+    value = float(found["value"]) * _UNIT_US[found["unit"]]
+    if not value < 1e9:
+        raise UsageError(f"--min-delta {text} is out of range; give less than 1000 s")
+    return value
+
+
 def _saved_diff(
     args: argparse.Namespace, threshold: float, floor: Floor | None, outputs: list[Path]
 ) -> DiffResult:
-    check_no_run_options(args)
+    check_no_run_options(args, build_parser())
     if len(args.files) != 2:
         raise UsageError(
             f"diff compares two saved sessions, got {len(args.files)} file(s): give base.json "

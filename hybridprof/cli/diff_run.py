@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 from hybridprof.cli.common import check_pdf_support, model_prints_to_stderr, notice
 from hybridprof.cli.destinations import check_outputs
-from hybridprof.cli.diff_options import DIFF_PAIRS, DIFF_THREADS, DIFF_WARMUP
 from hybridprof.cli.profiling import check_measuring_values, static_plan
 from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.errors import UsageError
@@ -200,19 +199,9 @@ def _side(args: argparse.Namespace, source: Source, tag: str) -> LaneModel:
 
 
 def _run_options(args: argparse.Namespace, argv: list[str]) -> RunOptions:
-    from hybridprof.runtime.runs.options import RunOptions
+    from hybridprof.cli.measure_options import command_run_options
 
-    return RunOptions(
-        warmup=DIFF_WARMUP if args.warmup is None else args.warmup,
-        iters=DIFF_PAIRS if args.iters is None else args.iters,
-        max_time_s=args.max_time,
-        strategy=args.strategy,
-        device=args.device,
-        profile_memory=args.profile_memory,
-        backward=args.backward,
-        threads=DIFF_THREADS if args.threads is None else args.threads,
-        command=("hybridprof", "diff", *argv),
-    )
+    return command_run_options(args, "diff", command=("hybridprof", "diff", *argv))
 
 
 __all__ = ["paired_diff"]

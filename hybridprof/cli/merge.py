@@ -29,9 +29,9 @@ from hybridprof.cli.terminal import emit, terminal_table
 from hybridprof.datamodel import ProfileSession
 from hybridprof.files.outputs import write_atomic
 from hybridprof.reporting import known_extensions, renderer_for, write_report
-from hybridprof.reporting.fitted_table import TableChoice
 from hybridprof.reporting.format import visible
-from hybridprof.reporting.page.ranks import rank_lines
+from hybridprof.reporting.text.fitted_table import TableChoice
+from hybridprof.reporting.text.ranks_text import rank_lines
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,7 +65,7 @@ def main(argv: Sequence[str]) -> int:
 
 def merge(args: argparse.Namespace) -> int:
     """Check the outputs, read and merge the sessions, write and print."""
-    from hybridprof.analysis.merge import merge_sessions
+    from hybridprof.analysis.rank_merge import merge_sessions
     from hybridprof.files.storage import load_session
 
     output = Path(args.output) if args.output else None

@@ -67,8 +67,6 @@ def profile_loaded(
     progress: bool = True,
 ) -> ProfileSession:
     """Plan (or check the plan given) and run a loaded model, with a progress bar on a terminal."""
-    from hybridprof.planner.compat import probe
-    from hybridprof.planner.plan_check import checked_plan
     from hybridprof.runtime.runs.fixed import run
 
     if loaded.inputs is None:
@@ -80,18 +78,15 @@ def profile_loaded(
     options = run_options(args, argv, model_file, loaded.sha256, trace, device)
     options.check()
     warnings: list[str] = []
-    if plan is None:
-        plan = static_plan(args, loaded.module, model_file, entry)  # made here: trusted as is
-    else:
-        plan = checked_plan(plan, loaded.module, probe(), warnings)  # from a file: checked
+    plan = _plan_for(args, loaded.module, model_file, entry, plan, warnings)
     setup = _compiled_setup(args, loaded.module)
     if setup is not None:
         options = replace(options, compiled_by_hybridprof=setup.by_hybridprof)
         if getattr(args, "compare_eager", False):
-            from hybridprof.cli.compare_eager import compared
+            from hybridprof.cli.speedup_outputs import run_speedup
 
-            folder = getattr(args, "compare_folder", None) or Path("hybridprof-out")
-            return compared(
+            folder = getattr(args, "speedup_folder", None) or Path("hybridprof-out")
+            return run_speedup(
                 setup, loaded.inputs, with_model(plan, model_file, entry), options, folder
             )
     with ProgressBar(progress and wanted()) as bar:
@@ -104,6 +99,24 @@ def profile_loaded(
             progress=bar,
             step=step or (setup.step(options) if setup is not None else None),
         )
+
+
+def _plan_for(
+    args: argparse.Namespace,
+    module: Any,
+    model_file: Path,
+    entry: str,
+    plan: ProfilePlan | None,
+    warnings: list[str],
+) -> ProfilePlan:
+    """A plan made now (trusted as is), or the plan given, from a file: checked against the
+    model (what it could not keep is said in `warnings`)."""
+    if plan is None:
+        return static_plan(args, module, model_file, entry)
+    from hybridprof.planner.compat import probe
+    from hybridprof.planner.plan_check import checked_plan
+
+    return checked_plan(plan, module, probe(), warnings)
 
 
 def _compiled_setup(args: argparse.Namespace, module: Any) -> Any:
@@ -121,7 +134,7 @@ def _compiled_setup(args: argparse.Namespace, module: Any) -> Any:
 
 def static_plan(args: argparse.Namespace, module: Any, model_file: Path, entry: str) -> ProfilePlan:
     """The static planner's plan for the selection given, so the report shows its findings too."""
-    from hybridprof.planner.plan import plan_model
+    from hybridprof.planner.live_plan import plan_model
 
     return plan_model(
         module,
@@ -144,20 +157,13 @@ def run_options(
     trace: Path | None,
     device: str | None,
 ) -> RunOptions:
-    from hybridprof.runtime.runs.options import RunOptions
+    """`run`'s measuring options (`measure_options`), and what the run knows of its files."""
+    from hybridprof.cli.measure_options import command_run_options
 
-    return RunOptions(
-        warmup=args.warmup,
-        iters=args.iters,
-        max_time_s=args.max_time,
-        strategy=args.strategy,
+    return command_run_options(
+        args,
+        "run",
         device=device or args.device,
-        profile_memory=args.profile_memory,
-        backward=args.backward,
-        flops=args.flops,
-        peak_gflops=args.peak_gflops,
-        peak_gbps=args.peak_gbps,
-        threads=args.threads,
         trace_path=str(trace) if trace else None,
         command=("hybridprof", "run", *argv),
         model_file=str(model_file.resolve()),

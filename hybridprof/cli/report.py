@@ -30,7 +30,7 @@ from hybridprof.datamodel import ProfileSession
 from hybridprof.diff import DiffResult
 from hybridprof.errors import UsageError
 from hybridprof.reporting import known_extensions, renderer_for, write_diff_report, write_report
-from hybridprof.reporting.fitted_table import TableChoice
+from hybridprof.reporting.text.fitted_table import TableChoice
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,8 +98,8 @@ def printed_lines(
     """What `report` prints of a session: a noisy run's warning above the table, the table fitted
     to the terminal, what to know of it, the FLOPs and verdicts of a --flops run, the ranks."""
     from hybridprof.cli.terminal import roofline_lines
-    from hybridprof.reporting.fitted_table import fitted_table
-    from hybridprof.reporting.page.ranks import rank_lines
+    from hybridprof.reporting.text.fitted_table import fitted_table
+    from hybridprof.reporting.text.ranks_text import rank_lines
     from hybridprof.reporting.trust import stability_line
 
     fitted = fitted_table(session, choice, show_events=show_events, max_depth=max_depth)
@@ -111,7 +111,7 @@ def printed_lines(
 def render_saved_diff(diff: DiffResult, outputs: list[Path], printed: bool, force: bool) -> int:
     """A comparison saved by `hybridprof diff --report x.json`, printed or written again."""
     if printed:
-        from hybridprof.reporting.diff_text import render_diff_text
+        from hybridprof.reporting.text.diff_text import render_diff_text
 
         emit([render_diff_text(diff).rstrip("\n")])
     for output in outputs:

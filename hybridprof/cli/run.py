@@ -49,6 +49,7 @@ from hybridprof.cli.destinations import (
     plan_run_outputs,
     say_replaced,
 )
+from hybridprof.cli.measure_options import add_measure_options
 from hybridprof.cli.profiling import (
     DEMO_FILE,
     check_measuring_values,
@@ -62,18 +63,10 @@ from hybridprof.files.loader import read_model_source
 from hybridprof.files.outputs import rescue_copy, write_atomic
 from hybridprof.reporting import known_extensions, write_report
 from hybridprof.runtime.basics.signals import TerminateHandler, sigterm_as_interrupt
-from hybridprof.runtime.basics.stopping import (
-    AUTO_TARGET_PCT,
-    DEFAULT_MAX_TIME_S,
-    Count,
-    parse_count,
-)
-from hybridprof.runtime.strategies import DEFAULT_STRATEGY, STRATEGIES, backward_strategies
+from hybridprof.runtime.strategies import backward_strategies
 
 if TYPE_CHECKING:
     from hybridprof.datamodel import ProfilePlan, ProfileSession
-
-WARMUP, ITERS = 3, 20
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,97 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="profile exactly what this plan (from hybridprof analyze) selects (default: plan now)",
     )
     add_selection_options(parser)
-    _add_measure_options(parser)
+    add_measure_options(parser, "run")
     _add_output_options(parser)
     add_table_options(parser)
     add_rank_options(parser)
     add_common_options(parser)
     return parser
-
-
-def _add_measure_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--warmup",
-        type=_count,
-        default=WARMUP,
-        metavar="N",
-        help=f"unmeasured iterations first, or auto: until iteration times stop falling "
-        f"(default: {WARMUP})",
-    )
-    parser.add_argument(
-        "--iters",
-        type=_count,
-        default=ITERS,
-        metavar="N",
-        help="measured iterations, or auto: until the median iteration time's 95%% confidence "
-        f"interval is within ±{AUTO_TARGET_PCT:g}%% (at least 5 iterations) (default: {ITERS})",
-    )
-    parser.add_argument(
-        "--max-time",
-        type=float,
-        metavar="SECONDS",
-        help=f"time limit of the iterations (default: {DEFAULT_MAX_TIME_S:g} s with auto, "
-        "none otherwise)",
-    )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        metavar="N",
-        help="torch threads during the run; 1 gives the steadiest per-layer times on a busy "
-        "machine (default: torch's)",
-    )
-    parser.add_argument(
-        "--device",
-        metavar="DEVICE",
-        help="cpu or cuda (default: where the entry put the model, usually cpu)",
-    )
-    parser.add_argument("--profile-memory", action="store_true", help="measure memory per layer")
-    parser.add_argument(
-        "--strategy",
-        choices=tuple(STRATEGIES),
-        help=f"how to measure (default: {DEFAULT_STRATEGY}, or the plan's)",
-    )
-    parser.add_argument(
-        "--backward", action="store_true", help="profile a training step: forward and backward"
-    )
-    parser.add_argument(
-        "--flops",
-        action="store_true",
-        help="count FLOPs and bytes per layer in one extra unmeasured pass, measure the machine's "
-        "peak once (cached), and say per layer whether it is compute-, memory- or overhead-bound",
-    )
-    parser.add_argument(
-        "--compile",
-        action="store_true",
-        help="profile torch.compile(model) (its kernels attributed to layers; the compile runs in "
-        "warm-up and is reported, never timed) (default: the model as the entry returns it)",
-    )
-    parser.add_argument(
-        "--compile-mode",
-        choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
-        metavar="NAME",
-        help="with --compile: torch.compile's mode: default, reduce-overhead, max-autotune or "
-        "max-autotune-no-cudagraphs (default: default)",
-    )
-    parser.add_argument(
-        "--compare-eager",
-        action="store_true",
-        help="run the model eager and compiled, interleaved, and compare them per layer (eager "
-        "and compiled time, speed-up, what fused): compare.html and compare.json beside the "
-        "session",
-    )
-    parser.add_argument(
-        "--peak-gflops",
-        type=float,
-        metavar="N",
-        help="with --flops: the peak GFLOP/s to use (default: measured once, cached)",
-    )
-    parser.add_argument(
-        "--peak-gbps",
-        type=float,
-        metavar="N",
-        help="with --flops: the peak GB/s to use (default: measured once, cached)",
-    )
 
 
 def _add_output_options(parser: argparse.ArgumentParser) -> None:
@@ -207,13 +115,6 @@ def _add_output_options(parser: argparse.ArgumentParser) -> None:
         help="folder for the session and report files hybridprof names itself (default: "
         f"./{DEFAULT_OUT_DIR})",
     )
-
-
-def _count(text: str) -> Count:
-    try:
-        return parse_count(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: Sequence[str]) -> int:
@@ -247,9 +148,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     inputs = (model_file, *([Path(args.plan)] if args.plan else []))
     outputs = plan_run_outputs(args, inputs)
     if args.compare_eager:
-        from hybridprof.cli.compare_eager import compare_folder
+        from hybridprof.cli.speedup_outputs import speedup_folder
 
-        args.compare_folder = compare_folder(outputs.session, outputs.out_dir or DEFAULT_OUT_DIR)
+        args.speedup_folder = speedup_folder(outputs.session, outputs.out_dir or DEFAULT_OUT_DIR)
     if model_file == DEMO_FILE:
         notice(
             "no model file given: profiling the bundled AlexNet-like demo "

@@ -297,10 +297,10 @@ class _Rank:
         return said + " (merge the saved ones with hybridprof merge)"
 
     def _merge_and_report(self, payloads: list[str]) -> int:
-        from hybridprof.analysis.merge import merge_sessions
+        from hybridprof.analysis.rank_merge import merge_sessions
         from hybridprof.cli.merge import write_merged
         from hybridprof.datamodel import ProfileSession
-        from hybridprof.reporting.page.ranks import rank_lines
+        from hybridprof.reporting.text.ranks_text import rank_lines
 
         merged = merge_sessions([ProfileSession.from_json(p) for p in payloads])
         out = self.outputs

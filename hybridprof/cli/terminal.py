@@ -15,33 +15,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
-from hybridprof.analysis.tree import ancestors
+from hybridprof.analysis.tree import heaviest_with_ancestors
 from hybridprof.datamodel import ProfileSession
 from hybridprof.reporting.format import visible
 from hybridprof.reporting.trust import stability_line
 
 if TYPE_CHECKING:
-    from hybridprof.reporting.fitted_table import TableChoice
+    from hybridprof.reporting.text.fitted_table import TableChoice
 
 TABLE_ROWS = 40
 
 
-def heaviest_fitting(table: LayerTable, rows: int = TABLE_ROWS) -> tuple[LayerRow, ...]:
-    """The heaviest layers (own time, forward plus backward) whose tree, with their ancestors,
-    stays within `rows` rows."""
-    chosen: list[LayerRow] = []
-    kept: set[str] = set()
-    for row in _heaviest_first(table):
-        chain = {row.path, *ancestors(row.path)} - kept
-        if len(kept) + len(chain) > rows:
-            break
-        kept |= chain
-        chosen.append(row)
-    return tuple(chosen)
-
-
 def _heaviest_first(table: LayerTable) -> list[LayerRow]:
-    return sorted(table.layers(), key=lambda r: -r.own_us)
+    return sorted(table.layers(), key=lambda r: -_own_us(r))
+
+
+def _own_us(row: LayerRow) -> float:
+    """What the printed table ranks layers by: own time, forward plus backward."""
+    return row.own_us
 
 
 def terminal_table(
@@ -49,7 +40,7 @@ def terminal_table(
 ) -> list[str]:
     """The table's lines: a noisy run's warning above it, the table (fitted to the terminal, the
     heaviest layers of a big model), and what to know of it (order, what was left out)."""
-    from hybridprof.reporting.fitted_table import TableChoice, fitted_table
+    from hybridprof.reporting.text.fitted_table import TableChoice, fitted_table
 
     choice = choice or TableChoice()
     table = layer_table(session)
@@ -61,9 +52,9 @@ def terminal_table(
     if len(table.tree()) <= rows:
         fitted = fitted_table(session, choice)
         return [*above, fitted.text, *fitted.notes()]
-    shown = heaviest_fitting(table, rows)
-    # The whole session, its rows cut: a container's total still sums all its children.
-    keep = {path for r in shown for path in [*ancestors(r.path), r.path]}
+    # The heaviest layers under their ancestors; the whole session, its rows cut: a container's
+    # total still sums all its children.
+    shown, keep = heaviest_with_ancestors(table.rows, table.layers(), _own_us, rows)
     fitted = fitted_table(session, choice, only=keep)
     note = (
         f"(the {len(shown)} heaviest of {len(table.layers())} profiled layers by self CPU time, "
@@ -102,8 +93,8 @@ def where_lines(
     traced_iterations: int = 0,
 ) -> list[str]:
     """The lines under the table: the summary, where each file went, and the run's warnings."""
-    from hybridprof.reporting.compiled_text import compile_lines
-    from hybridprof.reporting.memory_text import memory_lines
+    from hybridprof.reporting.text.compiled_text import compile_lines
+    from hybridprof.reporting.text.memory_text import memory_lines
 
     lines = [
         summary_line(session),

@@ -33,9 +33,11 @@ def view_of(kind: ViewKind, obj: object) -> Callable[[Any], Any] | None:
 
 
 class Views:
-    """Mixin for data classes: the notebook HTML and the DataFrame through the registered views."""
+    """Mixin for data classes: the notebook HTML and the DataFrame through the registered views.
+    Its instances can be referred to weakly (what is worked out from a session is kept beside it
+    while it lives, not longer)."""
 
-    __slots__ = ()
+    __slots__ = ("__weakref__",)
 
     def _repr_html_(self) -> str | None:
         render = view_of("html", self)

@@ -25,7 +25,7 @@ regression of its own.
 A change smaller than the min-delta floor (`hybridprof.diff.floor`) is never slower or faster; an
 interval wider than the threshold that still reaches a regression is "inconclusive". Two sessions
 of one paired run (`hybridprof diff --run`: both models in one process, iterations interleaved)
-are judged pair by pair instead (`hybridprof.diff.paired`). The gate (`hybridprof.diff.gate`)
+are judged pair by pair instead (`hybridprof.diff.pair_ratios`). The gate (`hybridprof.diff.gate`)
 answers regression, pass or inconclusive."""
 
 from __future__ import annotations

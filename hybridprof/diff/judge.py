@@ -4,14 +4,14 @@ of medians from both runs' per-iteration values, beyond the run-wide shift when 
 Four answers (`judge`): slower or faster when the interval excludes 0 and the change reaches both
 the threshold and the min-delta floor; inconclusive when the interval is wider than the threshold
 and its upper end still reaches a regression beyond both (more iterations, or a quieter machine,
-would tell); else within noise. The same rule judges paired runs (`hybridprof.diff.paired`)."""
+would tell); else within noise. The same rule judges paired runs (`hybridprof.diff.pair_ratios`)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
-from hybridprof.analysis.stats import CONFIDENCE, median, median_ci
+from hybridprof.analysis.stats import CONFIDENCE, median_ci, median_or_zero
 from hybridprof.diff.result import Change, DiffVerdict
 from hybridprof.diff.shift import RunShift
 
@@ -29,8 +29,8 @@ def diff_series(
     """One figure's change with the interval of its difference of medians and its verdict,
     judged beyond `shift` when given (the base run scaled by it); a change under `min_delta_us`
     is never slower or faster."""
-    base_median = median(base) if base else None
-    new_median = median(new) if new else None
+    base_median = median_or_zero(base) if base else None
+    new_median = median_or_zero(new) if new else None
     plain = plain_change(quantity, base_median, new_median)
     if not base or not new:
         return plain

@@ -2,7 +2,7 @@
 figure, mark knock-on changes, answer the gate (see the package's docstring for the method).
 
 Sessions of a paired run (`paired=True`, from `hybridprof diff --run`) are judged pair by pair
-(`hybridprof.diff.paired`), with no run-wide shift: pairing already took it out."""
+(`hybridprof.diff.pair_ratios`), with no run-wide shift: pairing already took it out."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from hybridprof.diff.floor import Floor, default_floor
 from hybridprof.diff.gate import decide
 from hybridprof.diff.judge import diff_series, plain_change
 from hybridprof.diff.match import Pair, match_sessions
-from hybridprof.diff.paired import (
+from hybridprof.diff.pair_ratios import (
     PAIRED_METHOD,
     family_confidence,
     paired_change,
@@ -80,25 +80,19 @@ def diff_sessions(
     floor = floor or default_floor(None)
     unpaired = unpaired_reason(base, new) if paired else None
     pairs = match_sessions(base, new, across_models)
-    rules = _Rules(threshold_pct, floor.us, paired and unpaired is None)
-    if rules.paired:
-        rules = replace(rules, confidence=family_confidence(_judged_figures(pairs)))
+    rules = _rules(pairs, threshold_pct, floor, paired and unpaired is None)
     shifts = {} if rules.paired else run_shifts(pairs)
     layers = [_layer_diff(b, n, rule, rules, shifts) for b, n, rule in pairs]
     layers = _mark_knock_on(layers, pairs, base.iterations, new.iterations)
     layers.sort(key=_layer_order)
+    shift = shifts.get("self_cpu_us")
+    total_shift = _total_shift(base, new, shift, threshold_pct)
+    iterations = (_series_or_none(base.iteration_cpu_us), _series_or_none(new.iteration_cpu_us))
+    total = rules.change("iteration_cpu_us", *iterations, total_shift)
     warnings, notes = comparability(base, new)
     warnings = [*model_warnings(base, new, across_models), *warnings]
-    total_shift = _total_shift(base, new, shifts.get("self_cpu_us"), threshold_pct)
-    total = rules.change(
-        "iteration_cpu_us",
-        _series_or_none(base.iteration_cpu_us),
-        _series_or_none(new.iteration_cpu_us),
-        total_shift,
-    )
-    warnings += _shift_warnings(shifts.get("self_cpu_us"), total_shift, threshold_pct)
-    if unpaired is not None:
-        warnings.append(f"not judged pair by pair: {unpaired}")
+    warnings += _shift_warnings(shift, total_shift, threshold_pct)
+    warnings += [f"not judged pair by pair: {unpaired}"] if unpaired is not None else []
     result = DiffResult(
         base=identity(base, base_label),
         new=identity(new, new_label),
@@ -114,6 +108,15 @@ def diff_sessions(
         pairing=Pairing("ABBA", new.iterations, new.stop_reason) if paired else None,
     )
     return replace(result, gate=decide(result, base, new, unpaired))
+
+
+def _rules(pairs: Sequence[Pair], threshold_pct: float, floor: Floor, paired: bool) -> _Rules:
+    """How this comparison judges: pair by pair, each interval at the confidence that keeps the
+    whole family of figures at 95%; else each run on its own iterations."""
+    rules = _Rules(threshold_pct, floor.us, paired)
+    if not paired:
+        return rules
+    return replace(rules, confidence=family_confidence(_judged_figures(pairs)))
 
 
 def _judged_figures(pairs: Sequence[Pair]) -> int:

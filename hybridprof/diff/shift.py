@@ -34,7 +34,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hybridprof.analysis.stats import CONFIDENCE, median, median_ci
+from hybridprof.analysis.stats import CONFIDENCE, median_ci, median_or_zero
 from hybridprof.datamodel import ModuleRecord
 
 MIN_SHIFT_LAYERS = 5  # fewer matched layers: no shift is estimated, verdicts stay absolute
@@ -67,10 +67,10 @@ def estimate_shift(quantity: str, medians: Iterable[tuple[float, float]]) -> Run
     logs = [math.log(new / base) for base, new in medians if base > 0 and new > 0]
     if len(logs) < MIN_SHIFT_LAYERS:
         return None
-    center = median(logs)
+    center = median_or_zero(logs)
     interval = median_ci(logs, CONFIDENCE)
     low, high = (interval.low, interval.high) if interval else (center, center)
-    spread = _MAD_TO_SD * median([abs(v - center) for v in logs])
+    spread = _MAD_TO_SD * median_or_zero([abs(v - center) for v in logs])
     return RunShift(quantity, math.exp(center), math.exp(low), math.exp(high), len(logs), spread)
 
 

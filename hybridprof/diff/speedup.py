@@ -1,4 +1,4 @@
-"""Eager against compiled, per layer: what compiling changed (no torch).
+"""The speed-up of compiled over eager, per layer: what compiling changed (no torch).
 
 A comparison of two sessions of one model, eager and compiled, measured as a paired run in one
 process (`runtime/runs/speedup_run.py`). It is a `DiffResult` like any other (eager is the base,
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from hybridprof.analysis.stats import median_or_zero
 from hybridprof.datamodel import ProfileSession
 from hybridprof.diff.result import DiffResult
 from hybridprof.diff.sessions import diff_sessions
@@ -33,7 +34,7 @@ class SpeedupRow:
 
 
 @dataclass(frozen=True, slots=True)
-class CompileComparison:
+class SpeedupResult:
     """The eager and compiled sessions, their diff, and the per-layer speed-ups."""
 
     eager: ProfileSession
@@ -58,7 +59,8 @@ class CompileComparison:
         )
 
     def iteration_us(self) -> tuple[float, float]:
-        return _median(self.eager.iteration_cpu_us), _median(self.compiled.iteration_cpu_us)
+        eager, compiled = self.eager.iteration_cpu_us, self.compiled.iteration_cpu_us
+        return median_or_zero(eager), median_or_zero(compiled)
 
     def speedup(self) -> float | None:
         eager, compiled = self.iteration_us()
@@ -80,15 +82,15 @@ def _totals(session: ProfileSession) -> dict[str, float]:
     return totals
 
 
-def compare_sessions(
+def speedup_of(
     eager: ProfileSession,
     compiled: ProfileSession,
     threshold_pct: float = 5.0,
     *,
     paired: bool = False,
-) -> CompileComparison:
-    """The two sessions compared through the ordinary diff (eager = base, compiled = new);
-    `paired`: measured as a paired run (`--compare-eager`), judged pair by pair."""
+) -> SpeedupResult:
+    """The speed-up of `compiled` over `eager`, judged through the ordinary diff (eager = base,
+    compiled = new); `paired`: measured as a paired run (`--compare-eager`), judged pair by pair."""
     diff = diff_sessions(
         eager, compiled, threshold_pct, base_label="eager", new_label="compiled", paired=paired
     )
@@ -99,19 +101,11 @@ def compare_sessions(
         for layer in (section.layers if section is not None else ())
         if layer.fused
     )
-    return CompileComparison(eager, compiled, replace(diff, notes=diff.notes + notes))
+    return SpeedupResult(eager, compiled, replace(diff, notes=diff.notes + notes))
 
 
 def _relative(parent: str, path: str) -> str:
     return path[len(parent) + 1 :] if parent and path.startswith(parent + ".") else path
 
 
-def _median(values: tuple[float, ...]) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
-__all__ = ["CompileComparison", "SpeedupRow", "compare_sessions"]
+__all__ = ["SpeedupResult", "SpeedupRow", "speedup_of"]

@@ -26,7 +26,7 @@ from hybridprof.datamodel import (
 )
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import read_model_source
-from hybridprof.planner.plan import (
+from hybridprof.planner.live_plan import (
     call_findings,
     calls_per_owner_call,
     inline_op_finding,
@@ -190,14 +190,7 @@ def static_plan(
 
     from hybridprof.planner.compat import probe
 
-    source = read_model_source(model_file)
-    try:
-        index = index_source(source, str(model_file))
-    except SourceTooBig as exc:
-        raise UsageError(
-            f"{exc}, so --static-only cannot plan it; analyze without --static-only (the model "
-            "is then planned from the live module tree, without its source facts)"
-        ) from exc
+    index = _indexed(model_file)
     infos = _module_classes(index)
     root, how = _root_class(index, infos, entry, Path(model_file).name)
     tree = _StaticTree(index, {ln: infos[ln] for ln in infos})
@@ -228,6 +221,18 @@ def static_plan(
         static_only=True,
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
+
+
+def _indexed(model_file: str | Path) -> FileIndex:
+    """The model file read and indexed (never imported); UsageError for one too big to plan."""
+    source = read_model_source(model_file)
+    try:
+        return index_source(source, str(model_file))
+    except SourceTooBig as exc:
+        raise UsageError(
+            f"{exc}, so --static-only cannot plan it; analyze without --static-only (the model "
+            "is then planned from the live module tree, without its source facts)"
+        ) from exc
 
 
 def _module_classes(index: FileIndex) -> dict[int, ModuleClassInfo]:

@@ -1,11 +1,16 @@
 """Reporters: a registry that picks a renderer by the output file's extension.
 
 A renderer (after pyinstrument's) names its extensions, says whether it writes bytes, and turns a
-`ProfileSession` (or a `DiffResult`) into the file's content; each lives in a file of its own in
-`renderers/`, imported only when that format is written (writing a CSV does not import weasyprint).
-`page/` builds what the HTML and PDF pages show; `text_table.py` the torchprof-style table;
-`dataframe.py` the pandas tables. Importing this package plugs the notebook and DataFrame views
-into the data model (`install_views`).
+`ProfileSession` (or a `DiffResult`) into the file's content; each lives beside the code of its
+format, and its module is imported only when that format is written (writing a CSV does not import
+weasyprint). The floors, top down: this registry; `notebook.py` and `page/` (what the HTML and
+PDF pages show, their renderers); `text/` (the printed and torchprof-style tables, the .txt report,
+the diff and speed-up summaries, the memory, compile, plan and ranks words); then the ground:
+`layer_columns.py` (every column of the layer table, once, from the figures of
+`column_figures.py`), `dataframe.py` (the pandas tables and the CSV/JSON files), `diff_data.py`
+(a comparison's CSV and JSON) and the shared formatting (`format.py`, `trust.py`, `findings.py`,
+`csv_cells.py`). Importing this package plugs the notebook and DataFrame views into the data
+model (`install_views`).
 """
 
 from __future__ import annotations
@@ -39,23 +44,23 @@ class DiffRenderer(Protocol):
 
 # extension -> (module, class); modules are imported only when that format is written.
 _REGISTRY: dict[str, tuple[str, str]] = {
-    ".html": ("hybridprof.reporting.renderers.html", "HtmlRenderer"),
-    ".htm": ("hybridprof.reporting.renderers.html", "HtmlRenderer"),
-    ".pdf": ("hybridprof.reporting.renderers.pdf", "PdfRenderer"),
-    ".txt": ("hybridprof.reporting.renderers.text", "TextRenderer"),
-    ".csv": ("hybridprof.reporting.renderers.csv", "CsvRenderer"),
-    ".json": ("hybridprof.reporting.renderers.json", "JsonRenderer"),
+    ".html": ("hybridprof.reporting.page.templates", "HtmlRenderer"),
+    ".htm": ("hybridprof.reporting.page.templates", "HtmlRenderer"),
+    ".pdf": ("hybridprof.reporting.page.pdf", "PdfRenderer"),
+    ".txt": ("hybridprof.reporting.text.text_report", "TextRenderer"),
+    ".csv": ("hybridprof.reporting.dataframe", "CsvRenderer"),
+    ".json": ("hybridprof.reporting.dataframe", "JsonRenderer"),
 }
 
 
 # The comparison of two runs (`hybridprof diff`): extension -> (module, class).
 _DIFF_REGISTRY: dict[str, tuple[str, str]] = {
-    ".html": ("hybridprof.reporting.renderers.diff_html", "DiffHtmlRenderer"),
-    ".htm": ("hybridprof.reporting.renderers.diff_html", "DiffHtmlRenderer"),
-    ".pdf": ("hybridprof.reporting.renderers.diff_pdf", "DiffPdfRenderer"),
-    ".txt": ("hybridprof.reporting.renderers.diff_text", "DiffTextRenderer"),
-    ".csv": ("hybridprof.reporting.renderers.diff_csv", "DiffCsvRenderer"),
-    ".json": ("hybridprof.reporting.renderers.diff_json", "DiffJsonRenderer"),
+    ".html": ("hybridprof.reporting.page.diff_context", "DiffHtmlRenderer"),
+    ".htm": ("hybridprof.reporting.page.diff_context", "DiffHtmlRenderer"),
+    ".pdf": ("hybridprof.reporting.page.pdf", "DiffPdfRenderer"),
+    ".txt": ("hybridprof.reporting.text.diff_text", "DiffTextRenderer"),
+    ".csv": ("hybridprof.reporting.diff_data", "DiffCsvRenderer"),
+    ".json": ("hybridprof.reporting.diff_data", "DiffJsonRenderer"),
 }
 
 
@@ -116,7 +121,7 @@ def _dataframe_of(session: ProfileSession) -> Any:
 
 
 def _text_of(session: ProfileSession) -> str:
-    from hybridprof.reporting.text_table import render_text
+    from hybridprof.reporting.text.text_table import render_text
 
     return render_text(session)
 

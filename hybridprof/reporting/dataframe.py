@@ -16,66 +16,35 @@ own before the outside row: `(optimizer)` (its total, like a container's) and it
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
 
-from hybridprof.analysis.layer_table import LayerRow, LayerTable, Timing, layer_table
+from hybridprof.analysis.layer_table import LayerTable, layer_table
 from hybridprof.datamodel import ProfileSession
-from hybridprof.datamodel.memory import CATEGORIES, LAYER_BYTES
+from hybridprof.datamodel.memory import CATEGORIES
+from hybridprof.reporting.column_figures import FrameField
+from hybridprof.reporting.csv_cells import csv_text
+from hybridprof.reporting.layer_columns import BY_KEY, LAYER_COLUMNS, frame_value
 
-FLOAT_COLUMNS = (
-    "self_cpu_us",
-    "self_cpu_us_min",
-    "self_cpu_us_max",
-    "total_cpu_us",
-    "total_cpu_us_min",
-    "total_cpu_us_max",
-    "self_device_us",
-    "total_device_us",
-    "backward_self_cpu_us",
-    "backward_total_cpu_us",
-    "pct_total",
-    "pct_self",
-    "calls_per_iter",
-    "self_cpu_us_ci_low",  # the median's 95% interval (analysis.stats), NaN below 6 iterations
-    "self_cpu_us_ci_high",
-)
-INT_COLUMNS = (
-    "depth",
-    "calls",
-    "self_cpu_mem",
-    "cpu_mem",
-    "self_device_mem",
-    "device_mem",
-    "param_count",
-    "op_count",
-)
-STR_COLUMNS = ("path", "name", "class_name", "input_shapes", "output_shapes", "aliases")
-BOOL_COLUMNS = ("is_leaf",)
+# The columns every layer frame has, in order (`reporting.layer_columns` declares each): a
+# quantity the session did not measure is NaN (or 0) there, so readers can rely on the names.
 COLUMNS = (
-    "path",
-    "name",
-    "class_name",
-    "depth",
-    "is_leaf",
-    "calls",
-    "calls_per_iter",
-    *FLOAT_COLUMNS[:10],
-    "self_cpu_mem",
-    "cpu_mem",
-    "self_device_mem",
-    "device_mem",
-    "param_count",
-    "input_shapes",
-    "output_shapes",
-    "aliases",
-    "op_count",
-    "pct_total",
-    "pct_self",
-    "self_cpu_us_ci_low",
+    "path", "name", "class_name", "depth", "is_leaf", "calls", "calls_per_iter", "self_cpu_us",
+    "self_cpu_us_min", "self_cpu_us_max", "total_cpu_us", "total_cpu_us_min", "total_cpu_us_max",
+    "self_device_us", "total_device_us", "backward_self_cpu_us", "backward_total_cpu_us",
+    "self_cpu_mem", "cpu_mem", "self_device_mem", "device_mem", "param_count", "input_shapes",
+    "output_shapes", "aliases", "op_count", "pct_total", "pct_self", "self_cpu_us_ci_low",
     "self_cpu_us_ci_high",
-)
+)  # fmt: skip
+# The columns whose fields follow them when the session has them: a compiled model's, --flops'
+# and the memory section's (`--profile-memory`, bytes on the model's device; 0 where a row has
+# none).
+WHEN_MEASURED = ("fused", "flops", "intensity", "gflops", "verdict", "mem-peak")
+_FIELDS = {f.name: f for column in LAYER_COLUMNS for f in column.frame}
+WORK_COLUMNS = tuple(f.name for key in WHEN_MEASURED[1:5] for f in BY_KEY[key].frame)
+MEMORY_COLUMNS = tuple(f.name for f in BY_KEY["mem-peak"].frame)
 OP_COLUMNS = (
     "path",
     "op",
@@ -90,123 +59,16 @@ OP_COLUMNS = (
 )
 
 
-def _number(value: float | None, measured: bool = True) -> float:
-    """A figure as the frame holds it: NaN when the quantity was not measured at all."""
-    return value if value is not None else (0.0 if measured else math.nan)
+def frame_fields(table: LayerTable) -> list[FrameField]:
+    """The frame's columns for this table: `COLUMNS`, then those of what it measured."""
+    fields = [_FIELDS[name] for name in COLUMNS]
+    measured = [BY_KEY[key] for key in WHEN_MEASURED if BY_KEY[key].present(table)]
+    return fields + [f for column in measured for f in column.frame]
 
 
-def _pct(value: float | None) -> float:
-    return math.nan if value is None else value
-
-
-def _interval(row: LayerRow) -> tuple[float, float]:
-    interval = row.self_cpu.interval if row.self_cpu else None
-    return (interval.low, interval.high) if interval else (math.nan, math.nan)
-
-
-def _tree_row(row: LayerRow, table: LayerTable) -> dict[str, object]:
-    """A profiled layer's row, or a container's (no self figures or calls: 0 where the quantity
-    was measured, as its time is its children's)."""
-    rec = row.record
-    assert rec is not None and row.total_cpu is not None
-    own = row.self_cpu or Timing(0.0, 0.0, 0.0)
-    ci_low, ci_high = _interval(row)
-    return {
-        "self_cpu_us_ci_low": ci_low,
-        "self_cpu_us_ci_high": ci_high,
-        "path": row.path,
-        "name": row.path.rsplit(".", 1)[-1],
-        "class_name": row.class_name,
-        "depth": row.depth,
-        "is_leaf": rec.is_leaf,
-        "calls": rec.calls,
-        "calls_per_iter": row.calls_per_iteration or 0.0,
-        "self_cpu_us": own.median,
-        "self_cpu_us_min": own.min,
-        "self_cpu_us_max": own.max,
-        "total_cpu_us": row.total_cpu.median,
-        "total_cpu_us_min": row.total_cpu.min,
-        "total_cpu_us_max": row.total_cpu.max,
-        "self_device_us": _number(row.self_device_us, table.has_device and row.kind != "layer"),
-        "total_device_us": _number(row.total_device_us, False),
-        "backward_self_cpu_us": _number(
-            row.backward_self_cpu_us, table.has_backward and row.kind != "layer"
-        ),
-        "backward_total_cpu_us": _number(row.backward_total_cpu_us, False),
-        "self_cpu_mem": row.self_cpu_mem or 0,
-        "cpu_mem": row.cpu_mem or 0,
-        "self_device_mem": row.self_device_mem or 0,
-        "device_mem": row.device_mem or 0,
-        "param_count": row.param_count,
-        "input_shapes": ", ".join(row.input_shapes),
-        "output_shapes": ", ".join(row.output_shapes),
-        "aliases": ", ".join(row.aliases),
-        "op_count": row.op_count,
-        "pct_total": _pct(row.pct_total),
-        "pct_self": _pct(row.pct_self),
-    }
-
-
-def _outside_row(row: LayerRow) -> dict[str, object]:
-    """The row of profiled time in no profiled module (forward and backward are one amount)."""
-    assert row.self_cpu is not None
-    stat = row.self_cpu
-    frame_row: dict[str, object] = {c: math.nan for c in FLOAT_COLUMNS}
-    frame_row.update({c: 0 for c in INT_COLUMNS})
-    frame_row.update({c: "" for c in STR_COLUMNS})
-    frame_row.update(path=row.path, name=row.name, is_leaf=False, calls_per_iter=0.0)
-    frame_row.update(self_cpu_us=stat.median, self_cpu_us_min=stat.min, self_cpu_us_max=stat.max)
-    frame_row.update(total_cpu_us=stat.median, total_cpu_us_min=stat.min, total_cpu_us_max=stat.max)
-    frame_row.update(pct_total=_pct(row.pct_total), pct_self=_pct(row.pct_self))
-    return frame_row
-
-
-def _optimizer_row(row: LayerRow) -> dict[str, object]:
-    """The optimizer's row (a container: its total is its parts') or one of its parts."""
-    assert row.total_cpu is not None
-    own = row.self_cpu or Timing(0.0, 0.0, 0.0)
-    ci_low, ci_high = _interval(row)
-    frame_row: dict[str, object] = {c: math.nan for c in FLOAT_COLUMNS}
-    frame_row.update({c: 0 for c in INT_COLUMNS})
-    frame_row.update({c: "" for c in STR_COLUMNS})
-    frame_row.update(
-        path=row.path,
-        name=row.name,
-        class_name=row.class_name,
-        depth=row.depth,
-        is_leaf=not row.has_children,
-        calls_per_iter=row.calls_per_iteration or 0.0,
-        self_cpu_us=own.median,
-        self_cpu_us_min=own.min,
-        self_cpu_us_max=own.max,
-        total_cpu_us=row.total_cpu.median,
-        total_cpu_us_min=row.total_cpu.min,
-        total_cpu_us_max=row.total_cpu.max,
-        total_device_us=_number(row.total_device_us, False),
-        op_count=row.op_count,
-        pct_total=_pct(row.pct_total),
-        pct_self=_pct(row.pct_self),
-        self_cpu_us_ci_low=ci_low,
-        self_cpu_us_ci_high=ci_high,
-    )
-    return frame_row
-
-
-def _frame_row(row: LayerRow, table: LayerTable) -> dict[str, object]:
-    if row.kind == "outside":
-        return _outside_row(row)
-    if row.kind in ("optimizer", "optimizer_part"):
-        return _optimizer_row(row)
-    return _tree_row(row, table)
-
-
-def _typed(frame: pd.DataFrame, floats: tuple[str, ...], ints: tuple[str, ...]) -> pd.DataFrame:
+def _typed(frame: pd.DataFrame, types: dict[str, str]) -> pd.DataFrame:
     # An empty frame would otherwise get object columns; fix every dtype so readers can rely on it.
-    types: dict[str, str] = {c: "float64" for c in floats if c in frame.columns}
-    types.update({c: "int64" for c in ints if c in frame.columns})
-    types.update({c: "str" for c in STR_COLUMNS if c in frame.columns})
-    types.update({c: "bool" for c in (*BOOL_COLUMNS, "backward") if c in frame.columns})
-    return frame.astype(types)
+    return frame.astype({name: kind for name, kind in types.items() if name in frame.columns})
 
 
 def session_frame(session: ProfileSession) -> pd.DataFrame:
@@ -217,77 +79,14 @@ def session_frame(session: ProfileSession) -> pd.DataFrame:
     bytes on the model's device; 0 where a row has none). A container that never runs itself
     (ModuleList) has a row with its children's totals and no calls or self time."""
     table = layer_table(session)
-    shown = [row for row in table.rows if row.kind != "unprofiled"]
-    rows = [_frame_row(r, table) for r in shown]
-    frame = _typed(pd.DataFrame(rows, columns=list(COLUMNS)), FLOAT_COLUMNS, INT_COLUMNS)
-    if session.compiled is not None:  # what each layer's compiled kernels fused ("ln_2, mlp.0")
-        frame["fused"] = pd.Series([", ".join(r.fused) for r in shown], dtype="str").values
-    frame = frame if session.flops is None else _with_work(frame, shown)
-    return frame if table.memory is None else _with_memory(frame, shown)
-
-
-WORK_INT_COLUMNS = (
-    "flops",
-    "bytes",
-    "total_flops",
-    "total_bytes",
-    "backward_flops",
-    "backward_bytes",
-)
-WORK_FLOAT_COLUMNS = ("intensity", "achieved_gflops", "achieved_gbps", "pct_peak")
-WORK_COLUMNS = (*WORK_INT_COLUMNS, *WORK_FLOAT_COLUMNS, "verdict", "not_counted")
-
-
-def _work_row(row: LayerRow) -> dict[str, object]:
-    work, line = row.work, row.roofline
-    if work is None or line is None:
-        return {c: (0 if c in WORK_INT_COLUMNS else math.nan) for c in WORK_COLUMNS} | {
-            "verdict": "",
-            "not_counted": "",
-        }
-    return {
-        "flops": work.flops,  # forward, self; backward_flops beside it
-        "bytes": work.bytes,
-        "total_flops": work.total_flops,
-        "total_bytes": work.total_bytes,
-        "backward_flops": work.backward_flops,
-        "backward_bytes": work.backward_bytes,
-        "intensity": _pct(line.intensity),
-        "achieved_gflops": _pct(line.gflops),
-        "achieved_gbps": _pct(line.gbps),
-        "pct_peak": _pct(line.pct_peak),
-        "verdict": line.verdict,
-        "not_counted": line.not_counted,
-    }
-
-
-def _with_work(frame: pd.DataFrame, rows: list[LayerRow]) -> pd.DataFrame:
-    work = pd.DataFrame([_work_row(r) for r in rows], columns=list(WORK_COLUMNS))
-    types = {c: "int64" for c in WORK_INT_COLUMNS} | {c: "float64" for c in WORK_FLOAT_COLUMNS}
-    work = work.astype(types | {"verdict": "str", "not_counted": "str"})
-    return pd.concat([frame, work.set_index(frame.index)], axis=1)
-
-
-# Each LayerMemory figure as `mem_<field>` (bytes; `mem_self_net`/`mem_net` are the only signed
-# ones: allocated minus freed), and whether the model's own saved-tensor hooks hid its saves.
-MEMORY_INT_COLUMNS = (*(f"mem_{name}" for name in LAYER_BYTES), "mem_self_net", "mem_net")
-MEMORY_COLUMNS = (*MEMORY_INT_COLUMNS, "mem_saved_hidden")
-
-
-def _memory_row(row: LayerRow) -> dict[str, object]:
-    memory = row.memory
-    if memory is None:
-        empty: dict[str, object] = {c: 0 for c in MEMORY_INT_COLUMNS}
-        return empty | {"mem_saved_hidden": False}
-    values: dict[str, object] = {f"mem_{name}": getattr(memory, name) for name in LAYER_BYTES}
-    values.update(mem_self_net=memory.self_net, mem_net=memory.net)
-    return values | {"mem_saved_hidden": memory.saved_hidden}
-
-
-def _with_memory(frame: pd.DataFrame, rows: list[LayerRow]) -> pd.DataFrame:
-    memory = pd.DataFrame([_memory_row(r) for r in rows], columns=list(MEMORY_COLUMNS))
-    memory = memory.astype({c: "int64" for c in MEMORY_INT_COLUMNS} | {"mem_saved_hidden": "bool"})
-    return pd.concat([frame, memory.set_index(frame.index)], axis=1)
+    fields = frame_fields(table)
+    rows = [
+        [frame_value(f, row, table) for f in fields]
+        for row in table.rows
+        if row.kind != "unprofiled"
+    ]
+    frame = pd.DataFrame(rows, columns=[f.name for f in fields])
+    return _typed(frame, {f.name: f.type for f in fields})
 
 
 PEAK_COLUMNS = ("device", "phase", "path", "bytes", *(f"{name}_bytes" for name in CATEGORIES))
@@ -334,7 +133,10 @@ def ops_frame(session: ProfileSession) -> pd.DataFrame:
     ]
     frame = pd.DataFrame(rows, columns=list(OP_COLUMNS))
     floats = ("self_cpu_us", "total_cpu_us", "self_device_us", "total_device_us")
-    return _typed(frame, floats, ("calls", "self_cpu_mem", "cpu_mem")).astype({"op": "str"})
+    types = {c: "float64" for c in floats} | {
+        c: "int64" for c in ("calls", "self_cpu_mem", "cpu_mem")
+    }
+    return _typed(frame, types | {"path": "str", "op": "str", "backward": "bool"})
 
 
 def class_totals(session: ProfileSession) -> pd.DataFrame:
@@ -344,3 +146,44 @@ def class_totals(session: ProfileSession) -> pd.DataFrame:
     frame = frame.iloc[:modules]  # the optimizer's and the outside rows belong to no class
     grouped = frame.groupby("class_name", sort=False)["self_cpu_us"].agg(["sum", "count"])
     return grouped.sort_values("sum", ascending=False).reset_index()
+
+
+def render_csv(session: ProfileSession) -> str:
+    """The layer table as CSV, one row per profiled path."""
+    frame = session_frame(session)
+    return csv_text(list(frame.columns), frame.itertuples(index=False, name=None))
+
+
+def render_json(session: ProfileSession) -> str:
+    """The layer table as JSON records (one per profiled path); the session file itself is
+    `session.to_json()`."""
+    # NaN (not measured) becomes null: strict JSON has no NaN.
+    records = session_frame(session).to_dict(orient="records")
+    clean = [
+        {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+        for r in records
+    ]
+    return json.dumps(clean, indent=1, default=_plain) + "\n"
+
+
+def _plain(value: object) -> object:
+    item = getattr(value, "item", None)  # numpy scalars
+    if callable(item):
+        return item()
+    raise TypeError(f"cannot export {type(value).__name__} to JSON")
+
+
+class CsvRenderer:
+    extensions = (".csv",)
+    binary = False
+
+    def render(self, session: ProfileSession) -> str:
+        return render_csv(session)
+
+
+class JsonRenderer:
+    extensions = (".json",)
+    binary = False
+
+    def render(self, session: ProfileSession) -> str:
+        return render_json(session)

@@ -134,7 +134,7 @@ def test_fused_kernels_name_what_they_fused(profiled: dict[str, Any]) -> None:
 
 def test_every_format_shows_what_fused(profiled: dict[str, Any]) -> None:
     from hybridprof.reporting.dataframe import session_frame
-    from hybridprof.reporting.renderers.text import render_text_report
+    from hybridprof.reporting.text.text_report import render_text_report
 
     session = profiled["session"]
     frame = session_frame(session)

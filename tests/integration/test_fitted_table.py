@@ -15,13 +15,15 @@ from hybridprof.api import profile
 from hybridprof.cli import main
 from hybridprof.datamodel import ProfileSession
 from hybridprof.errors import UsageError
-from hybridprof.reporting.fitted_table import (
+from hybridprof.reporting.layer_columns import title as title_of
+from hybridprof.reporting.text.fitted_table import (
     TableChoice,
     fitted_table,
     ordered_rows,
+    printed,
     term_columns,
 )
-from hybridprof.reporting.renderers.text import render_text_report
+from hybridprof.reporting.text.text_report import render_text_report
 from tests.wide_run import wide_session
 
 
@@ -60,7 +62,8 @@ def test_the_table_fits_the_width_and_says_what_it_left_out(
 @pytest.mark.parametrize("width", [120, 100])
 def test_room_left_by_a_wide_column_goes_to_narrower_ones(wide: ProfileSession, width: int) -> None:
     fitted = fitted_table(wide, TableChoice(width=width))
-    titles = {c.title: c.key for c in term_columns(layer_table(wide))}
+    table = layer_table(wide)
+    titles = {title_of(printed(c).title, table): c.key for c in term_columns(table)}
     header = [cell.strip() for cell in fitted.text.splitlines()[0].split(" | ")][1:]
     kept = [titles[t] for t in header]
     for title in fitted.left_out:  # each one left out would not have fitted beside the rest

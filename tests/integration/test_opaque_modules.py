@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import hybridprof
-from hybridprof.planner.plan import plan_model
+from hybridprof.planner.live_plan import plan_model
 
 # torch 2.13 deprecates TorchScript; users still hand us scripted modules, so we test them.
 pytestmark = [

@@ -16,9 +16,9 @@ from pypdf import PdfReader
 from hybridprof.analysis.roofline import session_rooflines
 from hybridprof.datamodel import ProfileSession
 from hybridprof.reporting import write_report
-from hybridprof.reporting.page.columns import PDF_LINE_PT, _pdf_width, layer_columns, pdf_parts
 from hybridprof.reporting.page.context import build_context
 from hybridprof.reporting.page.icicle import WIDTH, _label
+from hybridprof.reporting.page.tree_table import PDF_LINE_PT, _pdf_width, pdf_parts
 from tests.wide_run import wide_session
 
 
@@ -38,7 +38,7 @@ def text_of(pdf: Path) -> list[str]:
 
 def test_the_layer_table_comes_in_parts_that_fit_the_page(session: ProfileSession) -> None:
     ctx = build_context(session, "pdf")
-    columns = layer_columns(ctx)
+    columns = ctx.columns
     parts = pdf_parts(columns, ctx.rows)
     assert len(parts) >= 2  # too wide for one page
     assert all(part[0].key == "name" for part in parts)  # each led by the Layer column

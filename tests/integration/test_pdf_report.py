@@ -13,7 +13,7 @@ from pypdf import PdfReader
 
 from hybridprof.errors import ReportDependencyError
 from hybridprof.reporting import write_report
-from hybridprof.reporting.renderers.pdf import INSTALL_HINT, load_weasyprint, render_pdf
+from hybridprof.reporting.page.pdf import INSTALL_HINT, load_weasyprint, render_pdf
 from tests.report_page import page_rows
 from tests.sessions import HOSTILE, big_session, hostile_session, nested_session
 

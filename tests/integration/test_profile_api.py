@@ -266,7 +266,7 @@ class Nested(nn.Module):
 def test_first_table_from_layer_ranges_matches_the_full_session() -> None:
     """`str(prof)` is worked out from the layer ranges alone and leaves the ops unread; the
     table it gives is the one the fully attributed session gives, number for number."""
-    from hybridprof.reporting.text_table import render_text
+    from hybridprof.reporting.text.text_table import render_text
 
     model = Nested()
     paths = ["", "body", "body.step", "body.head", "act"]

@@ -12,8 +12,8 @@ from hybridprof.datamodel import Stat
 from hybridprof.reporting.dataframe import session_frame
 from hybridprof.reporting.page.context import build_context
 from hybridprof.reporting.page.row_limits import open_depth
-from hybridprof.reporting.renderers.html import render_html
-from hybridprof.reporting.text_table import render_text
+from hybridprof.reporting.page.templates import render_html
+from hybridprof.reporting.text.text_table import render_text
 from tests.report_page import page_rows
 from tests.sessions import _plan, _session, record, target
 

@@ -15,9 +15,8 @@ from hypothesis import strategies as st
 from hybridprof.datamodel import ProfileSession
 from hybridprof.diff import diff_sessions
 from hybridprof.reporting.csv_cells import FORMULA_STARTS, csv_text, safe_cell
-from hybridprof.reporting.dataframe import session_frame
-from hybridprof.reporting.renderers.csv import render_csv
-from hybridprof.reporting.renderers.diff_csv import render_diff_csv
+from hybridprof.reporting.dataframe import render_csv, session_frame
+from hybridprof.reporting.diff_data import render_diff_csv
 from tests.sessions import small_session
 
 PACKAGE = Path(__file__).resolve().parents[2] / "hybridprof"

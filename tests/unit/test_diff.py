@@ -24,8 +24,8 @@ from hybridprof.diff import (
     judge,
     match_records,
 )
-from hybridprof.reporting.diff_text import render_diff_text
-from hybridprof.reporting.renderers.diff_csv import render_diff_csv
+from hybridprof.reporting.diff_data import render_diff_csv
+from hybridprof.reporting.text.diff_text import render_diff_text
 from tests.sessions import ENV, _plan, _session, op, target
 
 ITERS = 30

@@ -12,7 +12,7 @@ from hybridprof.cli.diff import exit_code
 from hybridprof.datamodel import Stability
 from hybridprof.diff import DiffResult, diff_sessions
 from hybridprof.errors import EXIT_INCONCLUSIVE
-from hybridprof.reporting.diff_text import render_diff_text
+from hybridprof.reporting.text.diff_text import render_diff_text
 from tests.sessions import HOSTILE
 from tests.unit.test_diff import run
 from tests.unit.test_diff_paired import PAIRS, drift, paired_runs

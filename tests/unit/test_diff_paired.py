@@ -1,5 +1,5 @@
-"""Paired runs (`hybridprof.diff.paired`), the min-delta floor (`hybridprof.diff.floor`) and the
-"inconclusive" verdict, on hand-made series whose drift, noise and changes are known."""
+"""Paired runs (`hybridprof.diff.pair_ratios`), the min-delta floor (`hybridprof.diff.floor`) and
+the "inconclusive" verdict, on hand-made series whose drift, noise and changes are known."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from hybridprof.datamodel import IterationSeries, ModuleRecord, ProfileSession, 
 from hybridprof.diff import DiffResult, default_floor, diff_series, diff_sessions, given_floor
 from hybridprof.diff.floor import OPS, REFERENCE_OP_COST_US, RESOLUTION_STEPS
 from hybridprof.diff.judge import judge
-from hybridprof.diff.paired import family_confidence, paired_change, paired_ratio
-from hybridprof.reporting.diff_text import render_diff_text
+from hybridprof.diff.pair_ratios import family_confidence, paired_change, paired_ratio
+from hybridprof.reporting.text.diff_text import render_diff_text
 from tests.sessions import _plan, _session, op, target
 
 PAIRS = 30

@@ -19,9 +19,9 @@ from hybridprof.datamodel import (
 )
 from hybridprof.diff import DiffResult, diff_sessions
 from hybridprof.diff.shift import MIN_SHIFT_LAYERS, estimate_shift, same_own_work
-from hybridprof.reporting.diff_text import render_diff_text
-from hybridprof.reporting.renderers.diff_csv import render_diff_csv
-from hybridprof.reporting.renderers.diff_html import render_diff_html
+from hybridprof.reporting.diff_data import render_diff_csv
+from hybridprof.reporting.page.diff_context import render_diff_html
+from hybridprof.reporting.text.diff_text import render_diff_text
 from tests.sessions import _plan, _session, op, target
 
 ITERS = 30

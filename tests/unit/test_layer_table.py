@@ -7,12 +7,14 @@ from dataclasses import replace
 
 import pytest
 
-from hybridprof.analysis.layer_table import CI_VALUES, layer_table
-from hybridprof.cli.terminal import heaviest_fitting
+from hybridprof.analysis.layer_table import CI_VALUES, LayerRow, layer_table
+from hybridprof.analysis.tree import heaviest_with_ancestors
 from hybridprof.datamodel import IterationSeries, Series, Stat
 from hybridprof.reporting.dataframe import session_frame
+from hybridprof.reporting.format import format_bytes
 from hybridprof.reporting.page.context import build_context
-from hybridprof.reporting.text_table import render_text
+from hybridprof.reporting.page.tree_table import cell_text
+from hybridprof.reporting.text.text_table import render_text
 from hybridprof.reporting.trust import timing_text
 from tests.sessions import backward_session, memory_session
 from tests.unit.test_complete_rows import complete_session
@@ -83,16 +85,30 @@ def test_backward_and_memory_figures_reach_every_format() -> None:
                 assert views[row.path].backward_us == row.backward_self_cpu_us
             if table.has_memory:
                 assert frame.loc[row.path, "self_cpu_mem"] == row.self_cpu_mem
-                assert views[row.path].memory_bytes == row.self_cpu_mem
+                assert views[row.path].layer.self_cpu_mem == row.self_cpu_mem
+                memory = next(c for c in build_context(session).columns if c.key == "mem-self")
+                assert cell_text(views[row.path], memory) == format_bytes(row.self_cpu_mem or 0)
 
 
-def test_the_terminal_keeps_the_heaviest_layers_with_their_ancestors() -> None:
+def own_us(row: LayerRow) -> float:
+    return row.own_us
+
+
+def test_the_heaviest_layers_are_kept_with_their_ancestors() -> None:
     table = layer_table(complete_session())
-    shown = heaviest_fitting(table, rows=4)
+    shown, kept = heaviest_with_ancestors(table.rows, table.layers(), own_us, 4)
     assert [r.path for r in shown] == ["blocks.0.conv"]  # with "", blocks, blocks.0: 4 rows
-    assert heaviest_fitting(table, rows=100) == tuple(
-        sorted(table.layers(), key=lambda r: -r.own_us)
-    )
+    assert kept == {"", "blocks", "blocks.0", "blocks.0.conv"}
+    every, _ = heaviest_with_ancestors(table.rows, table.layers(), own_us, 100)
+    assert every == sorted(table.layers(), key=lambda r: -r.own_us)
+
+
+def test_an_ancestor_that_is_no_row_is_not_kept() -> None:
+    table = layer_table(complete_session())
+    leaf = next(r for r in table.layers() if r.path == "blocks.0.conv")
+    rows = [r for r in table.rows if r.path != "blocks"]  # a parent missing from the rows
+    _, kept = heaviest_with_ancestors(rows, [leaf], own_us, 10)
+    assert kept == {"blocks.0", "blocks.0.conv"}  # the walk up stops where the rows end
 
 
 def test_an_unprofiled_parent_has_nothing_measured() -> None:
@@ -103,3 +119,20 @@ def test_an_unprofiled_parent_has_nothing_measured() -> None:
     assert root.kind == "unprofiled" and root.total_cpu is None and root.pct_total is None
     assert table.rows[-1].name == "(outside profiled modules)"
     assert Stat(40.0, 35.0, 50.0) == narrowed.outside_cpu_us
+
+
+def test_a_session_s_table_is_built_once_and_kept_while_the_session_lives() -> None:
+    import gc
+
+    from hybridprof.analysis import layer_table as module
+
+    session = complete_session()
+    first = layer_table(session)
+    assert layer_table(session) is first  # the same table, not a rebuild
+    twin = complete_session()  # equal, but another object: its own table
+    assert twin == session and layer_table(twin) is not first and layer_table(twin) == first
+    key = id(session)
+    assert key in module._TABLES
+    del session, first
+    gc.collect()
+    assert key not in module._TABLES  # the table went with its session

@@ -102,9 +102,10 @@ INNER_FLOORS: dict[str, Floors] = {
         ("basics",),
     ),
     "hybridprof.reporting": (
-        ("renderers", "notebook"),
-        ("page",),
-        (REST,),
+        ("notebook",),  # the notebook view: the HTML page, its rows cut
+        ("page",),  # the HTML and PDF pages (their renderers beside them)
+        ("text",),  # the words: printed and text tables, .txt report, diff and speed-up summaries
+        (REST,),  # the ground: the columns, the pandas tables and files, the shared formatting
     ),
 }
 MAX_MODULES_PER_FOLDER = 15
@@ -322,6 +323,16 @@ def test_the_folders_are_the_layers() -> None:
     assert crowded == {}
 
 
+def test_no_module_name_is_used_twice() -> None:
+    # A name says what a module is; two modules of one name make every traceback and import
+    # ambiguous (`__init__` and `__main__` excepted).
+    names: dict[str, list[str]] = {}
+    for name, path in all_modules().items():
+        if path.name not in ("__init__.py", "__main__.py"):
+            names.setdefault(path.stem, []).append(name)
+    assert {stem: found for stem, found in names.items() if len(found) > 1} == {}
+
+
 def test_every_package_is_a_listed_package() -> None:
     dirs = {p.parent for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts}
     assert sorted(str(d.relative_to(ROOT)) for d in dirs if not (d / "__init__.py").exists()) == []
@@ -398,7 +409,7 @@ def test_the_rest_of_a_package_is_one_part(tmp_path: Path) -> None:
 
 def test_html_reports_and_the_data_model_do_not_load_pandas() -> None:
     code = (
-        "import sys, hybridprof.datamodel, hybridprof.reporting.renderers.html\n"
+        "import sys, hybridprof.datamodel, hybridprof.reporting.page.templates\n"
         "import hybridprof.analysis.tree\n"
         "assert 'pandas' not in sys.modules, 'pandas was imported'\n"
     )

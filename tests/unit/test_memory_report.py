@@ -13,11 +13,15 @@ from hybridprof.analysis.layer_table import layer_table
 from hybridprof.datamodel import ProfileSession
 from hybridprof.datamodel.memory import ByteSeries
 from hybridprof.errors import SessionFileError
-from hybridprof.reporting.dataframe import MEMORY_COLUMNS, memory_peak_frame, session_frame
-from hybridprof.reporting.memory_text import memory_lines
-from hybridprof.reporting.renderers.csv import render_csv
-from hybridprof.reporting.renderers.html import render_html
-from hybridprof.reporting.renderers.text import render_text_report
+from hybridprof.reporting.dataframe import (
+    MEMORY_COLUMNS,
+    memory_peak_frame,
+    render_csv,
+    session_frame,
+)
+from hybridprof.reporting.page.templates import render_html
+from hybridprof.reporting.text.memory_text import memory_lines
+from hybridprof.reporting.text.text_report import render_text_report
 from tests.memory_sessions import MiB, hostile_memory_session, layer_memory_session
 from tests.sessions import HOSTILE
 

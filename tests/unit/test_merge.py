@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from hybridprof.analysis.merge import merge_sessions
+from hybridprof.analysis.rank_merge import merge_sessions
 from hybridprof.datamodel import (
     CollectiveStat,
     IterationSeries,
@@ -22,7 +22,7 @@ from hybridprof.datamodel import (
 from hybridprof.diff import diff_sessions
 from hybridprof.errors import SessionFileError, UsageError
 from hybridprof.reporting.page.context import build_context
-from hybridprof.reporting.renderers.html import render_html
+from hybridprof.reporting.page.templates import render_html
 from tests.sessions import small_session
 
 

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from hybridprof.analysis.merge import merge_sessions
+from hybridprof.analysis.rank_merge import merge_sessions
 from hybridprof.cli.terminal import where_lines
 from hybridprof.datamodel import ProfileSession, RankInfo, RankRun
 from hybridprof.diff import diff_sessions
-from hybridprof.reporting.diff_text import render_diff_text
 from hybridprof.reporting.format import visible
-from hybridprof.reporting.page.ranks import rank_lines
-from hybridprof.reporting.plan_text import render_plan
-from hybridprof.reporting.text_table import render_text
+from hybridprof.reporting.text.diff_text import render_diff_text
+from hybridprof.reporting.text.plan_text import render_plan
+from hybridprof.reporting.text.ranks_text import rank_lines
+from hybridprof.reporting.text.text_table import render_text
 from tests.sessions import small_session
 
 HIDDEN = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\u061c\U000e0000-\U000e007f\r]")
@@ -82,7 +82,7 @@ def test_rank_lines_print_names_escaped(field: str) -> None:
 
 
 def test_the_txt_report_prints_names_escaped() -> None:
-    from hybridprof.reporting.renderers.text import render_text_report
+    from hybridprof.reporting.text.text_report import render_text_report
 
     session = replace(hostile(), never_called=("x\nFORGED never called",))
     session = replace(session, plan=replace(session.plan, root_class="Net\nFORGED root"))

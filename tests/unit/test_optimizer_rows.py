@@ -19,10 +19,10 @@ from hybridprof.datamodel import (
     Stat,
 )
 from hybridprof.reporting.dataframe import class_totals, session_frame
-from hybridprof.reporting.page.columns import DERIVED, row_flags, table_data
 from hybridprof.reporting.page.context import build_context
-from hybridprof.reporting.renderers.html import render_html
-from hybridprof.reporting.text_table import render_text
+from hybridprof.reporting.page.templates import render_html
+from hybridprof.reporting.page.tree_table import DERIVED, row_flags, table_data
+from hybridprof.reporting.text.text_table import render_text
 from tests.sessions import HOSTILE, backward_session, op
 
 SERIES = {"step": (400.0, 410.0, 390.0), "g0": (250.0, 250.0, 240.0), "g1": (100.0, 110.0, 90.0)}
@@ -116,7 +116,7 @@ def test_the_html_page_rows_and_the_optimizers_ops() -> None:
     views = {r.path: r for r in ctx.rows}
     assert row_flags(views["(optimizer)"]) & DERIVED
     assert views["(optimizer).step"].self_cpu.startswith("50")
-    data = table_data(ctx)
+    data = table_data(ctx.columns, ctx.rows)
     paths = [row[0] for row in data["rows"]]
     parent = data["rows"][paths.index("(optimizer).step")][1]
     assert paths[parent] == "(optimizer)"

@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
-from hybridprof.reporting.page.columns import (
+from hybridprof.reporting.page.context import ReportContext, build_context
+from hybridprof.reporting.page.tree_table import (
     COLLAPSED,
     HAS_CHILDREN,
     UNPROFILED,
     _compact,
-    layer_columns,
-    table_data,
 )
-from hybridprof.reporting.page.context import build_context
+from hybridprof.reporting.page.tree_table import (
+    table_data as page_table_data,
+)
 from tests.sessions import backward_session, device_session, nested_session, small_session
 
 
 def labels(session_factory: object) -> list[str]:
-    return [c.label for c in layer_columns(build_context(session_factory()))]  # type: ignore[operator]
+    return [c.label for c in build_context(session_factory()).columns]  # type: ignore[operator]
+
+
+def table_data(ctx: ReportContext) -> dict[str, Any]:
+    return page_table_data(ctx.columns, ctx.rows)
 
 
 def test_columns_follow_what_the_session_measured() -> None:
@@ -38,7 +44,8 @@ def test_every_time_column_sorts_by_its_raw_number() -> None:
     fc1 = next(r for r in data["rows"] if r[0] == "fc1")
     values = dict(zip(numeric, fc1[7], strict=True))
     rec = next(r for r in ctx.rows if r.path == "fc1")
-    assert values["Self device"] == pytest.approx(rec.self_device_us, abs=1e-3)
+    assert rec.layer.self_device_us is not None
+    assert values["Self device"] == pytest.approx(rec.layer.self_device_us, abs=1e-3)
     assert values["Self CPU"] == pytest.approx(rec.self_us, abs=1e-3)
 
 

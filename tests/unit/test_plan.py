@@ -12,7 +12,7 @@ from torch import nn
 
 from hybridprof.datamodel import ProfilePlan
 from hybridprof.errors import ModelLoadError, SelectionError
-from hybridprof.planner.plan import plan_model
+from hybridprof.planner.live_plan import plan_model
 from hybridprof.planner.plan_check import check_plan_compat
 from hybridprof.planner.static_plan import static_plan
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hybridprof.datamodel import Finding, FindingKind, ModuleTarget, ProfilePlan, SourceSpan
-from hybridprof.reporting.plan_text import render_plan
+from hybridprof.reporting.text.plan_text import render_plan
 
 
 def stack_plan(blocks: int) -> ProfilePlan:

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from hybridprof.datamodel import FindingKind, ProfilePlan
-from hybridprof.planner.plan import plan_model
+from hybridprof.planner.live_plan import plan_model
 from hybridprof.planner.static_plan import static_plan
 
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from hybridprof.datamodel import ModuleClassInfo
-from hybridprof.planner.plan import plan_model
+from hybridprof.planner.live_plan import plan_model
 from hybridprof.planner.source_index import clear_cache, index_source
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from hybridprof.reporting.page.charts import session_charts
 from hybridprof.reporting.page.context import build_context
+from tests.report_page import context_cells
 from tests.sessions import (
     backward_session,
     big_session,
@@ -44,15 +45,20 @@ def test_interrupted_run_says_so() -> None:
 
 
 def test_rows_are_formatted_and_keep_raw_numbers() -> None:
-    rows = {r.path: r for r in build_context(small_session()).rows}
+    ctx = build_context(small_session())
+    rows = {r.path: r for r in ctx.rows}
     assert list(rows) == ["", "fc1", "act", "fc2"]  # module order, as the model defines it
-    fc1 = rows["fc1"]
-    assert (fc1.self_cpu, fc1.total_cpu, fc1.pct_text) == ("520.000us", "580.000us", "58.0%")
-    assert fc1.spread == "468.000us–572.000us"
-    assert fc1.self_us == 520.0 and fc1.params == 1000
+    fc1, shown = rows["fc1"], context_cells(ctx, "fc1")
+    assert (shown["self"], shown["total"], shown["subtree-share"]) == (
+        "520.000us",
+        "580.000us",
+        "58.0%",
+    )
+    assert fc1.self_cpu == "520.000us" and shown["spread"] == "468.000us–572.000us"
+    assert fc1.self_us == 520.0 and shown["params"] == "1,000"
     # 3 calls over the session's 3 iterations: shown per iteration, like the times
-    assert (fc1.calls, fc1.calls_text) == (1.0, "1")
-    assert fc1.source == "nets.py:8"
+    assert (fc1.layer.calls_per_iteration, shown["calls"]) == (1.0, "1")
+    assert fc1.layer.source is not None and fc1.layer.source.short() == "nets.py:8"
     assert fc1.heat == 5 and rows["act"].heat == 1
     root = rows[""]
     assert not root.profiled and root.has_children and root.name == "Net"
@@ -62,10 +68,10 @@ def test_rows_are_formatted_and_keep_raw_numbers() -> None:
 def test_device_and_backward_columns_follow_the_session() -> None:
     ctx = build_context(device_session())
     assert ctx.has_device and not ctx.has_backward
-    assert {r.path: r.self_device for r in ctx.rows}["fc1"] == "260.000us"
+    assert context_cells(ctx, "fc1")["dev-self"] == "260.000us"
     bwd = build_context(backward_session())
     assert bwd.has_backward
-    assert {r.path: r.backward for r in bwd.rows}["fc1"] == "1.040ms"
+    assert context_cells(bwd, "fc1")["bwd-self"] == "1.040ms"
 
 
 def test_charts_top_layers_by_class_and_backward() -> None:
@@ -141,9 +147,9 @@ def test_share_of_a_training_step_counts_both_passes() -> None:
     )
     # fc1: 580 us forward + 1160 us backward in a 3000 us step
     session = replace(base, records=records, backward=True, iteration_cpu_us=(3000.0,))
-    rows = {r.path: r for r in build_context(session).rows}
-    assert rows["fc1"].pct_text == "58.0%"
-    assert rows["fc1"].pct == pytest.approx(58.0)
+    ctx = build_context(session)
+    assert context_cells(ctx, "fc1")["subtree-share"] == "58.0%"
+    assert {r.path: r for r in ctx.rows}["fc1"].pct == pytest.approx(58.0)
 
 
 def test_findings_from_one_source_line_are_one_row_and_root_is_named() -> None:

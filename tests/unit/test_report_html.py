@@ -13,8 +13,7 @@ import jinja2
 import pytest
 
 from hybridprof.reporting.page.context import build_context
-from hybridprof.reporting.page.templates import render_page, script_json, template_env
-from hybridprof.reporting.renderers.html import render_html
+from hybridprof.reporting.page.templates import render_html, render_page, script_json, template_env
 from tests.report_page import page_ops, page_rows
 from tests.sessions import HOSTILE, big_session, hostile_session, nested_session, small_session
 

@@ -12,7 +12,7 @@ import pytest
 
 from hybridprof.errors import OutputError, UsageError
 from hybridprof.reporting import Renderer, known_extensions, renderer_for, write_report
-from hybridprof.reporting.renderers.json import render_json
+from hybridprof.reporting.dataframe import render_json
 from tests.sessions import small_session
 
 

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 from hybridprof.datamodel import IterationSeries, ProfileSession, Series, Stability
 from hybridprof.reporting.page.context import build_context
-from hybridprof.reporting.renderers.html import render_html
-from hybridprof.reporting.renderers.text import render_text_report
-from hybridprof.reporting.text_table import render_text
+from hybridprof.reporting.page.templates import render_html
+from hybridprof.reporting.text.text_report import render_text_report
+from hybridprof.reporting.text.text_table import render_text
 from hybridprof.reporting.trust import (
     interval_pct,
     iterations_text,

@@ -19,14 +19,14 @@ from hybridprof.datamodel import (
     Stat,
     WorkProfile,
 )
+from hybridprof.reporting.dataframe import render_csv, render_json
 from hybridprof.reporting.page.context import build_context
 from hybridprof.reporting.page.roofline_chart import chart_dots, render_roofline
 from hybridprof.reporting.page.roofline_view import MAX_ROWS
-from hybridprof.reporting.renderers.csv import render_csv
-from hybridprof.reporting.renderers.html import render_html
-from hybridprof.reporting.renderers.json import render_json
-from hybridprof.reporting.renderers.text import render_text_report
-from hybridprof.reporting.text_table import render_text
+from hybridprof.reporting.page.templates import render_html
+from hybridprof.reporting.text.text_report import render_text_report
+from hybridprof.reporting.text.text_table import render_text
+from tests.report_page import context_cells
 from tests.sessions import HOSTILE, big_session, hostile_session, small_session
 
 PEAK = MachinePeak(100.0, 10.0, "given", "given")  # ridge point: 10 FLOP/byte
@@ -110,7 +110,7 @@ def test_inconsistent_layers_name_the_number_likely_wrong() -> None:
 def test_reports_say_what_is_inconsistent() -> None:
     session = flops_session()
     ctx = build_context(session)
-    assert {r.path: r.verdict for r in ctx.rows}["act"] == "inconsistent: 200% of peak bandwidth"
+    assert context_cells(ctx, "act")["verdict"] == "inconsistent: 200% of peak bandwidth"
     assert ctx.roofline is not None
     assert any(
         n.startswith("Inconsistent: 1 layer(s) above the peak bandwidth")
@@ -186,9 +186,9 @@ def test_chart_places_layers_with_flops_and_escapes_names() -> None:
 
 def test_html_context_fills_the_tree_rows() -> None:
     ctx = build_context(flops_session())
-    by_path = {r.path: r for r in ctx.rows}
-    assert by_path["fc1"].verdict == "compute-bound at 50% of peak"
-    assert by_path["fc1"].flops == "26 MFLOP"
+    fc1 = context_cells(ctx, "fc1")
+    assert fc1["verdict"] == "compute-bound at 50% of peak"
+    assert fc1["flops"] == "26 MFLOP"
     assert ctx.roofline is not None and len(ctx.roofline.rows) == 4
     assert any("1 of 3 profiled layers are not on the chart" in n for n in ctx.roofline.notes)
 

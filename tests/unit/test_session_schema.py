@@ -17,8 +17,8 @@ from hybridprof.datamodel import (
     Stability,
 )
 from hybridprof.errors import SessionFileError
-from hybridprof.reporting.renderers.html import render_html
-from hybridprof.reporting.renderers.text import render_text_report
+from hybridprof.reporting.page.templates import render_html
+from hybridprof.reporting.text.text_report import render_text_report
 from tests.sessions import small_session
 
 # Written by hybridprof before schema 4 (indented, every field, Stat dicts, ops as rows): the

@@ -12,7 +12,7 @@ from libcst.metadata import ScopeProvider
 
 from hybridprof.datamodel import ChildCall, ModuleClassInfo
 from hybridprof.errors import UsageError
-from hybridprof.planner.plan import matching_calls
+from hybridprof.planner.live_plan import matching_calls
 from hybridprof.planner.source_index import (
     MAX_SOURCE_CHARS,
     SourceTooBig,

@@ -22,7 +22,7 @@ from hybridprof.datamodel import (
     ProfileSession,
     Stat,
 )
-from hybridprof.reporting.text_table import render_text
+from hybridprof.reporting.text.text_table import render_text
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REGENERATE = os.environ.get("HYBRIDPROF_REGEN_GOLDEN") == "1"
@@ -156,7 +156,7 @@ def test_events_follow_their_layer() -> None:
 
 
 def test_text_report_file_carries_run_line_ops_and_warnings() -> None:
-    from hybridprof.reporting.renderers.text import render_text_report
+    from hybridprof.reporting.text.text_report import render_text_report
 
     s = replace(
         session(),

@@ -1,3 +1,6 @@
-"""What the HTML and PDF pages show, as plain data (templates only display it): the report's
-context (`context`), the layer table's columns (`columns`), inline-SVG charts (`charts`,
-`roofline_chart`), the roofline and rank sections, the diff page's context, and the templates."""
+"""The HTML and PDF pages: what they show, as plain data (templates only display it), and their
+renderers. The report's context (`context`), its layer table (`tree_table`: rows, columns from
+`reporting.layer_columns`, the page's data, the PDF's parts), inline-SVG charts (`charts`,
+`roofline_chart`, `memory_chart`, `icicle`), the roofline, memory and ranks sections, the diff
+page (`diff_context`), the templates and the HTML renderer (`templates`), the PDF renderers
+(`pdf`)."""

@@ -24,10 +24,17 @@ from hybridprof.reporting.format import format_bytes, format_time_us
 from hybridprof.reporting.page.charts import Chart, session_charts
 from hybridprof.reporting.page.icicle import Icicle, icicles
 from hybridprof.reporting.page.memory_view import MemoryView, memory_view
-from hybridprof.reporting.page.ranks import RanksView, ranks_view
+from hybridprof.reporting.page.ranks_view import RanksView, ranks_view
 from hybridprof.reporting.page.roofline_view import RooflineView, roofline_view
 from hybridprof.reporting.page.row_limits import heaviest_rows, opened
-from hybridprof.reporting.page.rows import OpView, RowView, op_view, outside_view, row_view
+from hybridprof.reporting.page.tree_table import (
+    Column,
+    OpView,
+    RowView,
+    op_view,
+    page_columns,
+    row_view,
+)
 from hybridprof.reporting.trust import (
     INTERVAL_NOTE,
     has_intervals,
@@ -89,6 +96,7 @@ class ReportContext:
     generator: str
     header: tuple[HeaderItem, ...]
     charts: tuple[Chart, ...]
+    columns: tuple[Column, ...]  # the layer table's
     rows: tuple[RowView, ...]
     total_rows: int
     max_depth: int
@@ -131,7 +139,7 @@ def _header(session: ProfileSession, table: LayerTable) -> tuple[HeaderItem, ...
         *((("Steps", _steps_text(session)),) if session.steps or session.schedule else ()),
         ("Date", session.started_at or plan.created_at or "-"),
     ]
-    from hybridprof.reporting.compiled_text import compile_header
+    from hybridprof.reporting.text.compiled_text import compile_header
 
     total = f"{format_time_us(table.iteration_us)} per iteration (median)"
     note = _shares_note(table.iteration_us, table.shares_of_us)
@@ -267,6 +275,23 @@ def _pdf_limits(
     return kept, [n for n in (note, ops_note) if n]
 
 
+def _row_views(table: LayerTable) -> list[RowView]:
+    """Every row as the page places it: the tree in module order (opened along the heavy path),
+    the optimizer's rows, then the outside row."""
+    peak = max((r.self_cpu.median for r in table.layers() if r.self_cpu), default=0.0)
+    rows = opened([row_view(r, peak) for r in table.tree()])
+    rows += [row_view(r, peak) for r in table.optimizer()]
+    outside = table.outside()
+    return rows + ([row_view(outside, peak)] if outside is not None else [])
+
+
+def _with_session_notes(notes: list[str], session: ProfileSession) -> list[str]:
+    """The notes under the table: what ± means (when shown) first, the compile's last."""
+    from hybridprof.reporting.text.compiled_text import compile_notes
+
+    return [*([INTERVAL_NOTE] if has_intervals(session) else []), *notes, *compile_notes(session)]
+
+
 def build_context(
     session: ProfileSession,
     mode: Mode = "html",
@@ -276,20 +301,11 @@ def build_context(
     """Everything the report shows. In "pdf" mode the table and op breakdowns are limited (see
     notes)."""
     table = layer_table(session)
-    peak = max((r.self_cpu.median for r in table.layers() if r.self_cpu), default=0.0)
-    all_rows = opened([row_view(r, peak) for r in table.tree()])  # module order
-    all_rows += [row_view(r, peak) for r in table.optimizer()]
-    outside = table.outside()
-    if outside is not None:
-        all_rows.append(outside_view(outside, peak))
+    all_rows = _row_views(table)
     rows, notes = (
         _pdf_limits(all_rows, pdf_max_rows, pdf_op_layers) if mode == "pdf" else (all_rows, [])
     )
-    if has_intervals(session):
-        notes = [INTERVAL_NOTE, *notes]
-    from hybridprof.reporting.compiled_text import compile_notes
-
-    notes = [*notes, *compile_notes(session)]
+    notes = _with_session_notes(notes, session)
     plan = session.plan
     model_name = Path(session.model_file or plan.model_file or plan.root_class).name
     return ReportContext(
@@ -301,6 +317,7 @@ def build_context(
         calls_title=session.calls_title(),
         header=_header(session, table),
         charts=session_charts(session),
+        columns=page_columns(table),
         rows=tuple(rows),
         total_rows=len(all_rows),
         max_depth=max((r.depth for r in all_rows), default=0),

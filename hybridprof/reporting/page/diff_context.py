@@ -15,7 +15,9 @@ from typing import Any, Literal
 from markupsafe import Markup
 
 from hybridprof.diff import Change, DiffResult, LayerDiff
-from hybridprof.reporting.diff_text import (
+from hybridprof.reporting.format import format_bytes, format_time_us
+from hybridprof.reporting.page.templates import template_env
+from hybridprof.reporting.text.diff_text import (
     KNOCK_ON_NOTE,
     QUANTITY_TITLES,
     change_text,
@@ -29,8 +31,6 @@ from hybridprof.reporting.diff_text import (
     signed_time,
     verdict_label,
 )
-from hybridprof.reporting.format import format_bytes, format_time_us
-from hybridprof.reporting.page.templates import template_env
 
 DIFF_TEMPLATE = "diff.html.j2"
 CHART_BARS = 15
@@ -147,29 +147,9 @@ def _short(label: str, width: int = 38) -> str:
 
 
 def build_diff_context(diff: DiffResult, mode: Mode) -> dict[str, Any]:
+    """What the diff page shows; in "pdf" mode the layers within noise are limited."""
     columns = tuple(c for c in COLUMNS if any(x.change(c[0]) for x in diff.layers))
-    layers = list(diff.layers)
-    left_out = 0
-    if mode == "pdf":
-        quiet = [x for x in layers if x.verdict == "within noise"]
-        left_out = max(0, len(quiet) - PDF_QUIET_ROWS)
-        layers = [x for x in layers if x.verdict != "within noise"] + quiet[:PDF_QUIET_ROWS]
-    tops = [
-        (
-            title,
-            [
-                f"{layer_title(x)}: {change_text(c)}"
-                for x in group[:5]
-                if (c := x.change("self_cpu_us")) is not None
-            ],
-        )
-        for title, group in (
-            ("Slower", diff.regressions()),
-            ("Inconclusive (interval wider than the threshold)", diff.undecided()),
-            ("Faster", diff.improvements()),
-            ("Knock-on (own work unchanged)", diff.knock_ons()),
-        )
-    ]
+    layers, left_out = _shown_layers(diff, mode)
     return {
         "mode": mode,
         "diff": diff,
@@ -180,7 +160,7 @@ def build_diff_context(diff: DiffResult, mode: Mode) -> dict[str, Any]:
         "columns": columns,
         "rows": [_row(x, columns) for x in layers],
         "left_out": left_out,
-        "tops": tops,
+        "tops": _tops(diff),
         "chart": delta_chart(diff),
         "chart_caption": (
             "Biggest self CPU time changes"
@@ -198,20 +178,48 @@ def build_diff_context(diff: DiffResult, mode: Mode) -> dict[str, Any]:
             if x.match not in ("path", "added", "removed")
         ],
         "knock_on_note": KNOCK_ON_NOTE if diff.knock_ons() else "",
-        "counts": {
-            v: sum(1 for x in diff.layers if x.verdict == v and not x.knock_on)
-            for v in (
-                "slower",
-                "inconclusive",
-                "faster",
-                "added",
-                "removed",
-                "unknown",
-                "within noise",
-            )
-        }
-        | {"knock-on": len(diff.knock_ons())},
+        "counts": _counts(diff),
     }
+
+
+def _shown_layers(diff: DiffResult, mode: Mode) -> tuple[list[LayerDiff], int]:
+    """The layers the page lists, and how many within noise the PDF left out."""
+    layers = list(diff.layers)
+    if mode != "pdf":
+        return layers, 0
+    quiet = [x for x in layers if x.verdict == "within noise"]
+    shown = [x for x in layers if x.verdict != "within noise"] + quiet[:PDF_QUIET_ROWS]
+    return shown, max(0, len(quiet) - PDF_QUIET_ROWS)
+
+
+def _tops(diff: DiffResult) -> list[tuple[str, list[str]]]:
+    """The summary's lists: the first five layers of each verdict, with their change."""
+    groups = (
+        ("Slower", diff.regressions()),
+        ("Inconclusive (interval wider than the threshold)", diff.undecided()),
+        ("Faster", diff.improvements()),
+        ("Knock-on (own work unchanged)", diff.knock_ons()),
+    )
+    return [
+        (
+            title,
+            [
+                f"{layer_title(x)}: {change_text(c)}"
+                for x in group[:5]
+                if (c := x.change("self_cpu_us")) is not None
+            ],
+        )
+        for title, group in groups
+    ]
+
+
+_COUNTED = ("slower", "inconclusive", "faster", "added", "removed", "unknown", "within noise")
+
+
+def _counts(diff: DiffResult) -> dict[str, int]:
+    """Layers per verdict (a knock-on counted apart from its verdict)."""
+    counts = {v: sum(1 for x in diff.layers if x.verdict == v and not x.knock_on) for v in _COUNTED}
+    return counts | {"knock-on": len(diff.knock_ons())}
 
 
 def render_diff_page(diff: DiffResult, mode: Mode) -> str:
@@ -225,3 +233,17 @@ def _asset(name: str) -> Markup:
     from hybridprof.reporting.page.templates import _read_template
 
     return Markup(_read_template(name))  # our own static file, not user data
+
+
+def render_diff_html(diff: DiffResult) -> str:
+    return render_diff_page(diff, "html")
+
+
+class DiffHtmlRenderer:
+    """A comparison of two runs as a self-contained HTML page."""
+
+    extensions = (".html", ".htm")
+    binary = False
+
+    def render(self, diff: DiffResult) -> str:
+        return render_diff_html(diff)

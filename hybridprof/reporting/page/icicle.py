@@ -26,7 +26,7 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from hybridprof.reporting.format import format_time_us
-from hybridprof.reporting.page.rows import RowView
+from hybridprof.reporting.page.tree_table import RowView
 
 PALETTE = (
     "#f4a259", "#8cb369", "#5b8e7d", "#f2c14e", "#bc4b51", "#7fa7c9", "#c38d9e", "#e8a87c",

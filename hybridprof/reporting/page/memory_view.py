@@ -7,14 +7,15 @@ data (templates only display it); every figure is the layer table's or the sessi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from markupsafe import Markup
 
 from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
 from hybridprof.datamodel import DeviceMemory, ProfileSession
 from hybridprof.reporting.format import format_bytes
-from hybridprof.reporting.memory_text import (
+from hybridprof.reporting.page.charts import Bar, Chart, make_chart
+from hybridprof.reporting.page.memory_chart import PeakMark, render_timeline
+from hybridprof.reporting.text.memory_text import (
     LABELS,
     keepers,
     layer_name,
@@ -22,8 +23,6 @@ from hybridprof.reporting.memory_text import (
     start_text,
     where_text,
 )
-from hybridprof.reporting.page.charts import Bar, Chart, make_chart
-from hybridprof.reporting.page.memory_chart import PeakMark, render_timeline
 
 BAR_LAYERS = 12
 TABLE_LAYERS = 30  # the section's table: the layers with the highest peaks (all in CSV/JSON)
@@ -90,21 +89,6 @@ class MemoryView:
     method: str
     notes: tuple[str, ...]
     ranks: tuple[RankPeakView, ...] = ()
-
-
-def memory_cells(row: LayerRow) -> dict[str, Any]:
-    """The layer table's memory columns of one row (empty where it has no memory figures)."""
-    memory = row.memory
-    if memory is None:
-        return {}
-    return {
-        "mem_peak": format_bytes(memory.peak),
-        "mem_peak_bytes": memory.peak,
-        "mem_saved": format_bytes(memory.saved),
-        "mem_saved_bytes": memory.saved,
-        "mem_backward_peak": format_bytes(memory.backward_peak),
-        "mem_backward_peak_bytes": memory.backward_peak,
-    }
 
 
 def _device_view(device: DeviceMemory, session: ProfileSession) -> DeviceView:
@@ -225,4 +209,4 @@ def memory_view(session: ProfileSession) -> MemoryView | None:
     )
 
 
-__all__ = ["MemoryView", "memory_cells", "memory_view"]
+__all__ = ["MemoryView", "memory_view"]

@@ -48,11 +48,6 @@ class RooflineView:
     rows: tuple[RooflineRow, ...]
 
 
-def cells(line: LayerRoofline) -> tuple[str, str, str]:
-    """FLOPs, achieved GFLOP/s and verdict as the tree table shows them."""
-    return format_count(line.flops, "FLOP"), format_rate(line.gflops, ""), line.verdict
-
-
 def _row(line: LayerRoofline) -> RooflineRow:
     return RooflineRow(
         path=line.path or "(root)",
@@ -124,4 +119,4 @@ def roofline_view(session: ProfileSession) -> RooflineView | None:
     )
 
 
-__all__ = ["RooflineRow", "RooflineView", "cells", "roofline_view"]
+__all__ = ["RooflineRow", "RooflineView", "roofline_view"]

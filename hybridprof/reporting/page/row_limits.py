@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from hybridprof.analysis.tree import heaviest_with_ancestors
+
 if TYPE_CHECKING:
-    from hybridprof.reporting.page.rows import RowView
+    from hybridprof.reporting.page.tree_table import RowView
 
 HEAVY_SHARE = 50.0  # % of the iteration: a level holding a row this heavy opens whole
 OPEN_ROWS = 30  # the tree also opens a level while the rows shown stay this few
@@ -107,31 +109,19 @@ def heaviest_rows(rows: list[RowView], limit: int) -> tuple[list[RowView], str]:
     """
     if len(rows) <= limit:
         return rows, ""
-    by_path = {r.path: r for r in rows}
-    kept: set[str] = set()
-    shown = 0
-    for row in sorted((r for r in rows if r.profiled), key=lambda r: -r.total_us):
-        chain = _with_ancestors(row, by_path, kept)
-        if len(kept) + len(chain) > limit:
-            break
-        kept.update(chain)
-        shown += 1
-    profiled = sum(1 for r in rows if r.profiled and not (r.derived or r.outside))
+    profiled = [r for r in rows if r.profiled]
+    taken, kept = heaviest_with_ancestors(rows, profiled, _total_us, limit)
+    layers = sum(1 for r in profiled if not (r.derived or r.outside))
     note = (
-        f"The table shows the {shown} heaviest of {profiled} profiled layers by total CPU time, "
-        f"with their parents ({len(kept)} of {len(rows)} rows); the HTML report has all of them."
+        f"The table shows the {len(taken)} heaviest of {layers} profiled layers by total CPU "
+        f"time, with their parents ({len(kept)} of {len(rows)} rows); the HTML report has all of "
+        "them."
     )
     return [r for r in rows if r.path in kept], note
 
 
-def _with_ancestors(row: RowView, by_path: dict[str, RowView], kept: set[str]) -> list[str]:
-    """`row`'s path and those of its ancestors not yet kept."""
-    chain: list[str] = []
-    current: RowView | None = row
-    while current is not None and current.path not in kept:
-        chain.append(current.path)
-        current = by_path.get(current.parent) if current.parent is not None else None
-    return chain
+def _total_us(row: RowView) -> float:
+    return row.total_us
 
 
 __all__ = ["heaviest_rows", "heavy_paths", "open_depth", "opened"]

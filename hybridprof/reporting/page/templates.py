@@ -17,9 +17,10 @@ from importlib import resources
 import jinja2
 from markupsafe import Markup, escape
 
+from hybridprof.datamodel import ProfileSession
 from hybridprof.errors import ReportDependencyError
-from hybridprof.reporting.page.columns import cell_text, layer_columns, pdf_parts, table_data
-from hybridprof.reporting.page.context import ReportContext
+from hybridprof.reporting.page.context import ReportContext, build_context
+from hybridprof.reporting.page.tree_table import cell_text, pdf_parts, table_data
 
 TEMPLATE_PACKAGE = "hybridprof._templates"
 REPORT_TEMPLATE = "report.html.j2"
@@ -134,7 +135,7 @@ def render_page(ctx: ReportContext) -> str:
             {
                 "device": ctx.has_device,
                 "memory": ctx.has_memory,
-                "table": table_data(ctx),
+                "table": table_data(ctx.columns, ctx.rows),
                 "icicle": [chart.data() for chart in ctx.icicles],
                 "sources": [
                     [s.path or "(root)", s.class_name, s.where, s.aliases] for s in ctx.sources
@@ -142,7 +143,7 @@ def render_page(ctx: ReportContext) -> str:
             }
         )
         ops_data = script_json(ctx.data.get("ops", {}))
-    columns = layer_columns(ctx)
+    columns = ctx.columns
     return template.render(
         ctx=ctx,
         assets=assets(),
@@ -152,3 +153,16 @@ def render_page(ctx: ReportContext) -> str:
         page_data=page_data,
         ops_data=ops_data,
     )
+
+
+def render_html(session: ProfileSession) -> str:
+    """The self-contained HTML report: one file, CSS and JS inlined, data as JSON, no network."""
+    return render_page(build_context(session, "html"))
+
+
+class HtmlRenderer:
+    extensions = (".html", ".htm")
+    binary = False
+
+    def render(self, session: ProfileSession) -> str:
+        return render_html(session)

@@ -16,7 +16,7 @@ from typing import Any
 from torch import nn
 
 from hybridprof.datamodel import ProfilePlan
-from hybridprof.diff.speedup import CompileComparison
+from hybridprof.diff.speedup import SpeedupResult
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import ModelInputs
 from hybridprof.runtime.basics.workload import forward_once
@@ -45,7 +45,7 @@ class CompiledSetup:
         plan: ProfilePlan,
         opts: RunOptions,
         progress: ProgressFn | None = None,
-    ) -> CompileComparison:
+    ) -> SpeedupResult:
         """The eager model against the compiled one, as a paired run."""
         step = self.step(opts)
         return measure_speedup(self.eager, self.model, inputs, plan, opts, step, progress=progress)

@@ -22,7 +22,7 @@ from typing import Any
 from torch import nn
 
 from hybridprof.datamodel import ProfilePlan
-from hybridprof.diff.speedup import CompileComparison, compare_sessions
+from hybridprof.diff.speedup import SpeedupResult, speedup_of
 from hybridprof.errors import UsageError
 from hybridprof.runtime.runs.interleaved import decided
 from hybridprof.runtime.runs.iteration_loop import IterationLoop
@@ -42,7 +42,7 @@ def measure_speedup(
     *,
     threshold_pct: float = SPEEDUP_THRESHOLD_PCT,
     progress: ProgressFn | None = None,
-) -> CompileComparison:
+) -> SpeedupResult:
     """Eager and compiled iterations of one model, paired; the two sessions compared. `step`
     replaces the forward (or the training step with `opts.backward`)."""
     opts = replace(opts, profile_memory=False, flops=False, trace_path=None)
@@ -56,7 +56,7 @@ def measure_speedup(
     settled = decided(threshold_pct)
     loop = IterationLoop(lanes, opts, rule, settled=settled, progress=progress)
     eager_session, compiled_session = loop.run()
-    return compare_sessions(eager_session, compiled_session, threshold_pct, paired=True)
+    return speedup_of(eager_session, compiled_session, threshold_pct, paired=True)
 
 
 __all__ = ["SPEEDUP_THRESHOLD_PCT", "measure_speedup"]

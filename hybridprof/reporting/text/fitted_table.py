@@ -1,7 +1,7 @@
 """The tree table as a terminal shows it: within the terminal's width, in module order unless asked
 otherwise, saying what it left out.
 
-Its columns (`term_columns.py`) are the layer table's, named by short keys (`--columns
+Its columns are the layer table's (`reporting.layer_columns`), named by short keys (`--columns
 self,total,verdict`), with a Class column torchprof's table did not have. Each column has a rank
 (`keep`): when the table is wider than the terminal, the lowest-ranked columns go first (FLOP/B,
 memory totals, GFLOP/s, the Class...), until it fits; Self CPU and the names stay. When even that
@@ -19,12 +19,28 @@ from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
 from hybridprof.datamodel import ProfileSession
 from hybridprof.errors import UsageError
 from hybridprof.reporting.format import visible
-from hybridprof.reporting.term_columns import ALWAYS, COLUMN_KEYS, TermColumn, term_columns
-from hybridprof.reporting.text_table import TableText, op_names, tree_prefixes
+from hybridprof.reporting.layer_columns import (
+    ALWAYS,
+    BY_KEY,
+    LayerColumn,
+    OnTerminal,
+    op_cells,
+    present,
+    text_cells,
+    title,
+)
+from hybridprof.reporting.text.text_table import TableText, op_names, tree_prefixes
 
 MIN_NAME = 16  # the Module column is never cut narrower
 MODULE_ORDER = "module"
-SORT_KEYS = (MODULE_ORDER, "name", *(k for k in COLUMN_KEYS if k not in ("class", "verdict")))
+# Every column a printed table can have, in its order (each session has those it measured): what
+# --columns and --sort are checked against before a run rather than after it.
+COLUMN_KEYS = (
+    "class", "self", "total", "bwd-self", "bwd-total", "dev-self", "dev-total", "share",
+    "mem-self", "mem", "dev-mem-self", "dev-mem", "flops", "intensity", "gflops", "verdict",
+    "calls",
+)  # fmt: skip
+SORT_KEYS = (MODULE_ORDER, "name", *(k for k in COLUMN_KEYS if BY_KEY[k].sort is not None))
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +86,20 @@ def check_choice(columns: Sequence[str] | None, sort: str) -> None:
         raise UsageError(f"unknown --sort '{sort}'; give one of {', '.join(SORT_KEYS)}")
 
 
+def term_columns(table: LayerTable) -> list[LayerColumn]:
+    """Every printed column this table has data for, in display order."""
+    return present(COLUMN_KEYS, table)
+
+
+def printed(column: LayerColumn) -> OnTerminal:
+    """How the printed table shows `column` (one of `COLUMN_KEYS`)."""
+    assert column.terminal is not None, f"{column.key} is not a printed column"
+    return column.terminal
+
+
 def chosen_columns(
     table: LayerTable, keys: Sequence[str] | None
-) -> tuple[list[TermColumn], list[str]]:
+) -> tuple[list[LayerColumn], list[str]]:
     """The columns named by `keys` (in that order; "all" or None: every one), and the keys this
     table has no data for (a backward column of a forward-only run)."""
     check_choice(keys, MODULE_ORDER)
@@ -115,11 +142,11 @@ def _sortable(sort: str, table: LayerTable) -> bool:
 def _sort_value(sort: str, table: LayerTable) -> Callable[[LayerRow], tuple[float, str]]:
     if sort == "name":
         return lambda r: (0.0, r.name)
-    column = next(c for c in term_columns(table) if c.key == sort)
-    assert column.value is not None
+    figure = BY_KEY[sort].sort
+    assert figure is not None
 
     def key(row: LayerRow) -> tuple[float, str]:
-        found = column.value(row) if column.value else None
+        found = figure(row)
         return (math.inf if found is None else -float(found), "")
 
     return key
@@ -132,8 +159,9 @@ def order_text(sort: str, table: LayerTable) -> str:
         return f"module order (this run has no column {sort!r} to sort by)"
     if sort == "name":
         return "each level by name"
-    title = next(c.title for c in term_columns(table) if c.key == sort)
-    return f"each level by {title}, largest first (the tree kept)"
+    return (
+        f"each level by {title(printed(BY_KEY[sort]).title, table)}, largest first (the tree kept)"
+    )
 
 
 def fitted_table(
@@ -156,58 +184,61 @@ def fitted_table(
     outside = table.outside()
     if outside is not None:
         names.append(outside.name)
-        cells.append([c.of_row(outside) for c in cols])
+        cells.append(text_cells(cols)(outside))
+    titles = [title(printed(c).title, table) for c in cols]
     kept = list(range(len(cols)))
     if choice.width is not None and choice.columns is None:
-        kept = _fitting(cols, names, cells, choice.width)
-    header = ["Module", *(cols[i].title for i in kept)]
+        kept = _fitting([printed(c).keep for c in cols], titles, names, cells, choice.width)
+    header = [title(printed(BY_KEY["name"]).title, table), *(titles[i] for i in kept)]
     body = [[name, *(row[i] for i in kept)] for name, row in zip(names, cells, strict=True)]
     text = _format(header, body, choice.width)
-    left_out = tuple(c.title for i, c in enumerate(cols) if i not in kept)
+    left_out = tuple(t for i, t in enumerate(titles) if i not in kept)
     order = order_text(choice.sort, table)
     return FittedTable(TableText(text), left_out, order, choice.width, tuple(missing))
 
 
 def _cells(
-    rows: list[LayerRow], cols: list[TermColumn], show_events: bool
+    rows: list[LayerRow], cols: list[LayerColumn], show_events: bool
 ) -> tuple[list[str], list[list[str]]]:
     names: list[str] = []
     cells: list[list[str]] = []
+    row_cells = text_cells(cols)
+    op_row_cells = op_cells(cols, lambda c: printed(c).ops)
     for row, prefix in zip(rows, tree_prefixes(rows), strict=True):
         names.append(prefix + row.name)
-        cells.append([c.of_row(row) for c in cols])
+        cells.append(row_cells(row))
         if show_events and row.record is not None and row.kind == "layer":
             for op, name in zip(row.record.ops, op_names(row.record.ops, prefix), strict=True):
                 names.append(name)
-                cells.append([c.of_op(op) if c.of_op else "" for c in cols])
+                cells.append(op_row_cells(op))
     return names, cells
 
 
-def _width(names: list[str], cells: list[list[str]], cols: list[TermColumn], i: int) -> int:
-    return max([len(cols[i].title), *(len(visible(row[i])) for row in cells)])
+def _width(cells: list[list[str]], titles: list[str], i: int) -> int:
+    return max([len(titles[i]), *(len(visible(row[i])) for row in cells)])
 
 
 def _fitting(
-    cols: list[TermColumn], names: list[str], cells: list[list[str]], width: int
+    keeps: list[int], titles: list[str], names: list[str], cells: list[list[str]], width: int
 ) -> list[int]:
-    """The columns kept: the lowest-ranked left out (the rightmost first among equals) until the
-    table fits `width`, or only the ones never left out remain; then any left out that fit in the
-    room that made."""
-    widths = [_width(names, cells, cols, i) for i in range(len(cols))]
+    """The columns kept (of ranks `keeps`): the lowest-ranked left out (the rightmost first among
+    equals) until the table fits `width`, or only the ones never left out remain; then any left
+    out that fit in the room that made."""
+    widths = [_width(cells, titles, i) for i in range(len(titles))]
     name_width = min(max(len("Module"), *(len(visible(n)) for n in names)), _name_room(width))
-    kept = list(range(len(cols)))
+    kept = list(range(len(titles)))
 
     def total() -> int:
         return name_width + sum(widths[i] + 3 for i in kept)
 
     while total() > width:
-        droppable = [i for i in kept if cols[i].keep < ALWAYS]
+        droppable = [i for i in kept if keeps[i] < ALWAYS]
         if not droppable:
             break
-        kept.remove(min(droppable, key=lambda i: (cols[i].keep, -i)))
+        kept.remove(min(droppable, key=lambda i: (keeps[i], -i)))
     # A wide column left out can leave room for narrower ones of lower rank: take them back,
     # the highest-ranked first, while the table still fits.
-    for i in sorted(set(range(len(cols))) - set(kept), key=lambda i: -cols[i].keep):
+    for i in sorted(set(range(len(titles))) - set(kept), key=lambda i: -keeps[i]):
         if total() + widths[i] + 3 <= width:
             kept.append(i)
     return sorted(kept)
@@ -249,10 +280,10 @@ __all__ = [
     "SORT_KEYS",
     "FittedTable",
     "TableChoice",
-    "TermColumn",
     "check_choice",
     "chosen_columns",
     "fitted_table",
     "ordered_rows",
+    "printed",
     "term_columns",
 ]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from hybridprof.analysis.stats import CONFIDENCE, median, median_ci
+from hybridprof.analysis.stats import CONFIDENCE, median_ci, median_or_zero
 from hybridprof.datamodel import ProfileSession
 from hybridprof.diff.judge import judge, plain_change
 from hybridprof.diff.result import Change, PairedRatio
@@ -75,7 +75,9 @@ def paired_change(
     """One figure of two paired runs (equally long series, pair i = base[i], new[i]) with its
     verdict, judged on the interval at `confidence`; the medians and their plain delta are shown
     as for separate runs."""
-    plain = plain_change(quantity, median(base) if base else None, median(new) if new else None)
+    plain = plain_change(
+        quantity, median_or_zero(base) if base else None, median_or_zero(new) if new else None
+    )
     if not base or not new:
         return plain
     ratio = paired_ratio(base, new, confidence)

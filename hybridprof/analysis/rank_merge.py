@@ -22,6 +22,7 @@ from dataclasses import replace
 
 from hybridprof.analysis.common_iterations import to_common_iterations
 from hybridprof.analysis.memory_merge import merge_memory
+from hybridprof.analysis.stats import median_or_zero
 from hybridprof.datamodel import (
     CollectiveStat,
     Finding,
@@ -214,7 +215,7 @@ def _straggler(ordered: list[ProfileSession], path: str) -> Straggler | None:
     others = statistics.median(us for r, us in enumerate(layer.rank_us) if r != slow)
     excess = layer.rank_us[slow] - others
     noise = _layer_noise(ordered[slow].record(path))
-    step = min(_median(s.rank.step_us) if s.rank else 0.0 for s in ordered)
+    step = min(median_or_zero(s.rank.step_us) if s.rank else 0.0 for s in ordered)
     floor = max(STRAGGLER_RATIO * others, STRAGGLER_MIN_US, STRAGGLER_STEP_SHARE * step)
     if excess <= max(noise, floor):
         return None
@@ -325,7 +326,7 @@ def _merged_collectives(
                 present[0],
                 time_us=_across([c.time_us.median for c in present]),
                 iteration_us=(),
-                waiting_us=_across([_median(w) for w in waits]) if waits else None,
+                waiting_us=_across([median_or_zero(w) for w in waits]) if waits else None,
             )
         )
     return tuple(rows), waiting
@@ -345,10 +346,6 @@ def _comm_times(session: ProfileSession) -> tuple[float, ...]:
     return session.rank.comm_us if session.rank else ()
 
 
-def _median(values: Sequence[float]) -> float:
-    return float(statistics.median(values)) if values else 0.0
-
-
 def _summary(session: ProfileSession, waiting: list[float]) -> RankSummary:
     run = session.rank
     assert run is not None
@@ -358,7 +355,7 @@ def _summary(session: ProfileSession, waiting: list[float]) -> RankSummary:
         info=run.info,
         step_us=step,
         comm_us=comm,
-        waiting_us=_median(waiting),
+        waiting_us=median_or_zero(waiting),
         comm_share=comm.median / step.median if step.median > 0 else 0.0,
         iterations=session.iterations,
         interrupted=session.interrupted,

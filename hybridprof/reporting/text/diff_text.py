@@ -220,3 +220,13 @@ def render_diff_text(diff: DiffResult, all_layers: bool = False) -> str:
     if gate:
         lines += ["", *gate]
     return visible_lines(lines) + "\n"
+
+
+class DiffTextRenderer:
+    """A comparison of two runs as text: the summary `hybridprof diff` prints, with every layer."""
+
+    extensions = (".txt",)
+    binary = False
+
+    def render(self, diff: DiffResult) -> str:
+        return render_diff_text(diff, all_layers=True)

@@ -12,8 +12,10 @@ import warnings
 from typing import Any
 
 from hybridprof.datamodel import ProfileSession
+from hybridprof.diff import DiffResult
 from hybridprof.errors import ReportDependencyError
 from hybridprof.reporting.page.context import PDF_MAX_ROWS, PDF_OP_LAYERS, build_context
+from hybridprof.reporting.page.diff_context import render_diff_page
 from hybridprof.reporting.page.templates import render_page
 
 INSTALL_HINT = "apt-get install libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0"
@@ -64,3 +66,18 @@ class PdfRenderer:
 
     def render(self, session: ProfileSession) -> bytes:
         return render_pdf(session)
+
+
+def render_diff_pdf(diff: DiffResult) -> bytes:
+    """A comparison of two runs as the archival PDF: the diff page in "pdf" mode."""
+    page = render_diff_page(diff, "pdf")
+    data: bytes = load_weasyprint().HTML(string=page, base_url=None).write_pdf()
+    return data
+
+
+class DiffPdfRenderer:
+    extensions = (".pdf",)
+    binary = True
+
+    def render(self, diff: DiffResult) -> bytes:
+        return render_diff_pdf(diff)

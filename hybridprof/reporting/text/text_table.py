@@ -5,37 +5,36 @@ Self CPU Mem, CPU Mem (and Self CUDA Mem, CUDA Mem with a device) only when memo
 Number of Calls (per iteration when the session has several). With backward, the backward self and
 total time follow the forward ones. Times are per-iteration medians, formatted as torchprof did
 (us/ms/s, B/KB/MB); where the session kept enough iterations, the CPU times carry their 95%
-confidence interval (`84.200us ±3%`, see trust.py). `show_events` adds one row per op under each
-layer (backward ops carry their own forward-looking columns: an op's self/total is its time, in
-whichever pass it ran).
+confidence interval (`84.200us ±3%`, see `reporting.trust`). `show_events` adds one row per op
+under each layer (backward ops carry their own forward-looking columns: an op's self/total is its
+time, in whichever pass it ran).
 
 A last row, `(outside modules)`, holds the profiled time in no profiled module (the loss, backward
 glue, code around the model), so the Self CPU column adds up to the whole iteration; a container
 that never runs itself (ModuleList) shows its children's total and no calls. A training step's
 optimizer comes before it: the `(optimizer)` row (its total, with its ops under it with
 `show_events`) and its parts (step, with each param group's share under it, clip_grad,
-grad_scaler, zero_grad). Every figure comes from the layer table (`analysis.layer_table`); a
-figure a row does not have is an empty cell.
+grad_scaler, zero_grad). Every figure comes from the layer table (`analysis.layer_table`) and
+every column from its registry (`reporting.layer_columns`); a figure a row does not have is an
+empty cell.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from collections.abc import Collection
 from typing import Any
 
 from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
-from hybridprof.analysis.roofline import LayerRoofline
 from hybridprof.datamodel import OpStat, ProfileSession
-from hybridprof.reporting.format import (
-    format_bytes,
-    format_calls,
-    format_count,
-    format_rate,
-    format_time_us,
-    visible,
+from hybridprof.reporting.format import visible
+from hybridprof.reporting.layer_columns import (
+    BY_KEY,
+    LayerColumn,
+    op_cells,
+    present,
+    text_cells,
+    title,
 )
-from hybridprof.reporting.trust import timing_text
 
 
 class TableText(str):
@@ -52,89 +51,16 @@ class TableText(str):
         printer.text(str(self))
 
 
-@dataclass(frozen=True, slots=True)
-class Column:
-    title: str
-    of_row: Callable[[LayerRow], str]
-    of_op: Callable[[OpStat], str]
+# The columns in torchprof's order (each where the session has it; `reporting.layer_columns`).
+TEXT_COLUMNS = (
+    "self", "total", "bwd-self", "bwd-total", "dev-self", "dev-total", "mem-self", "mem",
+    "dev-mem-self", "dev-mem", "flops", "intensity", "gflops", "verdict", "calls", "fused",
+)  # fmt: skip
 
 
-def _time(us: float | None) -> str:
-    return "" if us is None else format_time_us(us)
-
-
-def _bytes(n: int | None) -> str:
-    return "" if n is None else format_bytes(n)
-
-
-def _no_op(_: OpStat) -> str:
-    return ""
-
-
-def columns(table: LayerTable) -> list[Column]:
+def columns(table: LayerTable) -> list[LayerColumn]:
     """The columns this table has data for, in torchprof's order."""
-    cols = [
-        Column("Self CPU total", lambda r: timing_text(r.self_cpu), lambda o: _time(o.self_cpu_us)),
-        Column("CPU total", lambda r: timing_text(r.total_cpu), lambda o: _time(o.total_cpu_us)),
-    ]
-    if table.has_backward:
-        cols += [
-            Column("Self CPU (backward)", lambda r: _time(r.backward_self_cpu_us), _no_op),
-            Column("CPU total (backward)", lambda r: _time(r.backward_total_cpu_us), _no_op),
-        ]
-    if table.has_device:
-        cols += [
-            Column(
-                "Self CUDA total",
-                lambda r: _time(r.self_device_us),
-                lambda o: _time(o.self_device_us),
-            ),
-            Column(
-                "CUDA total", lambda r: _time(r.total_device_us), lambda o: _time(o.total_device_us)
-            ),
-        ]
-    if table.has_memory:
-        cols += [
-            Column(
-                "Self CPU Mem", lambda r: _bytes(r.self_cpu_mem), lambda o: _bytes(o.self_cpu_mem)
-            ),
-            Column("CPU Mem", lambda r: _bytes(r.cpu_mem), lambda o: _bytes(o.cpu_mem)),
-        ]
-        if table.has_device:
-            cols += [
-                Column(
-                    "Self CUDA Mem",
-                    lambda r: _bytes(r.self_device_mem),
-                    lambda o: _bytes(o.self_device_mem),
-                ),
-                Column("CUDA Mem", lambda r: _bytes(r.device_mem), lambda o: _bytes(o.device_mem)),
-            ]
-    cols += roofline_columns(table)
-    cols.append(Column(table.calls_title, _calls, lambda o: str(o.calls)))
-    if table.has_compiled:
-        cols.append(Column("Fused", lambda r: ", ".join(r.fused), lambda o: ""))
-    return cols
-
-
-def _calls(row: LayerRow) -> str:
-    return "" if row.calls_per_iteration is None else format_calls(row.calls_per_iteration)
-
-
-def roofline_columns(table: LayerTable) -> list[Column]:
-    """With --flops: the layer's FLOPs, intensity, achieved GFLOP/s and verdict for one step."""
-    if not table.has_flops:
-        return []
-
-    def cell(show: Callable[[LayerRoofline], str]) -> Callable[[LayerRow], str]:
-        # only a profiled layer's own work is judged (a container's is its children's)
-        return lambda r: show(r.roofline) if r.roofline and r.kind == "layer" else ""
-
-    return [
-        Column("FLOPs", cell(lambda x: format_count(x.flops, "")), _no_op),
-        Column("FLOP/B", cell(lambda x: format_rate(x.intensity, "")), _no_op),
-        Column("GFLOP/s", cell(lambda x: format_rate(x.gflops, "")), _no_op),
-        Column("Verdict", cell(lambda x: x.verdict), _no_op),
-    ]
+    return present(TEXT_COLUMNS, table)
 
 
 def render_text(
@@ -148,6 +74,7 @@ def render_text(
     `(outside modules)` row (torchprof's table had none), `only` keeps just those paths' rows."""
     table = layer_table(session)
     cols = columns(table)
+    cells = text_cells(cols)
     rows = [
         r
         for r in table.tree()
@@ -155,23 +82,24 @@ def render_text(
     ]
     body: list[list[str]] = []
     for row, prefix in zip(rows, tree_prefixes(rows), strict=True):
-        body.append([prefix + row.name, *(c.of_row(row) for c in cols)])
+        body.append([prefix + row.name, *cells(row)])
         if show_events and row.record is not None and row.kind == "layer":
             body.extend(_op_rows(row.record.ops, prefix, cols))
     optimizer = list(table.optimizer())
     for row, prefix in zip(optimizer, tree_prefixes(optimizer), strict=True):
-        body.append([prefix + row.name, *(c.of_row(row) for c in cols)])
+        body.append([prefix + row.name, *cells(row)])
         if show_events and row.kind == "optimizer" and session.optimizer is not None:
             body.extend(_op_rows(session.optimizer.ops, prefix, cols))
     outside = table.outside()
     if outside_row and outside is not None:
-        body.append([outside.name, *(c.of_row(outside) for c in cols)])
-    return TableText(format_table(["Module", *(c.title for c in cols)], body))
+        body.append([outside.name, *cells(outside)])
+    header = [title(c.text, table) for c in [BY_KEY["name"], *cols] if c.text is not None]
+    return TableText(format_table(header, body))
 
 
-def _op_rows(ops: tuple[OpStat, ...], prefix: str, cols: list[Column]) -> list[list[str]]:
-    names = op_names(ops, prefix)
-    return [[name, *(c.of_op(op) for c in cols)] for op, name in zip(ops, names, strict=True)]
+def _op_rows(ops: tuple[OpStat, ...], prefix: str, cols: list[LayerColumn]) -> list[list[str]]:
+    names, cells = op_names(ops, prefix), op_cells(cols)
+    return [[name, *cells(op)] for op, name in zip(ops, names, strict=True)]
 
 
 def op_names(ops: tuple[OpStat, ...], prefix: str) -> list[str]:
@@ -212,12 +140,11 @@ def _line(cells: list[str], widths: list[int]) -> str:
 
 
 __all__ = [
-    "Column",
+    "TEXT_COLUMNS",
     "TableText",
     "columns",
     "format_table",
     "op_names",
     "render_text",
-    "roofline_columns",
     "tree_prefixes",
 ]

@@ -73,3 +73,14 @@ class DiffCsvRenderer:
 
     def render(self, diff: DiffResult) -> str:
         return render_diff_csv(diff)
+
+
+class DiffJsonRenderer:
+    """A comparison of two runs as JSON: the `DiffResult` itself, which `hybridprof report`
+    re-renders."""
+
+    extensions = (".json",)
+    binary = False
+
+    def render(self, diff: DiffResult) -> str:
+        return diff.to_json() + "\n"

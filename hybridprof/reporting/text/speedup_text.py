@@ -1,37 +1,37 @@
-"""Eager against compiled per layer, as text: what `--compare-eager` prints."""
+"""The speed-up of compiled over eager per layer, as text: what `--compare-eager` prints."""
 
 from __future__ import annotations
 
 from hybridprof.analysis.tree import OUTSIDE_ROW
 from hybridprof.datamodel import ProfileSession
-from hybridprof.diff.speedup import CompileComparison
+from hybridprof.diff.speedup import SpeedupResult
 from hybridprof.reporting.format import format_time_us, visible
 
 NAME_WIDTH = 44
 
 
-def render_comparison(comparison: CompileComparison) -> str:
+def render_speedup(result: SpeedupResult) -> str:
     """One line per layer: total per iteration eager, compiled, speed-up, what fused."""
     lines = [
         f"{'Module':<{NAME_WIDTH}} {'Eager':>12} {'Compiled':>12} {'Speed-up':>9}  Fused",
         "-" * (NAME_WIDTH + 45),
     ]
-    for row in comparison.rows():
+    for row in result.rows():
         name = ("  " * row.depth + (row.path.rpartition(".")[2] or "(root)"))[:NAME_WIDTH]
         fused = ", ".join(_relative(row.path, f) for f in row.fused)
         lines.append(
             f"{visible(name):<{NAME_WIDTH}} {_time(row.eager_us):>12} {_time(row.compiled_us):>12} "
             f"{_speedup(row.speedup, row.eager_us, row.compiled_us):>9}  {visible(fused)}"
         )
-    outside = [s.outside_cpu_us.median if s.outside_cpu_us else None for s in _sides(comparison)]
+    outside = [s.outside_cpu_us.median if s.outside_cpu_us else None for s in _sides(result)]
     lines.append(f"{OUTSIDE_ROW:<{NAME_WIDTH}} {_time(outside[0]):>12} {_time(outside[1]):>12}")
-    eager, compiled = comparison.iteration_us()
-    speedup = comparison.speedup()
+    eager, compiled = result.iteration_us()
+    overall = result.speedup()
     lines.append(
         f"iteration (median): eager {format_time_us(eager)}, compiled {format_time_us(compiled)}"
-        + (f", speed-up {speedup:.2f}x" if speedup else "")
+        + (f", speed-up {overall:.2f}x" if overall else "")
     )
-    section = comparison.compiled.compiled
+    section = result.compiled.compiled
     if section is not None:
         lines.append(
             f"compile time {section.compile_s:.2f} s in warm-up ({section.graphs} graph"
@@ -41,8 +41,8 @@ def render_comparison(comparison: CompileComparison) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _sides(comparison: CompileComparison) -> tuple[ProfileSession, ProfileSession]:
-    return comparison.eager, comparison.compiled
+def _sides(result: SpeedupResult) -> tuple[ProfileSession, ProfileSession]:
+    return result.eager, result.compiled
 
 
 def _time(us: float | None) -> str:
@@ -61,4 +61,4 @@ def _relative(parent: str, path: str) -> str:
     return path[len(parent) + 1 :] if parent and path.startswith(parent + ".") else path
 
 
-__all__ = ["render_comparison"]
+__all__ = ["render_speedup"]

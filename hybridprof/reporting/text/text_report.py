@@ -13,9 +13,9 @@ from hybridprof.reporting.format import (
     peak_text,
     visible,
 )
-from hybridprof.reporting.memory_text import memory_section
-from hybridprof.reporting.page.ranks import rank_lines
-from hybridprof.reporting.text_table import format_table, render_text
+from hybridprof.reporting.text.memory_text import memory_section
+from hybridprof.reporting.text.ranks_text import rank_lines
+from hybridprof.reporting.text.text_table import format_table, render_text
 from hybridprof.reporting.trust import INTERVAL_NOTE, has_intervals, iterations_text, stability_text
 
 
@@ -39,7 +39,7 @@ def render_text_report(session: ProfileSession) -> str:
     lines += ["", render_text(session, show_events=True), *roofline_section(session)]
     lines += memory_section(session)
     if session.compiled is not None:
-        from hybridprof.reporting.compiled_text import compile_lines
+        from hybridprof.reporting.text.compiled_text import compile_lines
 
         lines += ["", *compile_lines(session)]
     if has_intervals(session):

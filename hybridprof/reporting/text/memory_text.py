@@ -11,7 +11,7 @@ from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
 from hybridprof.analysis.tree import outside_label
 from hybridprof.datamodel import DeviceMemory, MemoryBytes, ProfileSession, StepPeak
 from hybridprof.reporting.format import format_bytes, format_time_us
-from hybridprof.reporting.text_table import format_table
+from hybridprof.reporting.text.text_table import format_table
 
 KEEPERS = 5  # layers named as keeping most for backward
 LABELS = {

@@ -17,7 +17,7 @@ from hybridprof.datamodel import (
     RankSummary,
     Stat,
 )
-from hybridprof.reporting.format import format_bytes, format_calls, format_time_us, visible
+from hybridprof.reporting.format import format_bytes, format_calls, format_time_us
 from hybridprof.reporting.page.charts import Bar, Chart, make_chart
 
 MAX_LAYER_ROWS = 60  # layers with the largest spread across ranks first
@@ -161,29 +161,4 @@ def _comm_view(c: CollectiveStat) -> CommView:
     )
 
 
-def rank_lines(merged: ProfileSession) -> list[str]:
-    """Per rank: step time and communication; then stragglers and the communication rows."""
-    ranks = merged.ranks
-    if ranks is None:
-        return []
-    lines = [f"ranks: {ranks.world_size} (figures above: median across ranks)"]
-    for r in ranks.ranks:
-        lines.append(
-            f"  rank {r.info.rank} ({r.info.host}, {r.info.device}, {r.info.backend}): step "
-            f"{format_time_us(r.step_us.median)}, communication {format_time_us(r.comm_us.median)}"
-            f" ({r.comm_share:.0%} of the step), waiting for other ranks "
-            f"{format_time_us(r.waiting_us)}"
-        )
-    for s in ranks.stragglers:
-        lines.append(
-            f"straggler: rank {s.rank} on {s.path or '(root)'}: {format_time_us(s.rank_us)} "
-            f"against {format_time_us(s.others_us)} on the other ranks"
-        )
-    for c in merged.collectives:
-        size = f", {format_bytes(c.nbytes)}" if c.nbytes else ""
-        where = f" in {c.layer}" if c.layer else ""
-        lines.append(f"comm: {c.name}{where}: {format_time_us(c.time_us.median)}{size}")
-    return [visible(line) for line in lines]  # names from the file: a newline would forge a line
-
-
-__all__ = ["RanksView", "rank_lines", "ranks_view", "step_chart"]
+__all__ = ["RanksView", "ranks_view", "step_chart"]
