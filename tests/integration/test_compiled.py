@@ -205,7 +205,7 @@ def test_compare_eager_is_a_paired_run_in_abba_order_judged_pair_by_pair() -> No
 
 
 def test_compare_eager_takes_auto_counts_and_judges_each_layer_on_its_pairs() -> None:
-    from hybridprof.diff.paired import PAIRED_METHOD
+    from hybridprof.diff.pair_ratios import PAIRED_METHOD
 
     torch.manual_seed(0)
     eager = fresh().MLP().eval()
