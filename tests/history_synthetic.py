@@ -10,10 +10,14 @@ every layer from its commit on, and the layer step one layer (drawn per seed) fr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from hybridprof.history.change_points import Changes
+from hybridprof.history.fingerprint import Machine
+from hybridprof.history.snapshot import LayerFigures, Snapshot
+from hybridprof.history.store import CommitRef, open_store
 
 COMMITS, LAYERS, NOISE = 60, 40, 0.05
 LAYER_STEP = (37, 0.15)  # at commit 37 (0-based: the first slower commit), +15%, one layer
@@ -78,3 +82,44 @@ def score(changes: Changes, synthetic: Synthetic, tolerance: int = 1) -> Score:
         elif abs(step.index - env_at) > tolerance:
             false += 1
     return Score(found, environment, false)
+
+
+MACHINE = Machine("Test CPU @ 2.0GHz (2 logical cores)", "cpu", "2.13.0+cpu", 1)
+
+
+def layer_paths(layers: int) -> list[str]:
+    """A model's paths: blocks of four layers each (blocks.0.fc1, blocks.0.act, ...)."""
+    names = ("fc1", "act", "fc2", "norm")
+    classes = ("Linear", "ReLU", "Linear", "LayerNorm")
+    return [f"blocks.{i // 4}.{names[i % 4]}:{classes[i % 4]}" for i in range(layers)]
+
+
+def fill_history(
+    db: Path,
+    values: np.ndarray,
+    machine: Machine = MACHINE,
+    model: str = "net.py:Net",
+    branch: str = "main",
+    paths: list[str] | None = None,
+    first_commit: int = 0,
+) -> list[str]:
+    """A history file holding `values` (layers x commits) as one session per commit, commits
+    named by their number (as 40-hex "hashes") and dated a minute apart; returns the revs."""
+    named = paths or layer_paths(values.shape[0])
+    revs = []
+    with open_store(db, create=True) as store:
+        for c in range(values.shape[1]):
+            layers = tuple(
+                LayerFigures(p.split(":")[0], p.split(":")[1], float(v), share_pct=100 / len(named))
+                for p, v in zip(named, values[:, c], strict=True)
+                if np.isfinite(v)
+            )
+            rev = f"{first_commit + c + 1:04d}" + "ab" * 18
+            digest = f"{db.name}-{model}-{machine.key()}-{branch}-{rev}"
+            snap = Snapshot(digest, model, None, machine, "", 20, 1e3, "cpu", "stable", layers)
+            store.add(
+                snap,
+                CommitRef(rev, branch, 1_700_000_000 + 60 * (first_commit + c), f"commit {c + 1}"),
+            )
+            revs.append(rev)
+    return revs

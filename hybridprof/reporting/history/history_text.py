@@ -1,0 +1,189 @@
+"""A layer history in the terminal: where the series is from, the environment's steps, then a
+line per layer (a sparkline of its self time over the window, its latest time, its change
+points), the layers with change points first."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from hybridprof.history.change_points import Step
+from hybridprof.history.overview import Change, HistoryOverview, LayerHistory
+from hybridprof.history.series import Window
+from hybridprof.history.store import Series
+from hybridprof.reporting.format import format_time_us, visible
+
+BARS = "▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 40  # characters: a wider window is binned (each character a bucket's median)
+NAME_WIDTH = 44
+OTHER_SERIES = 5  # other series named in the header
+QUIET_LAYERS = 15  # layers without change points shown, by share (--all: every one)
+# A sparkline spans at least this share of the layer's median: steady noise stays flat instead
+# of being stretched over all eight bars.
+MIN_SPAN = 0.10
+
+
+def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
+    """One character per commit (per bucket of commits past `width`), the bar's height the
+    value's place between the lowest and highest; a space where nothing was measured."""
+    data = np.asarray(values, dtype=float)
+    if len(data) > width:
+        data = np.array([_median(part) for part in np.array_split(data, width)])
+    finite = data[np.isfinite(data)]
+    if not len(finite):
+        return " " * len(data)
+    low, high = float(finite.min()), float(finite.max())
+    middle = float(np.median(finite))
+    span = max(high - low, MIN_SPAN * abs(middle))
+    base = min(low, middle - span / 2) if high - low < span else low
+    chars = []
+    for value in data:
+        if not math.isfinite(value):
+            chars.append(" ")
+            continue
+        level = 0.0 if span <= 0 else (value - base) / span
+        chars.append(BARS[min(len(BARS) - 1, max(0, int(level * len(BARS))))])
+    return "".join(chars)
+
+
+def _median(part: np.ndarray) -> float:
+    finite = part[np.isfinite(part)]
+    return float(np.median(finite)) if len(finite) else math.nan
+
+
+def pct_text(step: Step) -> str:
+    """`+15.2% [+12.0%, +18.5%]`: the ratio and its 95% interval, as percent changes."""
+    return f"{step.pct:+.1f}% [{100 * (step.low - 1):+.1f}%, {100 * (step.high - 1):+.1f}%]"
+
+
+def where_text(change: Change, window: Window) -> str:
+    """`at commit 38/60 3f2a1b0c9d (after 9d8c7b6a5f)`: the first commit of the new level and
+    the last of the old one."""
+    number = window.earlier + change.step.index + 1
+    return f"at commit {number} {change.after_rev[:10]} (after {change.before_rev[:10]})"
+
+
+def change_text(change: Change, window: Window) -> str:
+    text = f"{pct_text(change.step)} {where_text(change, window)}"
+    if change.before_us is not None and change.after_us is not None:
+        text += f": {format_time_us(change.before_us)} -> {format_time_us(change.after_us)}"
+    return text
+
+
+def header_lines(view: HistoryOverview) -> list[str]:
+    window = view.window
+    series = window.series
+    commits = window.commits
+    shown = len(commits)
+    total = window.earlier + shown
+    branch = f", branch {series.branch}" if series.branch else ""
+    timing = "self time per iteration"
+    lines = [
+        f"history {view.db}: {series.model} on {series.machine.describe()}{branch}",
+        f"commits {window.earlier + 1}-{total} of {total}"
+        + (f" ({commits[0].short} .. {commits[-1].short})" if commits else "")
+        + f", {timing}; change points of at least {view.min_change_pct:g}%",
+    ]
+    if view.other_series:
+        lines.append(
+            f"other series in this file ({len(view.other_series)}; --machine KEY, --model, "
+            "--branch pick one):"
+        )
+        lines += [f"  {series_text(s)}" for s in view.other_series[:OTHER_SERIES]]
+        if len(view.other_series) > OTHER_SERIES:
+            lines.append(f"  ... and {len(view.other_series) - OTHER_SERIES} more")
+    if not view.drift_known and window.paths:
+        lines.append(
+            f"note: {len(window.paths)} layer(s): too few to tell a change of the machine from "
+            "one of the code, so no step is labelled environment"
+        )
+    return lines
+
+
+def series_text(series: Series) -> str:
+    """`net.py:Net on <machine> (machine 3f2a1b0c), branch main: 12 commits, 14 sessions`."""
+    branch = f", branch {series.branch}" if series.branch else ""
+    return (
+        f"{series.model} on {series.machine.describe()} (machine {series.machine.key()[:8]})"
+        f"{branch}: {series.commits} commits, {series.sessions} sessions"
+    )
+
+
+def environment_lines(view: HistoryOverview) -> list[str]:
+    if not view.environment:
+        return []
+    lines = [
+        "environment: every layer moved together (the machine, torch, threads, or a change to "
+        "the whole model); not blamed on a layer:"
+    ]
+    lines += [f"  {change_text(c, view.window)}" for c in view.environment]
+    return lines
+
+
+def layer_line(layer: LayerHistory, view: HistoryOverview, name_width: int) -> str:
+    name = _cut(layer_title(layer), name_width)
+    spark = sparkline(view.window.self_us[layer.row])
+    latest = format_time_us(layer.latest_us) if layer.latest_us is not None else "-"
+    share = f"{layer.share_pct:.1f}%" if layer.share_pct is not None else "-"
+    line = f"  {name:<{name_width}}  {spark}  {latest:>10}  {share:>6}"
+    own = layer.code_changes
+    if own:
+        line += "  " + "; ".join(change_text(c, view.window) for c in reversed(own))
+    return line
+
+
+def layer_title(layer: LayerHistory) -> str:
+    """`blocks.0.fc (Linear)`, control characters and line breaks shown escaped."""
+    return visible(f"{layer.path or '(root)'} ({layer.class_name})")
+
+
+def _cut(text: str, width: int) -> str:
+    """The text within `width` characters, its middle given up (both ends name a layer)."""
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    return text[: keep // 2] + "…" + text[len(text) - (keep - keep // 2) :]
+
+
+def render_history_text(view: HistoryOverview, all_layers: bool = False) -> list[str]:
+    """The lines `history show` prints (names from models and files shown escaped: a line
+    break in a module name cannot start a line of its own)."""
+    return [visible(line) for line in _lines(view, all_layers)]
+
+
+def _lines(view: HistoryOverview, all_layers: bool) -> list[str]:
+    lines = header_lines(view)
+    if not view.window.commits:
+        return [*lines, "no commits in this window"]
+    lines += environment_lines(view)
+    changed = view.changed()
+    quiet = [layer for layer in view.layers if not layer.code_changes]
+    shown_quiet = quiet if all_layers else quiet[:QUIET_LAYERS]
+    width = min(NAME_WIDTH, max((len(layer_title(x)) for x in view.layers), default=8))
+    spark = "self time over the commits"
+    columns = f"  {'layer':<{width}}  {spark:<{SPARK_WIDTH}}  {'latest':>10}  {'share':>6}"
+    lines.append(f"layers with change points: {len(changed)} of {len(view.layers)}")
+    if changed:
+        lines.append(columns + "  change points, newest first")
+        lines += [layer_line(layer, view, width) for layer in changed]
+    if shown_quiet:
+        more = "" if len(shown_quiet) == len(quiet) else " (--all for every layer)"
+        lines.append(
+            f"layers without change points: {len(shown_quiet)} of {len(quiet)} by share{more}"
+        )
+        lines.append(columns)
+        lines += [layer_line(layer, view, width) for layer in shown_quiet]
+    return lines
+
+
+__all__ = [
+    "change_text",
+    "header_lines",
+    "pct_text",
+    "render_history_text",
+    "series_text",
+    "sparkline",
+    "where_text",
+]
