@@ -7,7 +7,7 @@ The packages of `hybridprof/`, top to bottom (each may import those below it):
     integrations          trainer callbacks (HF, Lightning) over the facade
     runtime               measuring; it may use the planner
     planner, reporting    beside each other: neither imports the other, nor the runtime
-    history               per-layer figures across commits: the store, change points, bisect's search
+    history               figures across commits: the store, change points, bisect's search
     files                 saved sessions, plans and diffs; the user's model file; atomic writes
     diff                  the comparison of two runs
     analysis              figures from sessions: tree, stats, stability, roofline, merge

@@ -5,6 +5,8 @@ commands:
   add      record sessions' per-layer figures under a commit (one SQLite file)
   show     each layer's time over the recent commits, the layers with change points first; in
            the terminal, or as an HTML or PDF report
+  bisect   find the first commit between a good and a bad one that made the model (or a layer)
+           slower, with paired runs (diff --run --rev) over the commits between
 
 Run 'hybridprof history <command> --help' for a command's options.
 """
@@ -19,8 +21,9 @@ from collections.abc import Sequence
 COMMANDS = {
     "add": "hybridprof.cli.history.history_add",
     "show": "hybridprof.cli.history.history_show",
+    "bisect": "hybridprof.cli.history.history_bisect",
 }
-USAGE = "usage: hybridprof history [-h] {add,show} ..."
+USAGE = "usage: hybridprof history [-h] {add,show,bisect} ..."
 
 
 def main(argv: Sequence[str]) -> int:
