@@ -9,6 +9,7 @@ median of its sessions' figures.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hybridprof.history.store import FIGURE_COLUMNS, HistoryStore, Series, SessionRow
+from hybridprof.history.store import HistoryStore, Series, SessionRow
 
 DEFAULT_LAST = 100
 Matrix = NDArray[np.float64]
@@ -49,12 +50,7 @@ class Window:
     paths: tuple[str, ...]
     classes: tuple[str, ...]  # each layer's class at its latest commit
     self_us: Matrix
-    self_low: Matrix
-    self_high: Matrix
-    total_us: Matrix
     share_pct: Matrix
-    flops: Matrix
-    mem_bytes: Matrix
 
 
 def read_window(
@@ -70,9 +66,21 @@ def read_window(
     kept = set(order[start:])
     rows = [s for s in sessions if s.commit_id in kept]
     column = {commit_id: i for i, commit_id in enumerate(order[start:])}
-    figures = store.figures([s.session_id for s in rows])
-    paths = store.layer_paths(sorted({int(f[1]) for f in figures}))
-    return _assemble(series, rows, column, figures, paths, earlier=start)
+    ids = [s.session_id for s in rows]
+    figures = store.window_rows(ids)
+    classes = _classes(store, rows, {int(f[1]) for f in figures})
+    paths = store.layer_paths(sorted(classes))
+    return _assemble(series, rows, column, figures, paths, classes, earlier=start)
+
+
+def _classes(store: HistoryStore, rows: list[SessionRow], layers: set[int]) -> dict[int, str]:
+    """Each layer's class at the latest commit that measured it: the last commit's sessions
+    first (they hold most layers), the others only for the layers they miss."""
+    latest = [s.session_id for s in rows if rows and s.commit_id == rows[-1].commit_id]
+    classes = store.classes(latest)
+    if not layers <= set(classes):
+        classes = store.classes([s.session_id for s in rows]) | classes
+    return {layer: classes[layer] for layer in layers}
 
 
 def _commit_order(sessions: Sequence[SessionRow]) -> list[int]:
@@ -105,30 +113,28 @@ def _assemble(
     column: dict[int, int],
     figures: list[tuple[Any, ...]],
     paths: dict[int, str],
+    classes: dict[int, str],
     earlier: int,
 ) -> Window:
+    """The matrices of the window's figures (rows: session, layer, self time, share)."""
     layer_ids = sorted(paths, key=lambda i: path_order(paths[i]))
     shape = (len(layer_ids), len(column))
-    matrices = {name: np.full(shape, np.nan) for name in FIGURE_COLUMNS[3:]}
-    classes = [""] * len(layer_ids)
+    self_us, share = np.full(shape, np.nan), np.full(shape, np.nan)
     if figures:
-        columns = list(zip(*figures, strict=True))  # one pass: the rest is numpy's
-        rows = _lookup({layer_id: i for i, layer_id in enumerate(layer_ids)}, columns[1])
-        cols = _lookup({s.session_id: column[s.commit_id] for s in sessions}, columns[0])
-        for k, name in enumerate(FIGURE_COLUMNS[3:], start=3):
-            raw = np.array(columns[k], dtype=float)  # None (not measured) becomes NaN
-            matrices[name] = _medians(rows, cols, raw, shape)
-        order = np.lexsort((cols, rows))  # by row, then column: each row's latest is its last
-        ends = np.flatnonzero(np.diff(rows[order], append=-1))
-        for index in order[ends]:
-            classes[int(rows[index])] = str(columns[2][index])
+        flat = np.fromiter(itertools.chain.from_iterable(figures), float, 4 * len(figures))
+        sessions_, layers_, times, shares = flat.reshape(-1, 4).T
+        shares = np.where(shares < 0, np.nan, shares)  # -1: not measured
+        rows = _lookup({layer_id: i for i, layer_id in enumerate(layer_ids)}, layers_)
+        cols = _lookup({s.session_id: column[s.commit_id] for s in sessions}, sessions_)
+        self_us, share = _medians(rows, cols, times, shape), _medians(rows, cols, shares, shape)
     return Window(
         series=series,
         commits=_points(sessions, column),
         earlier=earlier,
         paths=tuple(paths[i] for i in layer_ids),
-        classes=tuple(classes),
-        **matrices,
+        classes=tuple(classes[i] for i in layer_ids),
+        self_us=self_us,
+        share_pct=share,
     )
 
 
@@ -140,11 +146,11 @@ def path_order(path: str) -> tuple[tuple[int, int | str], ...]:
     )
 
 
-def _lookup(mapping: dict[int, int], keys: Sequence[Any]) -> NDArray[np.int_]:
+def _lookup(mapping: dict[int, int], keys: NDArray[np.float64]) -> NDArray[np.int_]:
     """`mapping[k]` for each of `keys`, through an array (the keys are small positive ids)."""
     table = np.zeros(max(mapping) + 1, dtype=np.int64)
     table[list(mapping)] = list(mapping.values())
-    return table[np.array(keys, dtype=np.int64)]
+    return table[keys.astype(np.int64)]
 
 
 def _medians(
@@ -153,6 +159,10 @@ def _medians(
     """The matrix of each (row, column)'s median value (NaN where none)."""
     out = np.full(shape, np.nan)
     keys = rows * shape[1] + cols
+    counts = np.bincount(keys, minlength=shape[0] * shape[1])
+    if counts.max(initial=0) <= 1:  # one session per commit: nothing to pool
+        out.reshape(-1)[keys] = values
+        return out
     order = np.lexsort((values, keys))
     keys, values = keys[order], values[order]
     unique, first, counts = np.unique(keys, return_index=True, return_counts=True)

@@ -9,7 +9,7 @@ beside it, then linked into place, so two jobs creating it at once both end up a
 
 Writes run in WAL mode with a busy timeout, each add one `BEGIN IMMEDIATE` transaction: two CI
 jobs adding at once wait for each other instead of failing or losing a record, and a reader (show)
-never blocks a writer. The same session added twice (its JSON's sha256) is recorded once.
+never blocks a writer. The same session added twice (its identity's sha256) is recorded once.
 """
 
 from __future__ import annotations
@@ -234,17 +234,40 @@ class HistoryStore:
             ).fetchall()
         return [SessionRow(*row) for row in rows]
 
-    def figures(self, session_ids: Sequence[int]) -> list[tuple[Any, ...]]:
-        """The per-layer rows of these sessions (columns: `FIGURE_COLUMNS`)."""
+    def figures(
+        self, session_ids: Sequence[int], columns: Sequence[str] = FIGURE_COLUMNS
+    ) -> list[tuple[Any, ...]]:
+        """The per-layer rows of these sessions, with these of `FIGURE_COLUMNS`."""
+        unknown = set(columns) - set(FIGURE_COLUMNS)
+        assert not unknown, f"no such figure: {unknown}"
+        return self._select(f"SELECT {', '.join(columns)} FROM figures", session_ids)
+
+    def window_rows(self, session_ids: Sequence[int]) -> list[tuple[int, int, float, float]]:
+        """(session, layer, self time, share) of these sessions' layers, a share not measured as
+        -1 (every value a number: numpy reads them at once)."""
+        query = "SELECT session_id, layer_id, self_us, IFNULL(share_pct, -1.0) FROM figures"
+        return self._select(query, session_ids)
+
+    def classes(self, session_ids: Sequence[int]) -> dict[int, str]:
+        """Each layer's class in the latest of these sessions that measured it."""
+        query = "SELECT layer_id, class_name, MAX(session_id) FROM figures"
+        rows = self._select(query, session_ids, group="layer_id")
+        latest: dict[int, tuple[int, str]] = {}
+        for layer_id, name, session_id in rows:  # one per layer and chunk of sessions
+            if session_id >= latest.get(layer_id, (-1, ""))[0]:
+                latest[layer_id] = (session_id, name)
+        return {layer_id: name for layer_id, (_, name) in latest.items()}
+
+    def _select(
+        self, query: str, session_ids: Sequence[int], group: str = ""
+    ) -> list[tuple[Any, ...]]:
         found: list[tuple[Any, ...]] = []
+        grouped = f" GROUP BY {group}" if group else ""
         with self._errors("read"):
             for chunk in _chunks(list(session_ids)):
                 marks = ",".join("?" * len(chunk))
-                found += self._conn.execute(
-                    f"SELECT {', '.join(FIGURE_COLUMNS)} FROM figures "
-                    f"WHERE session_id IN ({marks})",
-                    chunk,
-                ).fetchall()
+                where = f" WHERE session_id IN ({marks}){grouped}"
+                found += self._conn.execute(query + where, chunk).fetchall()
         return found
 
     def layer_paths(self, layer_ids: Sequence[int]) -> dict[int, str]:

@@ -4,7 +4,8 @@ points), the layers with change points first."""
 
 from __future__ import annotations
 
-import math
+import itertools
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -28,29 +29,35 @@ MIN_SPAN = 0.10
 def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
     """One character per commit (per bucket of commits past `width`), the bar's height the
     value's place between the lowest and highest; a space where nothing was measured."""
-    data = np.asarray(values, dtype=float)
-    if len(data) > width:
-        data = np.array([_median(part) for part in np.array_split(data, width)])
-    finite = data[np.isfinite(data)]
-    if not len(finite):
-        return " " * len(data)
-    low, high = float(finite.min()), float(finite.max())
-    middle = float(np.median(finite))
-    span = max(high - low, MIN_SPAN * abs(middle))
-    base = min(low, middle - span / 2) if high - low < span else low
-    chars = []
-    for value in data:
-        if not math.isfinite(value):
-            chars.append(" ")
-            continue
-        level = 0.0 if span <= 0 else (value - base) / span
-        chars.append(BARS[min(len(BARS) - 1, max(0, int(level * len(BARS))))])
-    return "".join(chars)
+    return sparklines(np.asarray(values, dtype=float)[None, :], width)[0]
 
 
-def _median(part: np.ndarray) -> float:
-    finite = part[np.isfinite(part)]
-    return float(np.median(finite)) if len(finite) else math.nan
+def sparklines(matrix: np.ndarray, width: int = SPARK_WIDTH) -> list[str]:
+    """`sparkline` of each row of a layers x commits matrix, worked out together."""
+    data = _binned(np.asarray(matrix, dtype=float), width)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a row with nothing measured
+        low, high = np.nanmin(data, axis=1), np.nanmax(data, axis=1)
+        middle = np.nanmedian(data, axis=1)
+    span = np.maximum(high - low, MIN_SPAN * np.abs(middle))
+    base = np.where(high - low < span, np.minimum(low, middle - span / 2), low)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        level = np.where(span[:, None] > 0, (data - base[:, None]) / span[:, None], 0.0)
+    index = np.clip(np.nan_to_num(level * len(BARS)).astype(int), 0, len(BARS) - 1)
+    chars = np.array(list(BARS))[index]
+    chars[~np.isfinite(data)] = " "
+    return ["".join(row) for row in chars]
+
+
+def _binned(data: np.ndarray, width: int) -> np.ndarray:
+    """The columns in `width` buckets, each its values' median, when there are more."""
+    if data.shape[1] <= width:
+        return data
+    edges = np.linspace(0, data.shape[1], width + 1).round().astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a bucket with nothing measured
+        columns = [np.nanmedian(data[:, a:b], axis=1) for a, b in itertools.pairwise(edges)]
+    return np.stack(columns, axis=1)
 
 
 def pct_text(step: Step) -> str:
@@ -122,9 +129,8 @@ def environment_lines(view: HistoryOverview) -> list[str]:
     return lines
 
 
-def layer_line(layer: LayerHistory, view: HistoryOverview, name_width: int) -> str:
+def layer_line(layer: LayerHistory, view: HistoryOverview, name_width: int, spark: str) -> str:
     name = _cut(layer_title(layer), name_width)
-    spark = sparkline(view.window.self_us[layer.row])
     latest = format_time_us(layer.latest_us) if layer.latest_us is not None else "-"
     share = f"{layer.share_pct:.1f}%" if layer.share_pct is not None else "-"
     line = f"  {name:<{name_width}}  {spark}  {latest:>10}  {share:>6}"
@@ -132,6 +138,12 @@ def layer_line(layer: LayerHistory, view: HistoryOverview, name_width: int) -> s
     if own:
         line += "  " + "; ".join(change_text(c, view.window) for c in reversed(own))
     return line
+
+
+def _sparks(view: HistoryOverview, layers: Sequence[LayerHistory]) -> list[str]:
+    if not layers:
+        return []
+    return sparklines(view.window.self_us[[layer.row for layer in layers]])
 
 
 def layer_title(layer: LayerHistory) -> str:
@@ -158,23 +170,24 @@ def _lines(view: HistoryOverview, all_layers: bool) -> list[str]:
     if not view.window.commits:
         return [*lines, "no commits in this window"]
     lines += environment_lines(view)
-    changed = view.changed()
+    changed = list(view.changed())
     quiet = [layer for layer in view.layers if not layer.code_changes]
     shown_quiet = quiet if all_layers else quiet[:QUIET_LAYERS]
     width = min(NAME_WIDTH, max((len(layer_title(x)) for x in view.layers), default=8))
     spark = "self time over the commits"
     columns = f"  {'layer':<{width}}  {spark:<{SPARK_WIDTH}}  {'latest':>10}  {'share':>6}"
     lines.append(f"layers with change points: {len(changed)} of {len(view.layers)}")
+    sparks = dict(zip(changed + shown_quiet, _sparks(view, changed + shown_quiet), strict=True))
     if changed:
         lines.append(columns + "  change points, newest first")
-        lines += [layer_line(layer, view, width) for layer in changed]
+        lines += [layer_line(layer, view, width, sparks[layer]) for layer in changed]
     if shown_quiet:
         more = "" if len(shown_quiet) == len(quiet) else " (--all for every layer)"
         lines.append(
             f"layers without change points: {len(shown_quiet)} of {len(quiet)} by share{more}"
         )
         lines.append(columns)
-        lines += [layer_line(layer, view, width) for layer in shown_quiet]
+        lines += [layer_line(layer, view, width, sparks[layer]) for layer in shown_quiet]
     return lines
 
 
@@ -185,5 +198,6 @@ __all__ = [
     "render_history_text",
     "series_text",
     "sparkline",
+    "sparklines",
     "where_text",
 ]
