@@ -87,6 +87,11 @@ class Checkout:
         when = int(lines[0]) if lines and lines[0].isdigit() else 0
         return commit, when, lines[1] if len(lines) > 1 else ""
 
+    def modified(self) -> bool:
+        """The file differs from HEAD (changed, staged or not, or never committed)."""
+        done = _git(self.top, "status", "--porcelain", "--", self.path)
+        return done.returncode != 0 or bool(done.stdout.strip())
+
     def branch(self) -> str:
         """The branch checked out ("" when HEAD is detached, as in most CI checkouts)."""
         done = _git(self.top, "symbolic-ref", "--quiet", "--short", "HEAD")

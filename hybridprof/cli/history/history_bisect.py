@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = ["build_parser", "main"]
 # diff's options that a bisection sets itself, or that make no sense in one
-NOT_PASSED = ("--run", "--rev", "--report", "--fail-on-regression", "--all", "--force")
+NOT_PASSED = ("--run", "--rev", "--report", "--fail-on-regression", "--all", "--force", "--history")
 
 
 class Stopped(Exception):
