@@ -46,6 +46,7 @@ from hybridprof.cli.diff_options import (
     parse_min_delta,
     parse_threshold,
 )
+from hybridprof.cli.history.history_record import add_history_option, recorder_for_diff
 from hybridprof.cli.terminal import emit
 from hybridprof.diff import DEFAULT_THRESHOLD_PCT, DiffResult, Floor, diff_sessions, given_floor
 from hybridprof.errors import EXIT_INCONCLUSIVE, UsageError
@@ -115,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and position (default: runs of different models share no layer)",
     )
     add_run_options(parser)
+    add_history_option(parser)
     add_common_options(parser)
     return parser
 
@@ -136,6 +138,7 @@ def run_diff(args: argparse.Namespace, argv: list[str]) -> int:
     for output in outputs:
         diff_renderer_for(output)
     stopped = None
+    history = recorder_for_diff(args)  # checked before anything runs
     if args.run:
         from hybridprof.cli.diff_run import paired_diff
 
@@ -143,6 +146,8 @@ def run_diff(args: argparse.Namespace, argv: list[str]) -> int:
         if outcome.result is None:
             return outcome.stopped or 130
         result, stopped = outcome.result, outcome.stopped
+        if history is not None and stopped is None:
+            emit(history.add(outcome.sessions))
     else:
         result = _saved_diff(args, threshold, floor, outputs)
     from hybridprof.reporting.diff_text import render_diff_text

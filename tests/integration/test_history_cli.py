@@ -207,3 +207,47 @@ def test_names_with_control_characters_print_escaped(
     assert history(["show", "--db", str(db)]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "evil\\x1b[2J\\n (Linear)" in out
+
+
+@pytest.mark.slow
+def test_run_and_diff_run_add_to_a_history_under_their_commits(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    net = repo / "net.py"
+    for width in (16, 64):
+        net.write_text(NET.format(width=width))
+        git(repo, "add", "net.py")
+        git(repo, "commit", "-q", "-m", f"width {width}")
+    assert hybridprof(["run", "net.py", *QUICK, "-o", "s.json", "--history", "h.sqlite"]) == 0
+    head = git(repo, "rev-parse", "HEAD")
+    assert f"history: added to h.sqlite: commit {head[:10]}, 4 layers" in capsys.readouterr().out
+    diff = ["diff", "--run", "net.py", "--rev", "HEAD~1", "--rev", "HEAD", "--iters", "6"]
+    assert hybridprof([*diff, "--history", "h.sqlite"]) == 0
+    assert capsys.readouterr().out.count("history: added to h.sqlite") == 2
+    conn = sqlite3.connect(repo / "h.sqlite")
+    rows = conn.execute(
+        "SELECT c.rev, s.branch FROM sessions s JOIN commits c ON c.id = s.commit_id ORDER BY s.id"
+    ).fetchall()
+    conn.close()
+    assert rows == [(head, "main"), (git(repo, "rev-parse", "HEAD~1"), "main"), (head, "main")]
+    net.write_text(NET.format(width=32))  # not committed: its figures would not be HEAD's
+    assert hybridprof(["run", "net.py", *QUICK, "-o", "t.json", "--history", "h.sqlite"]) == 2
+    assert "has changes not committed" in one_error_line(capsys)
+    assert not (repo / "t.json").exists()
+    assert hybridprof(["diff", "--run", "net.py", "--rev", "HEAD", "--history", "h.sqlite"]) == 2
+    assert "two --rev" in one_error_line(capsys)
+    assert hybridprof(["diff", "s.json", "s.json", "--history", "h.sqlite"]) == 2
+    one_error_line(capsys)
+
+
+def test_the_history_command_is_listed_and_its_help_is_there(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert hybridprof([]) == 0
+    assert "  history        per-layer history across commits" in capsys.readouterr().out
+    for argv in (["history"], ["history", "add", "-h"], ["history", "show", "-h"]):
+        assert hybridprof(argv) == 0
+    out = capsys.readouterr().out
+    assert "bisect   find the first commit" in out and "--fail-on-change PATH" in out
+    assert hybridprof(["history", "bisect", "-h"]) == 0
+    assert "exit codes: 0 the first bad commit named" in " ".join(capsys.readouterr().out.split())
