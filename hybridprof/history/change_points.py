@@ -10,7 +10,9 @@ log-time less the drift, so a +10% step of every layer leaves no step in any of 
 +15% step of one stands out as clearly as on a steady machine. With fewer than
 `MIN_LAYERS_FOR_DRIFT` layers there is no telling the machine from the code: no drift is taken out.
 A step that lands at one commit in at least `SHARED_SHARE` of the layers (a change that moved most
-layers, but not alike) is labelled environment too.
+layers, but not alike) is labelled environment too. A commit whose drift stands out from its
+neighbours' (one run on a busy machine: every layer 1.8x slower, and not each by as much) is left
+out of the layers' series, so the layers least slowed there do not read as "faster".
 
 Detection is ruptures' PELT with an L2 cost (`KernelCPD` with a linear kernel, exact and in C) on
 the series divided by its noise (the median absolute difference of successive values, robust to the
@@ -40,6 +42,7 @@ MAX_P_VALUE = 0.001
 MIN_LAYERS_FOR_DRIFT = 5
 SHARED_SHARE = 0.5  # of a commit's layers stepping at it together: an environment step
 CLIP = 4.0  # noises: beyond this a value counts as this far
+BUSY_WINDOW = 5  # commits around one that tell a busy run from a step
 NOISE_FLOOR = 1e-3  # in log-time (0.1%): quantized times can have no measurable noise
 CONFIDENCE = 0.95
 Matrix = NDArray[np.float64]
@@ -78,6 +81,7 @@ class Changes:
     drift: tuple[float, ...]  # the common factor per commit (1.0 where none is known)
     drift_known: bool  # enough layers to tell the machine from the code
     noise: tuple[float, ...] = ()  # per layer: its noise beyond the drift, in log-time (NaN: few)
+    busy: tuple[int, ...] = ()  # commits left out of the layers' series (`busy_commits`)
 
 
 def find_changes(values: Matrix, min_change_pct: float = 5.0) -> Changes:
@@ -88,7 +92,9 @@ def find_changes(values: Matrix, min_change_pct: float = 5.0) -> Changes:
     drift, known = _drift(logs)
     min_log = math.log1p(min_change_pct / 100.0)
     environment = _steps(drift, min_log) if known else ((), math.nan)
+    busy = busy_commits(drift, min_log) if known else np.zeros(len(drift), dtype=bool)
     residual = logs - drift[None, :]
+    residual[:, busy] = np.nan  # a busy run moves layers unequally: it tells nothing of one
     found = [_steps(row, min_log) for row in residual]
     layers = _shared_as_environment([steps for steps, _ in found], np.isfinite(logs))
     return Changes(
@@ -97,7 +103,22 @@ def find_changes(values: Matrix, min_change_pct: float = 5.0) -> Changes:
         drift=tuple(float(x) for x in np.exp(drift)),
         drift_known=known,
         noise=tuple(noise for _, noise in found),
+        busy=tuple(int(i) for i in np.flatnonzero(busy)),
     )
+
+
+def busy_commits(drift: NDArray[np.float64], min_log: float) -> NDArray[np.bool_]:
+    """Commits whose drift stands out from the commits around it (a median of `BUSY_WINDOW`)
+    by more than `CLIP` noises and the minimum change: one run on a busy machine, which every
+    layer felt, not a step (a step moves the median of its neighbours too)."""
+    half = BUSY_WINDOW // 2
+    around = np.array(
+        [np.median(drift[max(0, i - half) : i + half + 1]) for i in range(len(drift))]
+    )
+    if len(drift) < BUSY_WINDOW:
+        return np.zeros(len(drift), dtype=bool)
+    limit = max(CLIP * noise_of(drift), min_log)
+    return np.asarray(np.abs(drift - around) > limit)
 
 
 def _drift(logs: Matrix) -> tuple[NDArray[np.float64], bool]:
@@ -240,4 +261,4 @@ def _shared_as_environment(
     return [tuple(replace(s, environment=shared(s)) for s in steps) for steps in layers]
 
 
-__all__ = ["Changes", "Step", "detect", "find_changes", "judged", "noise_of"]
+__all__ = ["Changes", "Step", "busy_commits", "detect", "find_changes", "judged", "noise_of"]

@@ -30,7 +30,9 @@ class Change:
     step: Step
     before_rev: str  # the last commit of the old level (where measured)
     after_rev: str  # the first commit of the new level
-    before_us: float | None  # the layer's median self time on each side (None: the environment)
+    # The layer's median self time on each side, the machine's drift taken out, as the change is
+    # judged (None: the environment's own step)
+    before_us: float | None
     after_us: float | None
 
 
@@ -60,6 +62,7 @@ class HistoryOverview:
     environment: tuple[Change, ...]
     drift: tuple[float, ...]  # per commit: the factor every layer moved by
     drift_known: bool
+    busy: tuple[int, ...]  # commits left out of the layers' series: a run every layer felt
     min_change_pct: float
     other_series: tuple[Series, ...]
     noise_pct: tuple[float | None, ...] = ()  # per row of the window: as LayerHistory's
@@ -89,6 +92,7 @@ def overview(
         environment=environment,
         drift=changes.drift,
         drift_known=changes.drift_known,
+        busy=changes.busy,
         min_change_pct=min_change_pct,
         other_series=tuple(other_series),
         noise_pct=tuple(_pct_or_none(n) for n in changes.noise),
@@ -101,6 +105,8 @@ def _matches(path: str, patterns: Sequence[str]) -> bool:
 
 def _layer(window: Window, changes: Changes, row: int, revs: list[str]) -> LayerHistory:
     values = window.self_us[row]
+    level = values / np.asarray(changes.drift)  # the machine's drift taken out, as judged
+    level[list(changes.busy)] = np.nan
     measured = np.flatnonzero(np.isfinite(values))
     last = int(measured[-1]) if len(measured) else None
     share = window.share_pct[row, last] if last is not None else np.nan
@@ -109,7 +115,7 @@ def _layer(window: Window, changes: Changes, row: int, revs: list[str]) -> Layer
         row=row,
         path=window.paths[row],
         class_name=window.classes[row],
-        changes=tuple(_change(s, revs, values, changes.layers[row]) for s in changes.layers[row]),
+        changes=tuple(_change(s, revs, level, changes.layers[row]) for s in changes.layers[row]),
         latest_us=float(values[last]) if last is not None else None,
         share_pct=float(share) if np.isfinite(share) else None,
         noise_pct=_pct_or_none(noise),
@@ -127,7 +133,7 @@ def _change(
     neighbours: Sequence[Step] = (),
 ) -> Change:
     """The step with its commit range, and (for a layer) its median level on either side, up to
-    the neighbouring change points."""
+    the neighbouring change points (`values`: the layer's times, the drift taken out)."""
     before = after = None
     if values is not None:
         starts = [s.index for s in neighbours]

@@ -123,3 +123,14 @@ def test_noise_is_read_through_the_steps() -> None:
     values = 0.05 * rng.standard_normal(200)
     values[100:] += 1.0  # a step of 20 sigmas moves one difference only
     assert noise_of(values) == pytest.approx(0.05, rel=0.2)
+
+
+def test_one_busy_run_that_every_layer_felt_unequally_is_left_out() -> None:
+    history = synthetic_history(6, layer_step=None, environment_step=None)
+    values = history.values.copy()
+    felt = np.random.default_rng(7).uniform(1.4, 2.2, values.shape[0])  # each layer its own
+    values[:, 50] *= felt
+    changes = find_changes(values)
+    assert changes.busy == (50,)
+    assert sum(len(s) for s in changes.layers) <= 1 and changes.environment == ()
+    assert find_changes(history.values).busy == ()

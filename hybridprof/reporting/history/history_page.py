@@ -24,7 +24,7 @@ from hybridprof.history.overview import HistoryOverview, LayerHistory
 from hybridprof.reporting.format import format_time_us
 from hybridprof.reporting.history.history_charts import drift_svg, series_svg
 from hybridprof.reporting.history.history_icicle import icicle_svg, pair_blocks, tree_of
-from hybridprof.reporting.history.history_text import change_text, environment_lines, header_lines
+from hybridprof.reporting.history.history_text import busy_text, change_text, header_lines
 from hybridprof.reporting.page.templates import script_hash, script_json, template_env
 
 Mode = Literal["html", "pdf"]
@@ -96,7 +96,8 @@ def build_context(view: HistoryOverview, mode: Mode) -> dict[str, Any]:
         "title": f"hybridprof history: {view.window.series.model}",
         "generator": f"hybridprof {__version__}",
         "header": header_lines(view),
-        "environment": environment_lines(view)[1:],
+        "environment": [f"{change_text(c, view.window)}" for c in view.environment],
+        "busy": busy_text(view) if view.busy else "",
         "drift": drift_svg(view) if view.drift_known and view.window.commits else None,
         "panels": [_panel(layer, view) for layer in layers],
         "changed": len(view.changed()),

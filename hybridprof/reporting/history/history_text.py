@@ -119,14 +119,26 @@ def series_text(series: Series) -> str:
 
 
 def environment_lines(view: HistoryOverview) -> list[str]:
-    if not view.environment:
-        return []
-    lines = [
-        "environment: every layer moved together (the machine, torch, threads, or a change to "
-        "the whole model); not blamed on a layer:"
-    ]
-    lines += [f"  {change_text(c, view.window)}" for c in view.environment]
+    lines = []
+    if view.environment:
+        lines.append(
+            "environment: every layer moved together (the machine, torch, threads, or a change "
+            "to the whole model); not blamed on a layer:"
+        )
+        lines += [f"  {change_text(c, view.window)}" for c in view.environment]
+    if view.busy:
+        lines.append(f"busy runs, left out of the layers' change points: {busy_text(view)}")
     return lines
+
+
+def busy_text(view: HistoryOverview) -> str:
+    """`commit 7 2197bcaf3c (every layer x1.77)`: one run that every layer felt."""
+    window = view.window
+    return ", ".join(
+        f"commit {window.earlier + i + 1} {window.commits[i].short} (every layer "
+        f"x{view.drift[i]:.2f})"
+        for i in view.busy
+    )
 
 
 def layer_line(layer: LayerHistory, view: HistoryOverview, name_width: int, spark: str) -> str:
@@ -192,6 +204,7 @@ def _lines(view: HistoryOverview, all_layers: bool) -> list[str]:
 
 
 __all__ = [
+    "busy_text",
     "change_text",
     "header_lines",
     "pct_text",
