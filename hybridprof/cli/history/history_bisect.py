@@ -130,7 +130,7 @@ class PairedJudge:
             verdict, evidence = self._at_bad(result)
         else:
             found = sides(result, self.watched)
-            verdict, evidence = verdict_of(found), "; ".join(_side_text(s) for s in found)
+            verdict, evidence = verdict_of(found), _sides_text(found)
         again = f" (measured again, run {attempt + 1})" if attempt else ""
         notice(f"bisect: {rev[:10]} {verdict}{again}: {evidence}")  # it takes minutes: say each
         return verdict, evidence
@@ -146,7 +146,7 @@ class PairedJudge:
         watched = to_watch(result, self.patterns)
         if watched:
             self.watched = watched
-            return "bad", "; ".join(_side_text(side) for side in sides(result, watched))
+            return "bad", _sides_text(sides(result, watched))
         if result.gate_answer() == "inconclusive":
             return "inconclusive", f"whole iteration: {change_text(result.total)}"
         return "good", f"nothing watched is slower; whole iteration: {change_text(result.total)}"
@@ -169,23 +169,30 @@ class PairedJudge:
         return outcome.result
 
 
-def _side_text(side: Side) -> str:
-    """`conv: x2.95 [2.71, 3.20] against GOOD over 30 pairs: bad (BAD: x3.08, at least x2.80;
-    the middle x1.67)`."""
-    name = side.watched.path or "(root)"
-    watched = side.watched
-    where = (
-        f"BAD: x{watched.ratio:.2f}, at least x{watched.step:.2f}; the middle x{watched.middle:.2f}"
-    )
-    change = side.change
-    if change is None:
-        return f"{name}: not at this commit: inconclusive ({where})"
-    if change.paired is None:
-        return f"{name}: {change_text(change)}: {side.verdict} ({where})"
-    paired = change.paired
+def _sides_text(found: list[Side]) -> str:
+    """`blocks.3.fc2 x3.67 [3.38, 3.99], blocks.3.act x5.61 [5.04, 6.41] over 30 pairs`: each
+    watched figure's paired ratio against GOOD and its interval."""
+    parts, pairs = [], 0
+    for side in found:
+        name = side.watched.path or "(root)"
+        change = side.change
+        if change is None:
+            parts.append(f"{name} not at this commit")
+        elif change.paired is None:
+            parts.append(f"{name} {change_text(change)}")
+        else:
+            paired = change.paired
+            parts.append(f"{name} x{paired.ratio:.2f} [{paired.low:.2f}, {paired.high:.2f}]")
+            pairs = max(pairs, paired.pairs)
+    return ", ".join(parts) + (f" over {pairs} pairs" if pairs else "")
+
+
+def _watch_text(watched: Watched) -> str:
+    """`blocks.3.fc2 (x3.52 at BAD, at least x3.24: bad above x1.80)`."""
+    name = watched.path or "(root)"
     return (
-        f"{name}: x{paired.ratio:.2f} [{paired.low:.2f}, {paired.high:.2f}] against GOOD over "
-        f"{paired.pairs} pairs: {side.verdict} ({where})"
+        f"{name} (x{watched.ratio:.2f} at BAD, at least x{watched.step:.2f}: bad above "
+        f"x{watched.middle:.2f})"
     )
 
 
@@ -222,14 +229,15 @@ def run_bisect(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def _report(found: Bisection, judge: PairedJudge, checkout: Checkout, count: int) -> list[str]:
-    watched = [w.path or "(root)" for w in judge.watched or ()]
+    watched = [_watch_text(w) for w in judge.watched or ()]
     watching = ", ".join(watched) or "nothing (BAD is not slower)"
     lines = [
-        f"bisect {checkout.path}: {count} commits after {found.good[:10]} changed it; watching "
-        f"{watching}; {found.runs} paired run{'s' if found.runs != 1 else ''}"
+        f"bisect {checkout.path}: {count} commits after {found.good[:10]} changed it; "
+        f"{found.runs} paired run{'s' if found.runs != 1 else ''}",
+        f"watching the paired ratio against {found.good[:10]} of {watching}",
     ]
     for probe in found.probes:
-        runs = f"{probe.runs} run{'s' if probe.runs > 1 else ''}"
+        runs = f"{probe.runs} runs" if probe.runs > 1 else "1 run"
         lines.append(f"  {_named(checkout, probe.rev)}: {probe.verdict} ({runs}): {probe.evidence}")
     if found.first_bad is None:
         left = f"; still open: {', '.join(r[:10] for r in found.left)}" if found.left else ""
@@ -238,14 +246,16 @@ def _report(found: Bisection, judge: PairedJudge, checkout: Checkout, count: int
     lines.append(f"first bad commit: {_named(checkout, found.first_bad)}")
     bad = found.probe_of(found.first_bad)
     if bad is not None:
-        lines.append(f"  against {found.good[:10]} (good): {bad.evidence}")
+        lines.append(f"  against {found.good[:10]} (good): {bad.evidence}: bad")
     before = found.probe_of(found.last_good or "")
     last = (
         "the good commit itself"
         if found.last_good == found.good
         else _named(checkout, found.last_good or "")
     )
-    lines.append(f"  the commit before it: {last}" + (f": {before.evidence}" if before else ""))
+    lines.append(
+        f"  the commit before it: {last}" + (f": {before.evidence}: good" if before else "")
+    )
     return lines
 
 
