@@ -80,7 +80,7 @@ def test_the_commit_that_made_a_conv_3x_heavier_is_named_in_6_paired_runs(
     assert out.splitlines()[1].startswith("watching the paired ratio against ")
     assert " of conv (x" in out.splitlines()[1]
     assert f'first bad commit: {wanted[:10]} "version {heavier_from}"' in out, out
-    evidence = r"against \w+ \(good\): conv x\d+\.\d\d \[[^]]*\] over \d+ pairs: bad"
+    evidence = r"against \w+ \(good\): conv x\d+\.\d\d \[[^]]*\].* over \d+ pairs: bad"
     assert re.search(evidence, out), out
     assert "the commit before it:" in out
 
