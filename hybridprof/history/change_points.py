@@ -16,15 +16,14 @@ out of the layers' series, so the layers least slowed there do not read as "fast
 
 Detection is ruptures' PELT with an L2 cost (`KernelCPD` with a linear kernel, exact and in C) on
 the series divided by its noise (the median absolute difference of successive values, robust to the
-steps themselves), at a penalty of `PENALTY` noise variances per change point: measured on 60
-commits x 40 layers at 5% noise it finds a +15% step in 96% of 1,000 seeds within one commit, with
-0.12 false change points per seed over all layers (benchmarks/bench_change_points.py). A segment
-holds at least `MIN_SEGMENT` commits: a step shows once two commits after it are measured, so one
-slow run is not a change. Each change point is then tested on its two sides (the segments to the
-neighbouring change points) with Student's t-test on log-times, which gives its ratio and a 95%
-interval; one whose ratio is under the minimum change (default 5%, as `diff`'s threshold) or whose
-p-value exceeds `MAX_P_VALUE` is dropped, the weakest first, and its neighbours tested again
-(Apache Otava's merge step, after Fleming et al.).
+steps themselves), at a penalty of `PENALTY` noise variances per change point (chosen, with the
+library, on the issue's synthetic test: benchmarks/bench_change_points.py, its figures in
+benchmarks/README.md). A segment holds at least `MIN_SEGMENT` commits: a step shows once two
+commits after it are measured, so one slow run is not a change. Each change point is then tested on
+its two sides (the segments to the neighbouring change points) with Student's t-test on log-times,
+which gives its ratio and a 95% interval; one whose ratio is under the minimum change (default 5%,
+as `diff`'s threshold) or whose p-value exceeds `MAX_P_VALUE` is dropped, the weakest first, and
+its neighbours tested again (Apache Otava's merge step, after Fleming et al.).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Computed at show time, not at add time: change points depend on the whole window (a step is only
 a step once commits after it are measured, and a later commit can make an earlier one look like
 noise), an append-only file keeps no derived figure that a later add would make stale, and the
-detection is cheap (about 0.1 ms per layer for 100 commits, benchmarks/bench_history.py). The
+detection is cheap at the window's size (benchmarks/bench_history.py, figures in its README). The
 terminal, the HTML page and the PDF only lay this out.
 """
 

@@ -87,8 +87,8 @@ def snapshot_of(
 
 def digest_of(session: ProfileSession) -> str:
     """The sha256 of what makes a run that run: when it started, its command, model, machine and
-    every measured iteration and layer median. Two runs never share all of them, and this costs
-    a fiftieth of hashing the whole session's JSON (2 ms, not 45, at 1,000 layers)."""
+    every measured iteration and layer median. Two runs never share all of them, and hashing
+    them is far cheaper than writing the whole session's JSON again (benchmarks/README.md)."""
     env = session.environment
     identity = [
         session.started_at,
