@@ -183,7 +183,7 @@ def judged(
 ) -> list[Step]:
     """The change points that hold: each tested on its two sides, the weakest of those under the
     minimum change or over the p-value dropped, until all hold."""
-    points = sorted(breaks)
+    points = sorted({b for b in breaks if 0 < b < len(values)})  # a stretch on each side
     if noise is None:
         noise = noise_of(values) if len(values) > 1 else NOISE_FLOOR
     while points:
@@ -216,6 +216,8 @@ def _tested(values: NDArray[np.float64], points: list[int], i: int, noise: float
     n1, n2 = len(before), len(after)
     diff = float(after.mean() - before.mean())
     dof = n1 + n2 - 2
+    if dof < 1:  # one value on each side: nothing to test it with
+        return Step(points[i], points[i] - 1, math.exp(diff), 0.0, math.inf, 1.0, n1, n2)
     pooled = (float(before.var()) * n1 + float(after.var()) * n2) / dof
     spread = math.sqrt(pooled * (1.0 / n1 + 1.0 / n2))
     if spread > 0:

@@ -134,3 +134,10 @@ def test_one_busy_run_that_every_layer_felt_unequally_is_left_out() -> None:
     assert changes.busy == (50,)
     assert sum(len(s) for s in changes.layers) <= 1 and changes.environment == ()
     assert find_changes(history.values).busy == ()
+
+
+def test_judged_takes_any_breaks_a_detector_gives() -> None:
+    values = np.log(np.r_[np.full(5, 100.0), np.full(5, 200.0)])
+    (step,) = judged(values, [0, 5, 5, 10, 12], math.log1p(0.05))  # ends, repeats, beyond
+    assert step.index == 5 and step.ratio == pytest.approx(2.0)
+    assert judged(np.log(np.array([100.0, 200.0])), [1], math.log1p(0.05)) == []  # untestable
