@@ -154,12 +154,13 @@ def run_rounds(db: Path, folder: Path, args: argparse.Namespace) -> None:
     with open_store(db) as store:  # warm-up: the file's pages into the OS cache
         store.sessions_of(store.all_series()[0])
     in_new_process("show", "--db", str(db))
+    stamp = f"{time.time():.0f}"  # commits of this run's own: a commit measured again pools
     for r in range(args.rounds):
         files = [session_file(folder, args.layers, 10 + 2 * r + k) for k in (0, 1)]
         samples = {
-            "add, in this process": add_here(db, files[0], f"add-{r}"),
+            "add, in this process": add_here(db, files[0], f"add-{stamp}-{r}"),
             "history add, a new process": in_new_process(
-                "add", str(files[1]), "--db", str(db), "--commit", f"cli-{r}"
+                "add", str(files[1]), "--db", str(db), "--commit", f"cli-{stamp}-{r}"
             ),
             "history show (100 commits), a new process": in_new_process("show", "--db", str(db)),
             "history show --last 1000, a new process": in_new_process(

@@ -158,21 +158,21 @@ def _medians(
 ) -> Matrix:
     """The matrix of each (row, column)'s median value (NaN where none)."""
     out = np.full(shape, np.nan)
+    flat = out.reshape(-1)
     keys = rows * shape[1] + cols
     counts = np.bincount(keys, minlength=shape[0] * shape[1])
     if counts.max(initial=0) <= 1:  # one session per commit: nothing to pool
-        out.reshape(-1)[keys] = values
+        flat[keys] = values
         return out
-    order = np.lexsort((values, keys))
+    order = np.lexsort((values, keys))  # by key, then value (NaN last within a key)
     keys, values = keys[order], values[order]
-    unique, first, counts = np.unique(keys, return_index=True, return_counts=True)
-    flat = out.reshape(-1)
-    single = counts == 1
-    flat[unique[single]] = values[first[single]]
-    for key, start, count in zip(unique[~single], first[~single], counts[~single], strict=True):
-        group = values[start : start + count]
-        group = group[np.isfinite(group)]
-        flat[key] = float(np.median(group)) if len(group) else np.nan
+    unique, first = np.unique(keys, return_index=True)
+    finite = np.add.reduceat(np.isfinite(values).astype(np.int64), first)
+    has = finite > 0
+    low = first + np.maximum(finite - 1, 0) // 2  # the middle one or two of the finite values
+    high = first + finite // 2
+    middle = np.where(has, (values[low] + values[np.minimum(high, len(values) - 1)]) / 2, np.nan)
+    flat[unique] = np.where(finite % 2 == 1, values[low], middle)
     return out
 
 

@@ -143,3 +143,25 @@ def test_the_pdf_holds_the_changed_layers_and_the_icicle(
     assert view.window.paths[row] in text
     assert "Differential icicle" in text and "Environment" in text
     assert "more layers without change points are left out of the PDF" in text
+
+
+def test_a_commit_measured_several_times_is_the_median_of_its_sessions(tmp_path: Path) -> None:
+    from hybridprof.history.snapshot import LayerFigures, Snapshot
+    from hybridprof.history.store import CommitRef
+    from tests.history_synthetic import MACHINE
+
+    db = tmp_path / "h.sqlite"
+    with open_store(db, create=True) as store:
+        for i, (rev, times) in enumerate(
+            [("a", (10.0, 1.0)), ("a", (30.0, 3.0)), ("a", (20.0, float("nan"))), ("b", (5.0, 2.0))]
+        ):
+            layers = tuple(
+                LayerFigures(p, "Linear", t)
+                for p, t in zip(("x", "y"), times, strict=True)
+                if t == t
+            )
+            snap = Snapshot(f"s{i}", "m", None, MACHINE, "", 5, None, "cpu", "stable", layers)
+            store.add(snap, CommitRef(rev, committed_at=100 + (rev == "b")))
+        window = read_window(store, store.all_series()[0])
+    assert [c.sessions for c in window.commits] == [3, 1]
+    assert window.self_us.tolist() == [[20.0, 5.0], [2.0, 2.0]]
