@@ -77,9 +77,9 @@
   function hex(rgb) {
     return "#" + rgb.map(function (c) { return ("0" + c.toString(16)).slice(-2); }).join("");
   }
-  function colour(base, now, noise) {
+  function colour(base, now, noise, drift) {
     if (base === null || now === null || base <= 0) return GREY;
-    var pct = 100 * (now / base - 1);
+    var pct = 100 * (now / base / drift - 1);
     if (Math.abs(pct) < Math.max(data.min_change, NOISE_SPREADS * (noise || 0))) return hex(PALE);
     var depth = Math.min(Math.abs(pct) / SATURATED, 1), target = pct > 0 ? RED : BLUE;
     return hex(PALE.map(function (p, j) {
@@ -116,6 +116,7 @@
   }
   function draw(base, now) {
     var laid = layout(base, now), parts = [], depthMax = 0;
+    var drift = data.drift.length ? data.drift[now] / data.drift[base] : 1;
     laid.blocks.forEach(function (b) {
       var node = b[0], x = b[2] * WIDTH, w = (b[3] - b[2]) * WIDTH, y = b[1] * ROW_H;
       depthMax = Math.max(depthMax, b[1] + 1);
@@ -128,7 +129,7 @@
       var text = label(name, w);
       parts.push('<g><title>' + esc(tip) + '</title><rect x="' + x.toFixed(1) + '" y="' +
         y.toFixed(1) + '" width="' + Math.max(w - 0.5, 0.3).toFixed(1) + '" height="' +
-        (ROW_H - 1) + '" fill="' + colour(a, z, noiseOf(node)) + '"/>' + (text ? '<text x="' + (x + 3).toFixed(1) +
+        (ROW_H - 1) + '" fill="' + colour(a, z, noiseOf(node), drift) + '"/>' + (text ? '<text x="' + (x + 3).toFixed(1) +
         '" y="' + (y + 12.5).toFixed(1) + '">' + esc(text) + "</text>" : "") + "</g>");
     });
     var svg = document.getElementById("icicle"), height = Math.max(depthMax, 1) * ROW_H;
@@ -139,7 +140,8 @@
     document.getElementById("pair").textContent = names[base].textContent + " \u2192 " +
       names[now].textContent;
     svg.dataset.blocks = JSON.stringify(laid.blocks.map(function (b) {
-      return [tree[b[0]][0], b[1], +b[2].toFixed(6), +b[3].toFixed(6)];
+      var colourOf = colour(laid.ownBase[b[0]], laid.ownNew[b[0]], noiseOf(b[0]), drift);
+      return [tree[b[0]][0], b[1], +b[2].toFixed(6), +b[3].toFixed(6), colourOf];
     }));
   }
   var baseList = document.getElementById("base"), newList = document.getElementById("new");

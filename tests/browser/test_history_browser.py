@@ -59,16 +59,21 @@ def drawn(opened: Opened) -> list[list[Any]]:
 
 def laid_out(view: HistoryOverview, pair: tuple[int, int]) -> list[list[Any]]:
     blocks = pair_blocks(
-        view.window.paths, view.window.self_us, pair, view.min_change_pct, view.noise_pct
+        view.window.paths,
+        view.window.self_us,
+        pair,
+        view.min_change_pct,
+        view.noise_pct,
+        view.drift,
     )
-    return [[b.path, b.depth, round(b.x0, 6), round(b.x1, 6)] for b in blocks]
+    return [[b.path, b.depth, round(b.x0, 6), round(b.x1, 6), b.color] for b in blocks]
 
 
 def same_blocks(a: list[list[Any]], b: list[list[Any]]) -> bool:
-    """The same blocks in the same order; edges within 1e-4 of the width (the page's data holds
-    times to 4 significant digits)."""
+    """The same blocks in the same order and colours; edges within 1e-4 of the width (the page's
+    data holds times to 4 significant digits)."""
     return len(a) == len(b) and all(
-        x[:2] == y[:2] and abs(x[2] - y[2]) < 1e-4 and abs(x[3] - y[3]) < 1e-4
+        x[:2] == y[:2] and abs(x[2] - y[2]) < 1e-4 and abs(x[3] - y[3]) < 1e-4 and x[4] == y[4]
         for x, y in zip(a, b, strict=True)
     )
 

@@ -5,10 +5,11 @@ within the minimum change; grey for a parent with no time of its own), as CodSpe
 Gregg's differential flame graphs colour theirs.
 
 Colour follows the layer's own time, not its subtree's: a parent whose child got slower keeps its
-own colour, so the red lands on the layer that changed. The tree is rebuilt from the paths (a
-parent nobody profiled is added, grey). The PDF gets this layout as static SVG; the HTML page
-lays out the same blocks again in history.js for any two commits chosen there (its test checks
-that both agree for the commits the page opens with).
+own colour, so the red lands on the layer that changed; and beyond what every layer moved by
+between the two commits (the drift), so a busier machine at one of them colours nothing. The tree
+is rebuilt from the paths (a parent nobody profiled is added, grey). The PDF gets this layout as
+static SVG; the HTML page lays out the same blocks again in history.js for any two commits chosen
+there (its test checks that both agree for the commits the page opens with).
 """
 
 from __future__ import annotations
@@ -62,11 +63,17 @@ def parent_of(path: str) -> str | None:
 
 
 def color_of(
-    base: float | None, new: float | None, min_change_pct: float, noise_pct: float | None = None
+    base: float | None,
+    new: float | None,
+    min_change_pct: float,
+    noise_pct: float | None = None,
+    drift: float = 1.0,
 ) -> str:
+    """The block's colour: its own time's change, beyond `drift` (how much every layer moved
+    between the two commits: the machine's, not the layer's)."""
     if base is None or new is None or base <= 0:
         return GREY
-    pct = 100.0 * (new / base - 1.0)
+    pct = 100.0 * (new / base / drift - 1.0)
     if abs(pct) < max(min_change_pct, NOISE_SPREADS * (noise_pct or 0.0)):
         return _hex(PALE)
     depth = min(abs(pct) / SATURATED_PCT, 1.0)
@@ -86,9 +93,11 @@ def diff_icicle(
     new: Sequence[float],
     min_change_pct: float,
     noise_pct: Sequence[float | None] = (),
+    drift: float = 1.0,
 ) -> tuple[DiffBlock, ...]:
     """The blocks for two commits' self times of `paths` (NaN: not measured at that commit),
-    coloured beyond each layer's noise (`noise_pct`, per path) and the minimum change."""
+    coloured beyond the machine's `drift` between them, each layer's noise (`noise_pct`, per
+    path) and the minimum change."""
     noise = dict(zip(paths, noise_pct, strict=False))
     own_base = {p: _value(v) for p, v in zip(paths, base, strict=True)}
     own_new = {p: _value(v) for p, v in zip(paths, new, strict=True)}
@@ -111,7 +120,9 @@ def diff_icicle(
             new_us=own_new.get(node),
             base_total_us=base_total[node],
             new_total_us=new_total[node],
-            color=color_of(own_base.get(node), own_new.get(node), min_change_pct, noise.get(node)),
+            color=color_of(
+                own_base.get(node), own_new.get(node), min_change_pct, noise.get(node), drift
+            ),
         )
         for node, depth, x in _placed(children, new_total)
     )
@@ -199,10 +210,13 @@ def pair_blocks(
     pair: tuple[int, int],
     min_change_pct: float,
     noise_pct: Sequence[float | None] = (),
+    drift: Sequence[float] = (),
 ) -> tuple[DiffBlock, ...]:
-    """The blocks between the window's commits `pair` (column indices: base, new)."""
+    """The blocks between the window's commits `pair` (column indices: base, new), coloured
+    beyond the drift between them (`drift`: the window's per commit)."""
     base, new = list(values[:, pair[0]]), list(values[:, pair[1]])
-    return diff_icicle(paths, base, new, min_change_pct, noise_pct)
+    moved = drift[pair[1]] / drift[pair[0]] if drift else 1.0
+    return diff_icicle(paths, base, new, min_change_pct, noise_pct, moved)
 
 
 __all__ = [

@@ -88,7 +88,7 @@ def build_context(view: HistoryOverview, mode: Mode) -> dict[str, Any]:
     base, new = default_pair(view) if view.window.commits else (0, 0)
     window = view.window
     blocks = pair_blocks(
-        window.paths, window.self_us, (base, new), view.min_change_pct, view.noise_pct
+        window.paths, window.self_us, (base, new), view.min_change_pct, view.noise_pct, view.drift
     )
     labels = [_commit_label(view, i) for i in range(len(view.window.commits))]
     return {
@@ -123,6 +123,7 @@ def page_data(view: HistoryOverview, base: int, new: int) -> dict[str, Any]:
         "tree": [[p, index[p.rpartition(".")[0]] if p else -1, row.get(p, -1)] for p in tree],
         "values": [[_rounded(v) for v in values] for values in window.self_us],
         "noise": [_rounded(n) if n is not None else None for n in view.noise_pct],
+        "drift": [round(d, 6) for d in view.drift],
         "min_change": view.min_change_pct,
         "pair": [base, new],
     }
