@@ -97,8 +97,15 @@ def test_same_runs_pass_the_gate(
     pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     base, _ = pair
-    assert main(["diff", str(base), str(base), "--fail-on-regression"]) == 0
-    assert "no layer changed beyond noise" in capsys.readouterr().out
+    code = main(["diff", str(base), str(base), "--fail-on-regression"])
+    out = capsys.readouterr().out
+    # Never a regression. A session against itself is inconclusive only when its own intervals
+    # are wider than the threshold: a ~90 us iteration on a busy machine (it read +-10% to +-54%
+    # over 30 iterations there, on main as on later branches); the gate says so, and why.
+    if code == 5:
+        assert "interval is wider than the threshold" in out, out
+    else:
+        assert code == 0 and "no layer changed beyond noise" in out, out
 
 
 @pytest.mark.parametrize(
