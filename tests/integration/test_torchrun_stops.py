@@ -91,7 +91,7 @@ def wait_for(path: Path, proc: subprocess.Popen[str], limit_s: float = 120) -> i
     deadline = time.monotonic() + limit_s
     while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert path.exists(), "rank 1 never reached its measured iterations"
+    assert path.exists(), f"no {path.name}: the rank never reached its measured iterations"
     return int(path.read_text())
 
 
@@ -105,6 +105,7 @@ def test_sigterm_to_torchrun_saves_every_ranks_interrupted_session(tmp_path: Pat
     args = ["--entry", "build_marked", "--warmup", "1", "--iters", "200"]
     with torchrun(args, tmp_path, {"HYBRIDPROF_TEST_READY": str(ready)}) as proc:
         wait_for(ready, proc)
+        wait_for(ready.with_name("ready.rank0"), proc)  # both ranks measure: both have a session
         proc.send_signal(signal.SIGTERM)  # what a scheduler does: torchrun passes it on
         _, err = proc.communicate(timeout=HARD_TIMEOUT_S)
     out = tmp_path / "out"
