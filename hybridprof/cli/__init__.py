@@ -19,6 +19,7 @@ COMMANDS = {
     "report": "hybridprof.cli.report",
     "merge": "hybridprof.cli.merge",
     "diff": "hybridprof.cli.diff",
+    "history": "hybridprof.cli.history",
 }
 OPTIONS = ("-h", "--help", "-V", "--version")
 
@@ -33,6 +34,8 @@ commands:
   report         re-render a saved session (or a saved diff) as HTML, PDF, text, CSV or JSON
   merge          merge the session-rank*.json of a torchrun run into one session and report
   diff           compare two saved sessions: which layers got slower or faster, beyond noise
+  history        per-layer history across commits: add sessions, show each layer's change
+                 points, bisect the commit that made a layer slower
 
 options:
   -h, --help     show this help and exit

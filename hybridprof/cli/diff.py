@@ -41,6 +41,7 @@ from hybridprof.cli.common import (
     parse_or_exit_code,
 )
 from hybridprof.cli.destinations import check_outputs
+from hybridprof.cli.history.history_record import add_history_option, recorder_for_diff
 from hybridprof.cli.measure_options import add_run_options, check_no_run_options
 from hybridprof.cli.terminal import emit
 from hybridprof.diff import DEFAULT_THRESHOLD_PCT, DiffResult, Floor, diff_sessions, given_floor
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_what_to_compare(parser)
     _add_judging_options(parser)
     add_run_options(parser)
+    add_history_option(parser)
     add_common_options(parser)
     return parser
 
@@ -146,6 +148,7 @@ def run_diff(args: argparse.Namespace, argv: list[str]) -> int:
     for output in outputs:
         diff_renderer_for(output)
     stopped = None
+    history = recorder_for_diff(args)  # checked before anything runs
     if args.run:
         from hybridprof.cli.diff_run import paired_diff
 
@@ -153,6 +156,8 @@ def run_diff(args: argparse.Namespace, argv: list[str]) -> int:
         if outcome.result is None:
             return outcome.stopped or 130
         result, stopped = outcome.result, outcome.stopped
+        if history is not None and stopped is None:
+            emit(history.add(outcome.sessions))
     else:
         result = _saved_diff(args, threshold, floor, outputs)
     from hybridprof.reporting.text.diff_text import render_diff_text

@@ -28,6 +28,7 @@ from hybridprof.files.revisions import Checkout
 from hybridprof.runtime.basics.signals import sigterm_as_interrupt
 
 if TYPE_CHECKING:
+    from hybridprof.datamodel import ProfileSession
     from hybridprof.diff import DiffResult, Floor
     from hybridprof.runtime.runs.lanes import LaneModel
     from hybridprof.runtime.runs.options import RunOptions
@@ -54,6 +55,7 @@ class PairedOutcome:
 
     result: DiffResult | None
     stopped: int | None = None
+    sessions: tuple[ProfileSession, ...] = ()  # base's and new's (for --history)
 
 
 def paired_diff(
@@ -73,7 +75,7 @@ def paired_diff(
             read_model_source(source.file)  # syntax errors said before anything runs
         with sigterm_as_interrupt() as sigterm, model_prints_to_stderr():
             try:
-                result = _compare(args, argv, sources, threshold, floor, notes)
+                result, sessions = _compare(args, argv, sources, threshold, floor, notes)
             except KeyboardInterrupt:
                 how = "terminated (SIGTERM)" if sigterm.received else "interrupted"
                 notice(f"{how} before a measured pair finished; nothing compared")
@@ -81,7 +83,7 @@ def paired_diff(
     pairing = result.pairing
     if pairing is not None and pairing.stop_reason == "interrupted":
         return PairedOutcome(result, 143 if sigterm.received else 130)
-    return PairedOutcome(result)
+    return PairedOutcome(result, sessions=sessions)
 
 
 def _check_values(args: argparse.Namespace) -> None:
@@ -144,7 +146,7 @@ def _compare(
     threshold: float,
     floor: Floor | None,
     notes: list[str],
-) -> DiffResult:
+) -> tuple[DiffResult, tuple[ProfileSession, ProfileSession]]:
     """The torch part: load, plan, measure the per-op cost, run paired, compare."""
     from dataclasses import replace
 
@@ -169,7 +171,7 @@ def _compare(
         floor=floor,
         paired=True,
     )
-    return replace(result, notes=result.notes + tuple(notes))
+    return replace(result, notes=result.notes + tuple(notes)), sessions
 
 
 def _side(args: argparse.Namespace, source: Source, tag: str) -> LaneModel:

@@ -49,6 +49,7 @@ from hybridprof.cli.destinations import (
     plan_run_outputs,
     say_replaced,
 )
+from hybridprof.cli.history.history_record import add_history_option, recorder_for_run
 from hybridprof.cli.measure_options import add_measure_options
 from hybridprof.cli.profiling import (
     DEMO_FILE,
@@ -109,6 +110,7 @@ def _add_output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trace", metavar="FILE", help="write a Chrome/Perfetto trace (JSON) (default: none)"
     )
+    add_history_option(parser)
     parser.add_argument(
         "--out-dir",
         metavar="DIR",
@@ -137,6 +139,11 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
                 "under torchrun every rank runs the same steps: give --warmup and --iters as "
                 "numbers, without --max-time (auto counts would differ between ranks)"
             )
+        if args.history:
+            raise UsageError(
+                "--history under torchrun: add the merged session with hybridprof "
+                "history add (after hybridprof merge)"
+            )
         return run_rank(args, argv, launch)
     if args.ddp:
         raise UsageError(
@@ -145,6 +152,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     plan = _load_plan(args.plan) if args.plan else None
     model_file, entry = model_and_entry(args, plan)
     read_model_source(model_file)  # missing file or syntax error: said before anything is created
+    history = recorder_for_run(args.history, model_file)
     inputs = (model_file, *([Path(args.plan)] if args.plan else []))
     outputs = plan_run_outputs(args, inputs)
     if args.compare_eager:
@@ -167,6 +175,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             return 143 if sigterm.received else 130
         replaced = _save(session, outputs, args.force)
     _print_results(session, outputs, args)
+    if history is not None and not session.interrupted:
+        print("\n".join(history.add((session,))), file=outputs.human)
     say_replaced(replaced, outputs.human)
     if session.interrupted:
         asked = session.requested_iterations

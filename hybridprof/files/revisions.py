@@ -43,6 +43,17 @@ class Checkout:
         relative = Path(os.path.relpath(file.resolve(), top)).as_posix()
         return cls(top, relative)
 
+    @classmethod
+    def around(cls, folder: Path) -> Checkout | None:
+        """The checkout `folder` is in (its `path` is the folder itself), None outside one."""
+        if shutil.which("git") is None:
+            return None
+        done = _git(folder, "rev-parse", "--show-toplevel")
+        if done.returncode != 0:
+            return None
+        top = Path(done.stdout.strip()).resolve()
+        return cls(top, Path(os.path.relpath(folder.resolve(), top)).as_posix())
+
     def commit(self, rev: str) -> str:
         """The commit `rev` names (its full hash); UsageError for a name git does not know."""
         _check_rev(rev)
@@ -67,6 +78,41 @@ class Checkout:
         target.parent.mkdir(parents=True)
         target.write_bytes(done.stdout)
         return target
+
+    def described(self, rev: str) -> tuple[str, int, str]:
+        """The commit `rev` names: its full hash, its committer's time (epoch s), its subject."""
+        commit = self.commit(rev)
+        done = _git(self.top, "show", "-s", "--format=%ct%n%s", commit)
+        lines = done.stdout.splitlines() if done.returncode == 0 else []
+        when = int(lines[0]) if lines and lines[0].isdigit() else 0
+        return commit, when, lines[1] if len(lines) > 1 else ""
+
+    def modified(self) -> bool:
+        """The file differs from HEAD (changed, staged or not, or never committed)."""
+        done = _git(self.top, "status", "--porcelain", "--", self.path)
+        return done.returncode != 0 or bool(done.stdout.strip())
+
+    def branch(self) -> str:
+        """The branch checked out ("" when HEAD is detached, as in most CI checkouts)."""
+        done = _git(self.top, "symbolic-ref", "--quiet", "--short", "HEAD")
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    def commits_between(self, good: str, bad: str) -> list[str]:
+        """The commits after `good` up to `bad`, oldest first, on the ancestry path between them,
+        that changed the file (only the file is read at a revision, so only those can differ)."""
+        first, last = self.commit(good), self.commit(bad)
+        done = _git(
+            self.top,
+            "rev-list",
+            "--reverse",
+            "--ancestry-path",
+            f"{first}..{last}",
+            "--",
+            self.path,
+        )
+        if done.returncode != 0:
+            raise UsageError(f"git rev-list failed in {self.top}: {_first_line(done.stderr)}")
+        return [str(line) for line in done.stdout.split()]
 
     def changed_beside(self, rev_a: str, rev_b: str | None) -> list[str]:
         """Files in the model file's folder (itself left out) that differ between the revisions

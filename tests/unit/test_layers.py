@@ -7,6 +7,7 @@ The packages of `hybridprof/`, top to bottom (each may import those below it):
     integrations          trainer callbacks (HF, Lightning) over the facade
     runtime               measuring; it may use the planner
     planner, reporting    beside each other: neither imports the other, nor the runtime
+    history               figures across commits: the store, change points, bisect's search
     files                 saved sessions, plans and diffs; the user's model file; atomic writes
     diff                  the comparison of two runs
     analysis              figures from sessions: tree, stats, stability, roofline, merge
@@ -57,6 +58,7 @@ LAYER_OF = {
     "analysis": "analysis",
     "diff": "diff",
     "files": "files",
+    "history": "history",
     "examples": "examples",
     "_templates": "templates",  # reports/templates, installed as package data
     "planner": "planner",
@@ -79,10 +81,11 @@ BELOW = {
     "examples": set(),
     "templates": set(),
     "planner": _FILES,
-    "reporting": {"templates", *_FILES},
+    "history": _FILES,
+    "reporting": {"templates", "history", *_FILES},
     "runtime": {"planner", *_FILES},
     "api": {"runtime", "planner", "reporting", "examples", *_FILES},
-    "cli": {"api", "runtime", "planner", "reporting", "examples", *_FILES},
+    "cli": {"api", "runtime", "planner", "reporting", "history", "examples", *_FILES},
     "integrations": {"api", "runtime", "planner", "reporting", *_FILES},
     "entry": {"cli"},
 }
@@ -102,7 +105,7 @@ INNER_FLOORS: dict[str, Floors] = {
         ("basics",),
     ),
     "hybridprof.reporting": (
-        ("notebook",),  # the notebook view: the HTML page, its rows cut
+        ("notebook", "history"),  # the notebook view; the history page (its own views)
         ("page",),  # the HTML and PDF pages (their renderers beside them)
         ("text",),  # the words: printed and text tables, .txt report, diff and speed-up summaries
         (REST,),  # the ground: the columns, the pandas tables and files, the shared formatting
