@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+from tests.paths import FIXTURES
+
+FIXTURES = FIXTURES
 SCRIPT = Path(sys.executable).with_name("hybridprof")
 QUICK = ["--warmup", "0", "--iters", "1"]
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.paths import ROOT
+
+BENCHMARKS = ROOT / "benchmarks"
 
 
 @pytest.fixture(scope="module")

@@ -43,12 +43,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import ROOT
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     tomllib = pytest.importorskip("tomli")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = ROOT
 PACKAGE = ROOT / "hybridprof"
 
 # The layer of each top-level part of the package, and the layers each may import.

@@ -1,0 +1,98 @@
+"""The pages' picture and order: the icicle chart's layout (widths, nesting, module order,
+colours, escaping) and the tree opened along the heavy path, rows in module order."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from hybridprof.reporting.notebook import notebook_page
+from hybridprof.reporting.page.context import build_context
+from hybridprof.reporting.page.icicle import GREY, PALETTE, icicles, render_svg
+from hybridprof.reporting.page.row_limits import heavy_paths
+from tests.report_page import page_data, page_rows
+from tests.sessions import (
+    HOSTILE,
+    backward_session,
+    big_session,
+    hostile_session,
+    nested_session,
+    small_session,
+)
+
+
+def test_each_block_is_as_wide_as_its_subtree_and_sits_in_its_parent() -> None:
+    ctx = build_context(nested_session())
+    (forward,) = ctx.icicles  # no backward measured: one chart
+    blocks = {b.path: b for b in forward.blocks}
+    # self times: root 50, blocks 30 each, conv 340, act 100 each: 990 us in the tree
+    assert forward.total_us == pytest.approx(990.0)
+    assert blocks[""].x0 == 0 and blocks[""].x1 == pytest.approx(1.0)
+    assert blocks["blocks.0"].x1 - blocks["blocks.0"].x0 == pytest.approx(470 / 990)
+    for block in forward.blocks:
+        parent = next((b for b in forward.blocks if block.path.startswith(b.path + ".")), None)
+        if block.path and parent is not None and "." not in block.path[len(parent.path) + 1 :]:
+            assert parent.x0 <= block.x0 < block.x1 <= parent.x1 + 1e-9  # inside its parent
+            assert block.depth == parent.depth + 1
+    conv, act = blocks["blocks.0.conv"], blocks["blocks.0.act"]
+    assert conv.x1 <= act.x0 + 1e-9  # module order, left to right
+    assert blocks["blocks.0"].x1 <= blocks["blocks.1"].x0 + 1e-9
+    assert conv.color == blocks["blocks.1.conv"].color != -1  # one class, one colour
+
+
+def test_a_container_is_grey_and_the_backward_gets_its_own_chart() -> None:
+    session = backward_session()
+    charts = {c.key: c for c in build_context(session).icicles}
+    assert set(charts) == {"forward", "backward"}
+    back = {b.path: b for b in charts["backward"].blocks}
+    assert back["fc1"].us == pytest.approx(2 * 520.0)  # the backward self times
+    data = charts["backward"].data()
+    assert data["key"] == "backward" and data["depth"] == 2
+    first = data["blocks"][0]
+    assert first[0] == 0 and first[2:4] == [0.0, 1.0] and first[5].endswith("ms")
+    from tests.unit.reporting.test_complete_rows import complete_session
+
+    (forward,) = icicles(build_context(complete_session()).rows, backward=False)
+    container = next(b for b in forward.blocks if b.path == "blocks")
+    assert container.color == -1 and GREY in str(render_svg(forward))
+
+
+def test_the_static_chart_escapes_names_and_leaves_out_hairlines() -> None:
+    (chart,) = build_context(hostile_session(), "pdf").icicles
+    svg = str(chart.svg())
+    assert HOSTILE not in svg and "&lt;" in svg
+    assert svg.count("<rect") == len([b for b in chart.blocks if (b.x1 - b.x0) * 1000 >= 0.6])
+    assert any(color in svg for color in PALETTE)
+
+
+def test_the_page_sends_the_blocks_and_a_big_model_stays_small() -> None:
+    ctx = build_context(big_session(leaves=300))
+    (chart,) = ctx.icicles
+    assert len(chart.blocks) == len([r for r in ctx.rows if not r.outside])
+    page = notebook_page(big_session(leaves=300), max_rows=80)
+    rows = list(page_rows(page))
+    data = page_data(page)
+    indices = {block[0] for block in data["icicle"][0]["blocks"]}
+    assert indices <= set(range(len(rows)))  # the notebook's blocks point at the rows it keeps
+
+
+def test_rows_stay_in_module_order_and_open_along_the_heavy_path() -> None:
+    session = small_session()  # fc1 520 us, act 100 us, fc2 300 us: module order fc1, act, fc2
+    assert [r.path for r in build_context(session).rows] == ["", "fc1", "act", "fc2"]
+    assert list(page_rows(notebook_page(session))) == ["", "fc1", "act", "fc2"]
+    big = build_context(big_session(leaves=300))
+    rows = list(big.rows)
+    by_path = {r.path: r for r in rows}
+    heaviest = max((r for r in rows if r.profiled and not r.has_children), key=lambda r: r.self_us)
+    parent = heaviest.parent
+    while parent is not None:  # every ancestor of the heaviest layer opens
+        assert not by_path[parent].collapsed, parent
+        parent = by_path[parent].parent
+    assert any(r.collapsed for r in rows)  # the rest of a big tree stays folded
+
+
+def test_heavy_paths_follow_the_heaviest_child_down() -> None:
+    rows = list(build_context(nested_session()).rows)
+    heavier = [replace(r, pct=60.0) if r.path == "blocks.1" else r for r in rows]
+    assert "blocks.1" in heavy_paths(heavier)

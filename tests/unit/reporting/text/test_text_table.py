@@ -1,0 +1,170 @@
+"""The torchprof-style text table, against golden files built from hand-made sessions.
+
+Regenerate the golden files (after a deliberate format change) with
+`HYBRIDPROF_REGEN_GOLDEN=1 .venv/bin/python -m pytest tests/unit/reporting/text/test_text_table.py`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from hybridprof.datamodel import (
+    Environment,
+    ModuleRecord,
+    ModuleTarget,
+    OpStat,
+    ProfilePlan,
+    ProfileSession,
+    Stat,
+)
+from hybridprof.reporting.text.text_table import render_text
+from tests.paths import GOLDEN
+
+GOLDEN = GOLDEN
+REGENERATE = os.environ.get("HYBRIDPROF_REGEN_GOLDEN") == "1"
+
+ENV = Environment("0.1.0", "2.13.0+cpu", "3.11.9", "Linux", "Test CPU", 1, "cpu")
+
+
+def _target(path: str, cls: str, leaf: bool) -> ModuleTarget:
+    depth = 0 if path == "" else path.count(".") + 1
+    return ModuleTarget(path, cls, f"torch.nn.{cls}", depth, leaf, leaf, "leaf" if leaf else "")
+
+
+def _record(
+    path: str, cls: str, self_us: float, total_us: float, calls: int = 1, **kw: Any
+) -> ModuleRecord:
+    return ModuleRecord(
+        path, cls, calls, Stat(self_us, self_us, self_us), Stat(total_us, total_us, total_us), **kw
+    )
+
+
+TARGETS = (
+    _target("", "Net", False),
+    _target("features", "Sequential", False),
+    _target("features.0", "Conv2d", True),
+    _target("features.1", "ReLU", True),
+    _target("classifier", "Sequential", False),
+    _target("classifier.0", "Linear", True),
+)
+OPS = (
+    OpStat("aten::mkldnn_convolution", 1, 1650.5, 1700.0, self_cpu_mem=0, cpu_mem=774400),
+    OpStat("aten::conv2d", 1, 31.25, 1832.0, self_cpu_mem=0, cpu_mem=774400),
+    OpStat("aten::empty", 2, 48.0, 48.0, self_cpu_mem=774400, cpu_mem=774400),
+)
+RECORDS = (
+    _record("features.0", "Conv2d", 1832.0, 1832.0, self_cpu_mem=774400, cpu_mem=774400, ops=OPS),
+    _record("features.1", "ReLU", 77.76, 77.76, calls=3),
+    _record("classifier.0", "Linear", 2_500_000.0, 2_500_000.0, self_cpu_mem=-2048, cpu_mem=512),
+)
+
+
+def session(**fields: Any) -> ProfileSession:
+    plan = ProfilePlan(root_class="Net", targets=TARGETS)
+    return ProfileSession(plan=plan, environment=ENV, records=RECORDS, strategy="session", **fields)
+
+
+def with_device(s: ProfileSession) -> ProfileSession:
+    records = tuple(
+        replace(
+            r,
+            self_device_us=Stat(10.0, 9.0, 11.0),
+            total_device_us=Stat(20.5, 20.0, 21.0),
+            device_mem=4096,
+            self_device_mem=1024,
+        )
+        for r in s.records
+    )
+    return replace(s, records=records, use_device=True)
+
+
+CASES = {
+    "text_basic": lambda: render_text(session()),
+    "text_memory_events": lambda: render_text(session(profile_memory=True), show_events=True),
+    "text_device_memory": lambda: render_text(with_device(session(profile_memory=True))),
+    "text_depth1": lambda: render_text(session(), max_depth=1),
+    "text_backward_iterations": lambda: render_text(backward_iterations()),
+}
+
+
+def backward_iterations() -> ProfileSession:
+    """A `run --backward --iters 4` session: calls per iteration, backward columns."""
+    s = session()
+    records = tuple(
+        replace(
+            r,
+            calls=4 * r.calls,
+            backward_self_cpu_us=Stat.of([2 * r.self_cpu_us.median]),
+            backward_total_cpu_us=Stat.of([2 * r.total_cpu_us.median]),
+        )
+        for r in s.records
+    )
+    return replace(s, records=records, iterations=4, requested_iterations=4, backward=True)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_matches_golden(name: str) -> None:
+    text = CASES[name]()
+    golden = GOLDEN / f"{name}.txt"
+    if REGENERATE:
+        golden.write_text(text + "\n", encoding="utf-8")
+    assert text + "\n" == golden.read_text(encoding="utf-8")
+
+
+def test_columns_appear_only_when_measured() -> None:
+    basic = render_text(session()).splitlines()[0]
+    assert "Mem" not in basic and "CUDA" not in basic
+    assert basic.split(" | ")[-1].strip() == "Number of Calls"
+    full = render_text(with_device(session(profile_memory=True))).splitlines()[0]
+    titles = [t.strip() for t in full.split(" | ")]
+    assert titles == [
+        "Module",
+        "Self CPU total",
+        "CPU total",
+        "Self CUDA total",
+        "CUDA total",
+        "Self CPU Mem",
+        "CPU Mem",
+        "Self CUDA Mem",
+        "CUDA Mem",
+        "Number of Calls",
+    ]
+
+
+def test_units_and_tree() -> None:
+    text = render_text(session())
+    assert "1.832ms" in text and "77.760us" in text and "2.500s" in text
+    lines = text.splitlines()
+    assert lines[2].startswith("Net ") and lines[3].startswith("├── features")
+    assert lines[4].startswith("│   ├── 0") and lines[5].startswith("│   └── 1")
+    assert lines[6].startswith("└── classifier") and lines[7].startswith("    └── 0")
+
+
+def test_events_follow_their_layer() -> None:
+    lines = render_text(session(profile_memory=True), show_events=True).splitlines()
+    conv = next(i for i, line in enumerate(lines) if line.startswith("│   ├── 0"))
+    assert [line.split("|")[0].strip(" │") for line in lines[conv + 1 : conv + 4]] == [
+        "aten::mkldnn_convolution",
+        "aten::conv2d",
+        "aten::empty",
+    ]
+    assert "-2.00 KB" in lines[-1]
+
+
+def test_text_report_file_carries_run_line_ops_and_warnings() -> None:
+    from hybridprof.reporting.text.text_report import render_text_report
+
+    s = replace(
+        session(),
+        warnings=("TransformerEncoder's fast path skipped every selected layer",),
+        never_called=("classifier.9",),
+    )
+    text = render_text_report(s)
+    assert text.splitlines()[0].startswith("hybridprof 0.1.0: Net (")
+    assert render_text(s, show_events=True) in text
+    assert "selected but never called: classifier.9" in text
+    assert "- TransformerEncoder's fast path skipped every selected layer" in text
