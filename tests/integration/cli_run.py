@@ -13,7 +13,6 @@ from pathlib import Path
 
 from tests.paths import FIXTURES
 
-FIXTURES = FIXTURES
 SCRIPT = Path(sys.executable).with_name("hybridprof")
 QUICK = ["--warmup", "0", "--iters", "1"]
 

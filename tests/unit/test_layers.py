@@ -50,7 +50,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     tomllib = pytest.importorskip("tomli")
 
-ROOT = ROOT
 PACKAGE = ROOT / "hybridprof"
 
 # The layer of each top-level part of the package, and the layers each may import.

@@ -14,8 +14,6 @@ from hybridprof.cli import main
 from hybridprof.datamodel import ProfilePlan
 from tests.paths import FIXTURES
 
-FIXTURES = FIXTURES
-
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:

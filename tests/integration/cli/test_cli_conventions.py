@@ -23,7 +23,6 @@ from hybridprof.cli.terminal import wall_time
 from hybridprof.datamodel import ProfilePlan, ProfileSession
 from tests.paths import FIXTURES
 
-FIXTURES = FIXTURES
 SMALL = FIXTURES / "run_small.py"
 SCRIPT = Path(sys.executable).with_name("hybridprof")
 QUICK = ["--warmup", "0", "--iters", "1"]

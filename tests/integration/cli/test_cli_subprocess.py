@@ -12,7 +12,6 @@ from hybridprof.files.storage import load_session
 from tests.integration.cli_run import measuring_run
 from tests.paths import FIXTURES
 
-FIXTURES = FIXTURES
 SCRIPT = Path(sys.executable).with_name("hybridprof")
 QUICK = ["--warmup", "1", "--iters", "2"]
 

@@ -19,7 +19,6 @@ from hybridprof.files.storage import load_session
 from hybridprof.planner.module_tree import tree_plan
 from tests.paths import FIXTURES
 
-FIXTURES = FIXTURES
 SMALL = FIXTURES / "run_small.py"
 QUICK = ["--warmup", "1", "--iters", "2"]
 

@@ -31,7 +31,6 @@ import pytest
 
 from tests.paths import ROOT
 
-ROOT = ROOT
 BIN = Path(sys.executable).parent  # the venv's bin: hybridprof, torchrun, python
 RUN_DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINKED_DOCS = [*RUN_DOCS, ROOT / "CHANGELOG.md", ROOT / "benchmarks" / "README.md"]
@@ -197,3 +196,17 @@ def test_readme_is_a_front_page() -> None:
     # CI and users run these two exactly as written.
     assert "bash scripts/setup.sh && .venv/bin/hybridprof run\n" in text
     assert "\nbash scripts/test.sh\n" in text
+
+
+def test_the_architecture_page_names_every_folder_of_the_package() -> None:
+    # Written from the tree: a folder the page does not name is one nobody explained.
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    package = ROOT / "hybridprof"
+    folders = sorted(
+        str(d.relative_to(package)) + "/"
+        for d in package.rglob("*")
+        if d.is_dir() and (d / "__init__.py").exists()
+    )
+    assert folders, "no packages found"
+    unnamed = [f for f in folders if f"`{f}`" not in text and f"`{f[:-1]}.py`" not in text]
+    assert unnamed == []

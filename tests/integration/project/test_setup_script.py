@@ -17,7 +17,6 @@ import pytest
 
 from tests.paths import ROOT
 
-ROOT = ROOT
 FAKE = "hybridprof-test-no-such-package"
 
 pytestmark = pytest.mark.skipif(

@@ -21,7 +21,6 @@ from hybridprof.runtime.strategies import SPECS, StrategySpec, check_backward
 from hybridprof.runtime.strategies.base import MeasuredIteration
 from tests.paths import ROOT
 
-ROOT = ROOT
 SMALL = ROOT / "tests" / "fixtures" / "run_small.py"
 
 

@@ -19,7 +19,6 @@ import pytest
 
 from tests.paths import FIXTURES
 
-FIXTURES = FIXTURES
 BUSY_LOOP = "import time\nend = time.time() + 120\nwhile time.time() < end:\n    pass\n"
 
 pytestmark = pytest.mark.skipif(

@@ -18,7 +18,6 @@ from hybridprof.datamodel import ProfileSession
 from hybridprof.files.storage import load_session
 from tests.paths import FIXTURES
 
-FIXTURES = FIXTURES
 SMALL = FIXTURES / "run_small.py"
 STABILITY_KEYS = ["verdict", "iteration_cv", "load", "threads", "advice"]
 

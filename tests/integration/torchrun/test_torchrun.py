@@ -19,7 +19,6 @@ from hybridprof.cli import main
 from hybridprof.files.storage import load_session
 from tests.paths import FIXTURES
 
-FIXTURES = FIXTURES
 MODEL = str(FIXTURES / "ranked_net.py")
 QUICK = ["--warmup", "1", "--iters", "4", "--threads", "1"]
 

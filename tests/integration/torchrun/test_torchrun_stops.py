@@ -22,7 +22,6 @@ import pytest
 
 from tests.paths import FIXTURES
 
-FIXTURES = FIXTURES
 MODEL = str(FIXTURES / "stuck_ranks.py")
 HARD_TIMEOUT_S = 150
 

@@ -22,8 +22,6 @@ from hybridprof.runtime.training.hooks import live_hooks
 from tests.paths import ROOT
 from tests.training_loops import Loop, bitwise_equal, mlp, train
 
-ROOT = ROOT
-
 
 def scheduled(**counts: int) -> object:
     def make(model: nn.Module) -> hybridprof.Profile:

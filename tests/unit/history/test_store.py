@@ -23,7 +23,6 @@ from hybridprof.history.store_schema import APPLICATION_ID, SCHEMA_VERSION, migr
 from tests.paths import ROOT
 from tests.sessions import small_session
 
-ROOT = ROOT
 MACHINE = Machine("Test CPU (2 logical cores)", "cpu", "2.13.0+cpu", 1)
 
 

@@ -10,8 +10,6 @@ import pytest
 
 from tests.paths import ROOT
 
-ROOT = ROOT
-
 
 @pytest.mark.parametrize(
     ("module", "blocked", "extra"),

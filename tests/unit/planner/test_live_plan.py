@@ -17,8 +17,6 @@ from hybridprof.planner.plan_check import check_plan_compat
 from hybridprof.planner.static_plan import static_plan
 from tests.paths import FIXTURES
 
-FIXTURES = FIXTURES
-
 
 class Net(nn.Module):
     def __init__(self) -> None:

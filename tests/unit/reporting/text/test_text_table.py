@@ -24,7 +24,6 @@ from hybridprof.datamodel import (
 from hybridprof.reporting.text.text_table import render_text
 from tests.paths import GOLDEN
 
-GOLDEN = GOLDEN
 REGENERATE = os.environ.get("HYBRIDPROF_REGEN_GOLDEN") == "1"
 
 ENV = Environment("0.1.0", "2.13.0+cpu", "3.11.9", "Linux", "Test CPU", 1, "cpu")
