@@ -28,9 +28,15 @@ its neighbours tested again (Apache Otava's merge step, after Fleming et al.).
 
 from __future__ import annotations
 
+import functools
+import importlib.machinery
+import importlib.util
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -171,11 +177,52 @@ def standardized(values: NDArray[np.float64], noise: float) -> NDArray[np.float6
 def detect(standardized: NDArray[np.float64]) -> list[int]:
     """ruptures' exact PELT (L2 cost) change points of a series of unit noise: the index of the
     first value of each new segment."""
-    import ruptures
+    signal = np.ascontiguousarray(standardized, dtype=np.float64).reshape(-1, 1)
+    pelt = _ruptures_pelt_l2()
+    if pelt is None:
+        import ruptures
 
-    algo = ruptures.KernelCPD(kernel="linear", min_size=MIN_SEGMENT)
-    ends = algo.fit(standardized.reshape(-1, 1)).predict(pen=PENALTY)
+        algo = ruptures.KernelCPD(kernel="linear", min_size=MIN_SEGMENT)
+        ends = algo.fit(signal).predict(pen=PENALTY)
+    else:
+        ends = _segment_ends(pelt(signal, PENALTY, MIN_SEGMENT), len(signal))
     return [int(end) for end in ends if end < len(standardized)]
+
+
+def _segment_ends(previous_end: Any, n: int) -> list[int]:
+    """The ends of the segments from PELT's path: each end's entry is the previous segment's
+    end (what `KernelCPD.predict` walks)."""
+    ends, end = [], n
+    while end > 0:
+        ends.append(end)
+        end = int(previous_end[end])
+    return ends[::-1]
+
+
+@functools.cache
+def _ruptures_pelt_l2() -> Callable[[NDArray[np.float64], float, int], Any] | None:
+    """`KernelCPD(kernel="linear").predict(pen=...)`'s own C routine, loaded from its extension
+    module alone: importing any part of ruptures runs its package's `__init__`, which imports
+    scipy.stats, scipy.signal and scipy.spatial (1-2 s, most of `history show`'s time). None
+    when this ruptures lays out its files otherwise; the caller then uses the public API."""
+    spec = importlib.util.find_spec("ruptures")  # finds the package without running it
+    if spec is None or spec.origin is None:
+        return None
+    folder = Path(spec.origin).parent / "detection" / "_detection"
+    name = "ruptures.detection._detection.ekcpd"
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        file = folder / f"ekcpd{suffix}"
+        if file.is_file():
+            try:
+                loader = importlib.machinery.ExtensionFileLoader(name, str(file))
+                module = importlib.util.module_from_spec(
+                    importlib.util.spec_from_file_location(name, file, loader=loader)  # type: ignore[arg-type]
+                )
+                loader.exec_module(module)
+                return cast(Callable[[NDArray[np.float64], float, int], Any], module.ekcpd_pelt_L2)
+            except (ImportError, AttributeError, OSError):
+                return None
+    return None
 
 
 def judged(

@@ -76,7 +76,12 @@ def test_the_commit_that_made_a_conv_3x_heavier_is_named_in_6_paired_runs(
     wanted = first.split()[heavier_from - 1]
     head = out.splitlines()[0]
     runs = int(re.search(r"; (\d+) paired runs?", head).group(1))  # type: ignore[union-attr]
-    assert runs <= 6, out
+    visited = re.findall(r'^\s+[0-9a-f]{10} "version \d+": (?:good|bad)', out, re.MULTILINE)
+    # Six commits at most for 31 (a binary search's 5, and one to confirm); a commit judged
+    # inconclusive is measured again, which a busy machine (the suite beside other work) makes
+    # more likely: the runs are bounded by twice that (benchmarks/README.md has the quiet count).
+    assert len(visited) <= 6, out
+    assert runs <= 12, out
     assert out.splitlines()[1].startswith("watching the paired ratio against ")
     assert " of conv (x" in out.splitlines()[1]
     assert f'first bad commit: {wanted[:10]} "version {heavier_from}"' in out, out

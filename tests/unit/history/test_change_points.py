@@ -141,3 +141,35 @@ def test_judged_takes_any_breaks_a_detector_gives() -> None:
     (step,) = judged(values, [0, 5, 5, 10, 12], math.log1p(0.05))  # ends, repeats, beyond
     assert step.index == 5 and step.ratio == pytest.approx(2.0)
     assert judged(np.log(np.array([100.0, 200.0])), [1], math.log1p(0.05)) == []  # untestable
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_routine_loaded_alone_finds_what_ruptures_public_api_finds(seed: int) -> None:
+    """`detect` calls ruptures' C routine without importing the package (its scipy imports cost
+    seconds); the change points must be exactly those of `KernelCPD(...).predict(pen=...)`."""
+    import ruptures
+
+    from hybridprof.history.change_points import PENALTY, _ruptures_pelt_l2, detect
+
+    assert _ruptures_pelt_l2() is not None  # loaded alone, not the fallback
+    rng = np.random.default_rng(seed)
+    series = np.concatenate([rng.normal(level, 1.0, 30) for level in (0.0, 6.0, -4.0, 1.0)])
+    algo = ruptures.KernelCPD(kernel="linear", min_size=MIN_SEGMENT)
+    expected = [e for e in algo.fit(series.reshape(-1, 1)).predict(pen=PENALTY) if e < len(series)]
+    assert detect(series) == expected
+    assert len(expected) >= 2  # the steps are there to be found
+
+
+def test_show_does_not_import_the_ruptures_package() -> None:
+    """The cost `history show` avoids: the package's own imports (scipy.stats among them)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np\n"
+        "from hybridprof.history.change_points import detect\n"
+        "detect(np.r_[np.zeros(20), np.full(20, 9.0)])\n"
+        "print('ruptures' in sys.modules, 'scipy.stats' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
