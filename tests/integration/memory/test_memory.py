@@ -201,6 +201,42 @@ def test_a_transformer_step_with_adamw_peaks_where_the_events_do_and_its_parts_a
     assert device.start is not None and device.start.optimizer_state >= 2 * param_bytes
 
 
+class EmbeddingMlp(nn.Module):
+    """A lookup feeding an MLP whose head shares the lookup's weight (as GPT-2's does): the
+    weight's gradient comes from EmbeddingBackward0 and from the head's matmul."""
+
+    def __init__(self, tied: bool) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(3000, 64, padding_idx=0)
+        self.mlp = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
+        self.head = nn.Linear(64, 3000, bias=False)
+        if tied:
+            self.head.weight = self.emb.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.mlp(self.emb(ids)))
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_an_embedding_models_step_peaks_where_torchs_own_events_do(tied: bool) -> None:
+    torch.manual_seed(0)
+    model = EmbeddingMlp(tied)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(0, 3000, (8, 48))
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        logits = model(ids)
+        nn.functional.cross_entropy(logits.reshape(-1, 3000), ids.reshape(-1)).backward()
+        opt.step()
+
+    step()
+    expected_above = raw_peak_above_start(step)
+    with hybridprof.Profile(model, profile_memory=True, optimizers=[opt], leaves_only=False) as p:
+        step()
+    assert device_of(p.session()).peak.above_start_bytes == pytest.approx(expected_above, rel=1e-3)
+
+
 def test_memory_totals_are_torchs_own_events_and_nothing_is_negative_but_net() -> None:
     model, x = mlp(), torch.randn(64, 256)
     session = hybridprof.profile(model, x, warmup=1, iters=2, backward=True, profile_memory=True)
