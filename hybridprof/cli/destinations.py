@@ -101,9 +101,11 @@ class RunOutputs:
     own: frozenset[Path]  # files hybridprof named itself: replaced with a note, no --force needed
     inputs: tuple[Path, ...] = ()  # the model file and plan: never written over
     out_dir: Path | None = None  # holds own files: locked for the run, so two runs never mix
+    speedup: tuple[Path, ...] = ()  # --compare-eager's comparison (own names): HTML, JSON
 
     def files(self) -> list[Path]:
-        return [p for p in (self.session, *self.reports, self.trace) if p is not None]
+        files = (self.session, *self.reports, self.trace, *self.speedup)
+        return [p for p in files if p is not None]
 
     @property
     def human(self) -> TextIO:
@@ -131,10 +133,13 @@ def plan_run_outputs(args: argparse.Namespace, inputs: tuple[Path, ...] = ()) ->
         reports = [out_dir / "report.html"]
         own.update(reports)
     trace = Path(args.trace) if args.trace else None
+    speedup = _speedup_files(reports, session, out_dir) if getattr(args, "compare_eager", 0) else ()
+    own.update(speedup)
     in_out_dir = any(p.parent == out_dir for p in own)
     outputs = RunOutputs(
-        session, tuple(reports), trace, frozenset(own), inputs, out_dir if in_out_dir else None
-    )
+        session, tuple(reports), trace, frozenset(own), inputs, out_dir if in_out_dir else None,
+        speedup,
+    )  # fmt: skip
     if args.out_dir and out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out-dir '{out_dir}' exists and is not a folder; choose another")
     for report in reports:
@@ -142,6 +147,19 @@ def plan_run_outputs(args: argparse.Namespace, inputs: tuple[Path, ...] = ()) ->
     check_pdf_support(reports)  # missing system libraries are said before a long run, not after
     check_outputs(outputs.files(), own, args.force, inputs)
     return outputs
+
+
+def _speedup_files(reports: list[Path], session: Path | None, out_dir: Path) -> tuple[Path, ...]:
+    """--compare-eager's comparison, named after the run's first named output (net.html ->
+    net.compare.html and net.compare.json beside it), else OUT/compare.html and .json: names
+    hybridprof picks, so replaced only over a comparison it wrote, never through a link."""
+    named = reports[0] if reports else session
+    if named is None or (named.parent == out_dir and named.stem in ("report", "session")):
+        return (out_dir / "compare.html", out_dir / "compare.json")
+    return (
+        named.with_name(f"{named.stem}.compare.html"),
+        named.with_name(f"{named.stem}.compare.json"),
+    )
 
 
 def _session_beside(report: Path) -> Path:

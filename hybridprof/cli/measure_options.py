@@ -171,8 +171,8 @@ MEASURE_OPTIONS: tuple[MeasureOption, ...] = (
         "--compare-eager",
         Usage(
             "run the model eager and compiled, interleaved, and compare them per layer (eager "
-            "and compiled time, speed-up, what fused): compare.html and compare.json beside the "
-            "session"
+            "and compiled time, speed-up, what fused): OUT/compare.html and .json, or "
+            "NAME.compare.html and .json beside --report NAME.html / -o NAME.json"
         ),
         switch=True,
     ),

@@ -85,9 +85,9 @@ def profile_loaded(
         if getattr(args, "compare_eager", False):
             from hybridprof.cli.speedup_outputs import run_speedup
 
-            folder = getattr(args, "speedup_folder", None) or Path("hybridprof-out")
+            files = getattr(args, "speedup_files", None) or ()
             return run_speedup(
-                setup, loaded.inputs, with_model(plan, model_file, entry), options, folder
+                setup, loaded.inputs, with_model(plan, model_file, entry), options, files
             )
     with ProgressBar(progress and wanted()) as bar:
         return run(

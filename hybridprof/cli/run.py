@@ -155,10 +155,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     history = recorder_for_run(args.history, model_file)
     inputs = (model_file, *([Path(args.plan)] if args.plan else []))
     outputs = plan_run_outputs(args, inputs)
-    if args.compare_eager:
-        from hybridprof.cli.speedup_outputs import speedup_folder
-
-        args.speedup_folder = speedup_folder(outputs.session, outputs.out_dir or DEFAULT_OUT_DIR)
+    args.speedup_files = outputs.speedup
     if model_file == DEMO_FILE:
         notice(
             "no model file given: profiling the bundled AlexNet-like demo "

@@ -1,7 +1,8 @@
 """Files hybridprof names itself, and when it may replace one.
 
 `run` saves OUT/session.json and OUT/report.html, `analyze` hybridprof-out/<model>.plan.json, a
-run with --report saves net.session.json beside net.html, torchrun ranks OUT/session-rank<N>.json:
+run with --report saves net.session.json beside net.html, torchrun ranks OUT/session-rank<N>.json,
+`run --compare-eager` OUT/compare.html and OUT/compare.json (net.compare.* beside a report):
 names nobody typed, replaced on the next run without --force, as a build folder's files are. In a
 folder others can write into, anyone could plant a symlink at such a name and make the next run
 replace a file of their choosing; and a file of the user's own could sit there. So an own name is
@@ -18,6 +19,7 @@ import stat
 from pathlib import Path
 
 from hybridprof.datamodel.schema import PLAN_KIND, SESSION_KIND
+from hybridprof.diff.result import DIFF_KIND
 from hybridprof.errors import OutputError
 
 # The tag every HTML report of hybridprof's carries in its <head> (reports/templates/base.html.j2).
@@ -27,6 +29,8 @@ HTML_MARK = b'<meta name="generator" content="hybridprof '
 MAX_OWN_BYTES = 256 * 1024 * 1024
 HTML_HEAD_BYTES = 1024 * 1024  # the <head> holds the title: a model's name, up to 100,000 chars
 _FIX = "move it away, or name the output yourself (-o)"
+# --compare-eager's comparison: OUT/compare.json, or net.compare.json beside net.html
+SPEEDUP_JSON = "compare.json"
 
 
 def expected_kind(path: Path) -> str:
@@ -34,6 +38,8 @@ def expected_kind(path: Path) -> str:
     session, .html a report."""
     if path.name.endswith(".plan.json"):
         return PLAN_KIND
+    if path.name.endswith(SPEEDUP_JSON):
+        return DIFF_KIND
     return "html" if path.suffix.lower() in (".html", ".htm") else SESSION_KIND
 
 
@@ -88,7 +94,7 @@ def _no_follow(path: str, flags: int) -> int:
 
 
 def _kind_name(kind: str) -> str:
-    return {SESSION_KIND: "session", PLAN_KIND: "plan"}.get(kind, "report")
+    return {SESSION_KIND: "session", PLAN_KIND: "plan", DIFF_KIND: "comparison"}.get(kind, "report")
 
 
 __all__ = ["expected_kind", "replaceable_own_file"]

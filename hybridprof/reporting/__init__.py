@@ -105,11 +105,14 @@ def diff_renderer_for(path: str | Path) -> DiffRenderer:
     return renderer
 
 
-def write_diff_report(diff: DiffResult, path: str | Path, force: bool = False) -> Path:
-    """Render a comparison by the extension of `path` and write it atomically."""
+def write_diff_report(
+    diff: DiffResult, path: str | Path, force: bool = False, own: bool = False
+) -> Path:
+    """Render a comparison by the extension of `path` and write it atomically (`own`: a name
+    hybridprof picked, replaced only over a comparison it wrote, never through a link)."""
     renderer = diff_renderer_for(path)
-    check_output_path(path, force)
-    return write_atomic(path, renderer.render(diff), force)
+    check_output_path(path, force, own=own)
+    return write_atomic(path, renderer.render(diff), force, own=own)
 
 
 def _dataframe_of(session: ProfileSession) -> Any:

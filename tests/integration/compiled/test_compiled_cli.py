@@ -40,3 +40,42 @@ def test_a_compile_mode_without_compile_is_refused_in_one_line(tmp_path: Path) -
         "hybridprof: error: a compile mode needs compile=True / --compile"
     ]
     assert not (tmp_path / "hybridprof-out").exists()
+
+
+def test_the_comparison_is_never_written_through_a_link_nor_over_a_users_file(
+    tmp_path: Path,
+) -> None:
+    """Its names are hybridprof's own (as OUT/session.json is): checked before any compile, a
+    planted link or a file hybridprof did not write refused in one line, both left as they were."""
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (out / "compare.html").symlink_to(victim)
+    (out / "compare.json").write_text('{"mine": 1}')
+    argv = ("run", MODEL, "--compile", "--compare-eager", "--iters", "2", "--out-dir", "out")
+    for planted, left in (("compare.html", None), ("compare.json", "compare.html")):
+        done = hybridprof(*argv, "--force", cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert f"out/{planted}" in line and ("symbolic link" in line or "is not a" in line), line
+        if left is None:
+            (out / "compare.html").unlink()  # the next attempt meets the user's JSON
+    assert victim.read_text() == "keep me"
+    assert (out / "compare.json").read_text() == '{"mine": 1}'
+    assert sorted(p.name for p in out.iterdir()) == ["compare.json"]
+
+
+def test_the_comparison_is_named_after_the_report(tmp_path: Path) -> None:
+    done = hybridprof(
+        "run", MODEL, "--compile", "--compare-eager", "--warmup", "1", "--iters", "2",
+        "--threads", "1", "--report", "net.html", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["net.compare.html", "net.compare.json", "net.html", "net.session.json"]
+    again = hybridprof(
+        "run", MODEL, "--compile", "--compare-eager", "--warmup", "1", "--iters", "2",
+        "--threads", "1", "--report", "net.html", "--force", cwd=tmp_path,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr  # its own comparison is replaced
