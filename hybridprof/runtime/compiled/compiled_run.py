@@ -191,8 +191,9 @@ class CompiledRun:
         # in other layers' kernels (fused), or compiled away. Said so, not "never called".
         fused_away = tuple(p for p in session.never_called if self.layout.part_at(p) is not None)
         section = self.section(session.plan)
-        if fused_away:
-            shown = ", ".join(fused_away[:8]) + (" ..." if len(fused_away) > 8 else "")
+        named = [p for p in fused_away if p]  # the root: the compiled model itself, not a layer
+        if named:
+            shown = ", ".join(named[:8]) + (" ..." if len(named) > 8 else "")
             section = replace(
                 section,
                 notes=(

@@ -243,6 +243,20 @@ def test_a_training_step_attributes_backward_kernels() -> None:
     assert session.compiled.kernel_map in ("mapped", "partial")
 
 
+def test_a_fullgraph_training_step_says_no_empty_list_of_layers_without_kernels() -> None:
+    """The compiled model itself has no kernel of its own (all its work is its layers'): no note
+    names it, and a note never ends in an empty list."""
+    torch.manual_seed(0)
+    flat = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    session = hybridprof.profile(
+        torch.compile(flat, fullgraph=True), torch.randn(16, 32), warmup=1, iters=1, backward=True
+    )
+    assert session.compiled is not None
+    for note in session.compiled.notes:
+        assert not note.rstrip().endswith(":"), note
+    assert "" not in session.never_called
+
+
 def test_refusals_are_one_line() -> None:
     eager = fresh().MLP().eval()
     x = torch.randn(4, 32)
