@@ -53,8 +53,10 @@ def first_line(exc: BaseException) -> str:
     """An exception as one line: its message's first line, with its type unless a RuntimeError."""
     if isinstance(exc, SystemExit):
         return f"it called sys.exit({exc.code!r}); a forward must return or raise"
-    lines = [line for line in str(exc).splitlines() if line.strip()]
-    text = lines[0].strip() if lines else ""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    if text.endswith(":") and len(lines) > 1:  # "backend='be' raised:" and, next, what it raised
+        text = f"{text} {lines[1]}"
     if not isinstance(exc, RuntimeError) or not text:
         text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     # torch's first line can carry its C++ frames (thousands of characters): the error that

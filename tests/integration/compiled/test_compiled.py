@@ -257,6 +257,21 @@ def test_a_fullgraph_training_step_says_no_empty_list_of_layers_without_kernels(
     assert "" not in session.never_called
 
 
+def test_a_backend_that_raises_is_named_with_what_it_raised() -> None:
+    """Dynamo's message starts "backend='be' raised:" and says what on the next line: the
+    one-line error keeps both (it once ended at the colon)."""
+
+    def broken_backend(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]) -> Any:
+        raise RuntimeError("no code generator for aten.addmm here")
+
+    model = torch.compile(torch.nn.Sequential(torch.nn.Linear(8, 8)), backend=broken_backend)
+    with pytest.raises(Exception) as raised:
+        hybridprof.profile(model, torch.randn(2, 8), warmup=1, iters=1)
+    line = str(raised.value)
+    assert "\n" not in line
+    assert "raised: RuntimeError: no code generator for aten.addmm here" in line, line
+
+
 def test_refusals_are_one_line() -> None:
     eager = fresh().MLP().eval()
     x = torch.randn(4, 32)
