@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-KernelMapState = Literal["mapped", "partial", "opaque"]
+# "eager": no compiled code ran in the measured iterations (dynamo ran the frames eagerly: its
+# recompile limit hit, an error it was told to suppress, a frame it skips); the rows are eager.
+KernelMapState = Literal["mapped", "partial", "opaque", "eager"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hybridprof.datamodel import ProfileSession
+from hybridprof.datamodel import CompileSection, ProfileSession
 from hybridprof.reporting.format import visible
 
 
@@ -21,8 +21,7 @@ def compile_lines(session: ProfileSession) -> list[str]:
         f"{by}: {visible(where)}, backend {visible(section.backend)}{mode}; compile "
         f"{compile_time} in warm-up (in no layer's time), {section.graphs} graph"
         f"{'s' if section.graphs != 1 else ''}, {len(section.graph_breaks)} graph break"
-        f"{'s' if len(section.graph_breaks) != 1 else ''}; kernels {section.kernel_map} to layers "
-        f"({section.call_sites} call sites, {section.matched_events} events per iteration)"
+        f"{'s' if len(section.graph_breaks) != 1 else ''}; {_kernels(section)}"
     ]
     for found in section.graph_breaks:
         code = f" `{visible(found.code)}`" if found.code else ""
@@ -50,8 +49,17 @@ def compile_header(session: ProfileSession) -> list[tuple[str, str]]:
             f"{section.compile_s:.2f} s in warm-up, in no layer's time ({section.graphs} "
             f"graph{plural[0]}, {breaks} graph break{plural[1]})",
         ),
-        ("Kernels", f"{section.kernel_map} to layers ({section.call_sites} call sites)"),
+        ("Kernels", _kernels(section)),
     ]
+
+
+def _kernels(section: CompileSection) -> str:
+    if section.kernel_map == "eager":
+        return "no compiled code ran in the measured iterations: the rows are eager times"
+    return (
+        f"kernels {section.kernel_map} to layers ({section.call_sites} call sites, "
+        f"{section.matched_events} events per iteration)"
+    )
 
 
 def compile_notes(session: ProfileSession) -> list[str]:

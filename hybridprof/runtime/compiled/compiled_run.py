@@ -119,7 +119,14 @@ class CompiledRun:
         """After warm-up: the map from the sites compiled so far, dynamo's facts, the islands."""
         self.warmup = dynamo_facts.since(self.start)
         self.kmap = KernelMap(self.recorder.sites, self.layout.paths)
-        eager_inside = self.warmup.graph_breaks or self.warmup.frames > self.warmup.graphs
+        # Eager code inside: after a graph break, in a frame dynamo gave up on (its recompile
+        # limit, a suppressed error), or everywhere when it compiled no graph at all (it skips
+        # torch.nn containers' own forward: `nn.Sequential().compile()` compiles nothing).
+        eager_inside = (
+            self.warmup.graph_breaks
+            or self.warmup.frames > self.warmup.graphs
+            or self.warmup.graphs == 0
+        )
         if eager_inside:
             parts = {part.path for part in self.layout.parts}
             chosen = set(selected)
@@ -245,7 +252,15 @@ class CompiledRun:
             notes=self.notes(),
         )
 
+    def ran_eager(self) -> bool:
+        """No compiled graph ran in any measured iteration: what ran was eager code."""
+        return bool(self._found) and not any(
+            f.graphs or f.graph_calls or f.matched or f.opaque for f in self._found
+        )
+
     def _state(self) -> KernelMapState:
+        if self.ran_eager():
+            return "eager"
         if self._opaque_owner() is not None or self._unmapped():
             return "opaque"
         opaque = any(f.opaque for f in self._found)
@@ -283,6 +298,8 @@ class CompiledRun:
             f"iteration {e.iteration} recompiled ({e.reason}); it is left out of the medians"
             for e in section.excluded
         ]
+        if section.kernel_map == "eager":
+            said.append(self._eager_warning())
         compile_s = max((f.compile_ns for f in self._found), default=0) / 1e9
         if compile_s:
             said.append(
@@ -295,6 +312,42 @@ class CompiledRun:
                 "kernel of the map; their time is in (outside modules)"
             )
         return tuple(said)
+
+    def _eager_warning(self) -> str:
+        where = ", ".join(p.path or "the model" for p in self.layout.parts)
+        return (
+            f"{where} is torch.compile'd, but no compiled code ran in the measured iterations: "
+            f"{_why_eager(self.warmup)}; the rows are its eager code's times, measured as eager"
+        )
+
+
+def _why_eager(warmup: dynamo_facts.Delta) -> str:
+    """Why dynamo ran the compiled code's frames eagerly, as far as its bookkeeping says."""
+    from torch._dynamo import config
+
+    if warmup.frames == 0:
+        return (
+            "dynamo compiled no graph of it: it skips the forward of torch.nn containers such as "
+            "nn.Sequential (compile the module that holds the work, or the function calling it)"
+        )
+    if warmup.frames > warmup.graphs and warmup.recompile_reasons:
+        return (
+            f"dynamo stopped compiling it after {len(warmup.recompile_reasons)} recompiles (its "
+            f"recompile limit, {getattr(config, 'recompile_limit', '?')}; last guard that failed: "
+            f"{_short(warmup.recompile_reasons[-1])}): make its inputs and attributes steady"
+        )
+    if getattr(config, "suppress_errors", False):
+        return (
+            "dynamo gave up on it with an error that torch._dynamo.config.suppress_errors hid "
+            "(set it to False to see the error)"
+        )
+    return "dynamo compiled no graph that ran" if warmup.graphs else "dynamo compiled no graph"
+
+
+def _short(reason: str, limit: int = 160) -> str:
+    """A guard as one short phrase: dynamo pads it with spaces and appends a long HINT."""
+    text = " ".join(reason.split()).split(" (HINT:")[0]
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _named(model: nn.Module, layout: CompiledLayout) -> list[tuple[str, nn.Module]]:

@@ -272,6 +272,58 @@ def test_a_backend_that_raises_is_named_with_what_it_raised() -> None:
     assert "raised: RuntimeError: no code generator for aten.addmm here" in line, line
 
 
+class Counting(torch.nn.Module):
+    """A new Python int attribute each call: dynamo recompiles each call, then gives up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.calls = torch.nn.Linear(32, 64), torch.nn.Linear(64, 8), 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return self.b(self.a(x) * self.calls)
+
+
+def _eager_profile(model: torch.nn.Module) -> ProfileSession:
+    session = hybridprof.profile(model, torch.randn(16, 32), warmup=1, iters=2)
+    assert session.compiled is not None and session.compiled.kernel_map == "eager"
+    assert any("no compiled code ran in the measured iterations" in w for w in session.warnings)
+    leaves = [r for r in session.records if r.path and not r.path.count(".")]
+    assert leaves and all(r.self_cpu_us.median > 0 for r in leaves)  # measured as the eager code
+    return session
+
+
+def test_a_compiled_sequential_that_compiles_nothing_is_profiled_as_the_eager_code_it_is() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    model.compile()
+    session = _eager_profile(model)
+    assert any("compiled no graph" in w for w in session.warnings)
+
+
+def test_a_model_past_dynamos_recompile_limit_is_said_to_run_eager() -> None:
+    with torch._dynamo.config.patch(recompile_limit=2):
+        session = _eager_profile(torch.compile(Counting()))
+    assert any("recompile limit" in w for w in session.warnings)
+    assert {"a", "b"} <= {r.path for r in session.records}
+
+
+def test_a_model_dynamo_gave_up_on_with_suppressed_errors_is_said_to_run_eager() -> None:
+    def broken_backend(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]) -> Any:
+        raise RuntimeError("no code generator here")
+
+    class Flat(torch.nn.Module):  # a code object of its own: dynamo has seen no other call of it
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.act = torch.nn.Linear(32, 64), torch.nn.ReLU()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.act(self.a(x))
+
+    with torch._dynamo.config.patch(suppress_errors=True):
+        session = _eager_profile(torch.compile(Flat(), backend=broken_backend))
+    assert any("suppress_errors" in w for w in session.warnings)
+
+
 def test_refusals_are_one_line() -> None:
     eager = fresh().MLP().eval()
     x = torch.randn(4, 32)
