@@ -82,14 +82,15 @@ def profile_loaded(
     setup = _compiled_setup(args, loaded.module)
     if setup is not None:
         options = replace(options, compiled_by_hybridprof=setup.by_hybridprof)
-        if getattr(args, "compare_eager", False):
+    compiling = _compiling(setup.model if setup is not None else loaded.module)
+    with ProgressBar(progress and wanted(), compiling=compiling) as bar:
+        if setup is not None and getattr(args, "compare_eager", False):
             from hybridprof.cli.speedup_outputs import run_speedup
 
             files = getattr(args, "speedup_files", None) or ()
             return run_speedup(
-                setup, loaded.inputs, with_model(plan, model_file, entry), options, files
+                setup, loaded.inputs, with_model(plan, model_file, entry), options, files, bar
             )
-    with ProgressBar(progress and wanted()) as bar:
         return run(
             setup.model if setup is not None else loaded.module,
             loaded.inputs,
@@ -99,6 +100,16 @@ def profile_loaded(
             progress=bar,
             step=step or (setup.step(options) if setup is not None else None),
         )
+
+
+def _compiling(model: Any) -> str | None:
+    """What the warm-up compiles, for the line said while it does ("blocks (inductor)")."""
+    from hybridprof.runtime.compiled.detect import find_compiled
+
+    layout = find_compiled(model)
+    if layout is None:
+        return None
+    return ", ".join(f"{p.path or 'the model'} ({p.backend})" for p in layout.parts)
 
 
 def _plan_for(

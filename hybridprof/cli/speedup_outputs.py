@@ -11,17 +11,23 @@ from typing import Any
 
 from hybridprof.cli.destinations import make_folders
 from hybridprof.datamodel import ProfilePlan, ProfileSession
+from hybridprof.runtime.runs.options import ProgressFn
 
 
 def run_speedup(
-    setup: Any, inputs: Any, plan: ProfilePlan, options: Any, files: Sequence[Path]
+    setup: Any,
+    inputs: Any,
+    plan: ProfilePlan,
+    options: Any,
+    files: Sequence[Path],
+    progress: ProgressFn | None = None,
 ) -> ProfileSession:
     """Both lanes measured, the speed-up printed, and the comparison written to `files` (own
     names, checked before the run: replaced only over a comparison hybridprof wrote)."""
     from hybridprof.reporting import write_diff_report
     from hybridprof.reporting.text.speedup_text import render_speedup
 
-    result = setup.measure_speedup(inputs, plan, options)
+    result = setup.measure_speedup(inputs, plan, options, progress=progress)
     print(render_speedup(result), file=sys.stderr, end="")
     make_folders(files)
     for path in files:

@@ -124,6 +124,9 @@ class IterationLoop:
     def _warm_up(self) -> None:
         """Unmeasured iterations of each lane in turn, until every lane's warm-up is over."""
         total = self.rule.warmup_total()
+        compiled = any(lane.compiled is not None for lane in self.lanes)
+        if compiled:  # the first calls compile (seconds to minutes): said as it starts and ends
+            self._report("compile", 0, 1)
         self._report("warmup", 0, total)
         while waiting := [lane for lane in self.lanes if not lane.warmed_up(self._warmup_done)]:
             for lane in waiting:
@@ -131,6 +134,8 @@ class IterationLoop:
             self._report("warmup", min(len(lane.warmup_us) for lane in self.lanes), total)
         for lane in self.lanes:
             lane.warm_up_done()
+        if compiled:
+            self._report("compile", 1, 1)
 
     def _warmup_done(self, times_us: list[float]) -> bool:
         return self.rule.warmup_done(times_us, self._elapsed())

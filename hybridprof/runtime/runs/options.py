@@ -17,6 +17,8 @@ from hybridprof.runtime.strategies import DEFAULT_STRATEGY, check_backward
 
 # phase ("warmup" or "measure"), iterations done in that phase, iterations in that phase (None:
 # decided as the run goes, "auto")
+# (phase, done, total): "warmup" and "measure" count iterations; "compile" is (0, 1) when a
+# warm-up with compiled code starts and (1, 1) when it is over.
 ProgressFn = Callable[[str, int, int | None], None]
 
 # One training step or forward of the model on its inputs (the default, or the caller's: a

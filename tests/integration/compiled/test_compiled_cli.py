@@ -22,6 +22,8 @@ def test_compare_eager_prints_and_saves_the_comparison(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     table = done.stderr
     assert "Speed-up" in table and "Fused" in table
+    assert "compiling the model (inductor) in warm-up" in table  # said as it starts, and ends:
+    assert "compiled the model (inductor): warm-up took" in table  # a log is not silent meanwhile
     lines = {line.split()[0]: line for line in table.splitlines() if line.strip()}
     assert lines["attn"].rstrip().split()[-1].endswith("x")  # eager, compiled, speed-up
     for name in ("compare.html", "compare.json", "session.json"):
