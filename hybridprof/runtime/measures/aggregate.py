@@ -378,6 +378,11 @@ def _skipped_by_parents(session: ProfileSession, library: bool = False) -> str |
     """Some layers never ran because an unselected parent with inline ops does their work."""
     doers = {f.path for f in session.plan.findings if f.kind == FindingKind.INLINE_OPS}
     selected = set(session.plan.selected_paths())
+    if not session.plan.classes:
+        # A plan from the tree alone (the with-block's: no source read) has no inline-ops
+        # findings; a parent that is not profiled and holds a layer that never ran is then what
+        # did the work (MultiheadAttention with its out_proj), and its time is outside.
+        doers = {p.rpartition(".")[0] for p in session.never_called} - selected
     skipped = [
         p
         for p in session.never_called
@@ -393,7 +398,8 @@ def _skipped_by_parents(session: ProfileSession, library: bool = False) -> str |
             if more
             else "the module around it does the work itself"
         )
-        + " (e.g. nn.MultiheadAttention uses out_proj's weights), so no row shows that time; "
+        + " (e.g. nn.MultiheadAttention uses out_proj's weights), so that time is in (outside "
+        + "modules), in no layer's row; "
         + ("pass leaves_only=False" if library else "add such parents with --with-parents")
     )
 
