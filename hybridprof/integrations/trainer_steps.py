@@ -6,10 +6,10 @@ micro-batch of one and `end_step()` once its optimizer has stepped, so data load
 logging, evaluation and checkpointing after it are in no step.
 
 The files follow `run`'s rule for names hybridprof picks (files/own_files.py): session.json and
-report.<ext> (and the folder `hybridprof/` itself) are replaced only over what hybridprof wrote,
-never through a symlink; a file of the user's there needs `overwrite=True`. Everything is checked
-when training starts (a typed OutputError then, before any step); what still fails at the end is
-said in one line and training returns normally, so the script's next lines (saving the model) run.
+report.<ext> are replaced only over what hybridprof wrote, never through a symlink; a file of the
+user's there needs `overwrite=True`. Everything is checked when training starts (a typed
+OutputError then, before any step); what still fails at the end is said in one line and training
+returns normally, so the script's next lines (saving the model) run.
 """
 
 from __future__ import annotations
@@ -125,11 +125,8 @@ class TrainerSteps:
             check_output_path(folder / name, False, own=True, replace_users=self.overwrite)
 
     def _check_folder(self, folder: Path) -> None:
-        if self.out_dir is None and os.path.islink(folder):  # a name hybridprof picked
-            raise OutputError(
-                f"'{folder}' is a symbolic link; hybridprof never writes a name it picks itself "
-                f"through a link: {_FIX}"
-            )
+        """As `run`'s --out-dir: a folder, or a link to one (you may point it at another disk;
+        the files in it are still replaced only over hybridprof's own)."""
         if os.path.lexists(folder) and not folder.is_dir():
             raise OutputError(
                 f"'{folder}' exists and is not a folder, so the session cannot go there: {_FIX}"
