@@ -166,6 +166,8 @@ class TrainerSteps:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise OutputError(f"cannot create folder '{folder}': {exc.strerror}") from exc
+        for name in self.names():  # checked again: the line then advises the callback's fix
+            replaceable_own_file(folder / name, self.overwrite, _FIX)
         mine = self.overwrite
         text = session.to_json()
         self.files.append(write_atomic(folder / SESSION_NAME, text, own=True, replace_users=mine))
