@@ -143,7 +143,7 @@ def run_diff(args: argparse.Namespace, argv: list[str]) -> int:
     """Check the options and outputs first, then compare (saved sessions, or a paired run),
     print, write the reports, and answer with the exit code."""
     threshold = parse_threshold(args.threshold)
-    floor = given_floor(parse_min_delta(args.min_delta)) if args.min_delta else None
+    floor = given_floor(parse_min_delta(args.min_delta)) if args.min_delta is not None else None
     outputs = [Path(o) for o in args.report]
     for output in outputs:
         diff_renderer_for(output)

@@ -14,6 +14,7 @@ from hybridprof.datamodel.memory import MemoryProfile
 from hybridprof.datamodel.plan import ProfilePlan
 from hybridprof.datamodel.ranks import CollectiveStat, MergedRanks, RankRun
 from hybridprof.datamodel.schema import SCHEMA_VERSION, SESSION_KIND
+from hybridprof.datamodel.session_checks import impossible_value
 from hybridprof.datamodel.training import OptimizerRecord, ScheduleInfo
 from hybridprof.datamodel.views import Views
 from hybridprof.datamodel.work import WorkProfile
@@ -148,6 +149,11 @@ class ProfileSession(Views):
                 f"corrupt {SESSION_KIND} file: the path of records[{session.records.index(deep)}] "
                 f"is {deep.path.count('.') + 1:,} modules deep (hybridprof writes none over "
                 f"{MAX_PATH_PARTS:,}); write it again with hybridprof"
+            )
+        problem = impossible_value(session)
+        if problem is not None:
+            raise SessionFileError(
+                f"corrupt {SESSION_KIND} file: {problem[:200]}; write it again with hybridprof"
             )
         return session
 

@@ -9,7 +9,9 @@ whenever the comparison cannot answer:
   intervals describe only its own iterations, and a noisy machine moves two runs made minutes
   apart as a whole and in part, so no verdict of theirs is trusted, a "slower" one included;
 - paired runs that could not be paired (the two sides hold different iteration counts, too few
-  pairs, an interrupted run);
+  pairs) or were interrupted (Ctrl-C, SIGTERM: the pairs done are shown, but a gate stopped
+  part-way has not answered); their reasons are the pairing's own, never the separate runs'
+  (a paired run is already what that advice asks for);
 - a layer, or the whole iteration, whose interval is wider than the threshold and still reaches a
   regression beyond the threshold and the min-delta floor (verdict "inconclusive"), or whose
   verdict is "unknown" (no per-iteration values) while its change could reach the floor.
@@ -36,10 +38,10 @@ def decide(
 ) -> Gate:
     """The answer for `result`, compared from `base` and `new`; `unpaired`: why a paired run
     could not be judged pair by pair (None: it could, or the runs were never paired)."""
-    paired = result.pairing is not None and unpaired is None
-    untrusted = [] if paired else _untrusted_runs(base, new)
-    if unpaired is not None:
-        untrusted.insert(0, unpaired)
+    if result.pairing is not None:
+        untrusted = _unpaired_run(result, base, new, unpaired)
+    else:
+        untrusted = _untrusted_runs(base, new)
     regression = _regressions(result)
     if untrusted:
         seen = f"; untrusted, it would read: {'; '.join(regression)}" if regression else ""
@@ -65,6 +67,20 @@ def _untrusted_runs(base: ProfileSession, new: ProfileSession) -> list[str]:
             )
         if session.interrupted:
             reasons.append(f"the {name} run was interrupted")
+    return reasons
+
+
+def _unpaired_run(
+    result: DiffResult, base: ProfileSession, new: ProfileSession, unpaired: str | None
+) -> list[str]:
+    """Why a paired run's pairs cannot answer: it was stopped, or could not be paired."""
+    reasons = []
+    pairing = result.pairing
+    if base.interrupted or new.interrupted or (pairing and pairing.stop_reason == "interrupted"):
+        pairs = pairing.pairs if pairing is not None else 0
+        reasons.append(f"the paired run was interrupted after {pairs} pair(s)")
+    if unpaired is not None:
+        reasons.append(unpaired)
     return reasons
 
 

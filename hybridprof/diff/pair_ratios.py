@@ -110,7 +110,10 @@ def unpaired_reason(base: ProfileSession, new: ProfileSession) -> str | None:
     if not base.iteration_cpu_us or not new.iteration_cpu_us:
         return "the runs hold no per-iteration times to pair"
     if paired_ratio(base.iteration_cpu_us, new.iteration_cpu_us) is None:
-        return f"{base.iterations} pair(s) are too few for an interval (6 or more needed)"
+        return (
+            f"{base.iterations} pair(s) are too few for an interval (6 or more needed: give "
+            "--iters 6 or more, or --iters auto)"
+        )
     return None
 
 

@@ -61,6 +61,20 @@ class LoadedModel:
     sha256: str
 
 
+# A model file bigger than this is refused before it is read: no hand-written or generated model
+# file comes near it (Hugging Face's largest modeling files are under 1 MiB), while compiling a
+# Python file takes several times its size in memory (a 600 MB file ended in MemoryError).
+MAX_MODEL_BYTES = 16 * 2**20
+
+
+def too_big(what: str, size: int) -> str:
+    """The refusal of a model file of `size` bytes (over MAX_MODEL_BYTES)."""
+    return (
+        f"{what} holds {size / 2**20:,.0f} MiB, more than hybridprof reads as a model file "
+        f"({MAX_MODEL_BYTES // 2**20} MiB); give the file that defines the model"
+    )
+
+
 def file_sha256(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
@@ -73,7 +87,7 @@ def read_model_source(path: str | Path) -> str:
     if not file.is_file():
         raise ModelLoadError(f"model file '{file}' is not a file; give a .py file")
     try:
-        source = file.read_text(encoding="utf-8")
+        source = _bounded_text(file)
     except (OSError, UnicodeDecodeError) as exc:
         raise ModelLoadError(
             f"cannot read model file '{file}': {exc}; give a UTF-8 Python source file"
@@ -86,6 +100,18 @@ def read_model_source(path: str | Path) -> str:
     except ValueError as exc:  # e.g. null bytes in the source
         raise ModelLoadError(f"model file '{file}' is not Python source: {exc}") from exc
     return source
+
+
+def _bounded_text(file: Path) -> str:
+    """The file's text, its size checked first (and again while reading: it may grow)."""
+    with file.open("rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > MAX_MODEL_BYTES:
+            raise ModelLoadError(too_big(f"model file '{file}'", size))
+        data = handle.read(MAX_MODEL_BYTES + 1)
+    if len(data) > MAX_MODEL_BYTES:
+        raise ModelLoadError(too_big(f"model file '{file}'", len(data)))
+    return data.decode("utf-8")
 
 
 def import_model_file(

@@ -24,15 +24,20 @@ from hybridprof.files.own_files import replaceable_own_file
 
 
 def check_output_path(
-    path: str | Path, force: bool, inputs: Iterable[str | Path] = (), own: bool = False
+    path: str | Path,
+    force: bool,
+    inputs: Iterable[str | Path] = (),
+    own: bool = False,
+    replace_users: bool = False,
 ) -> Path:
     """Fail early (before a long run) if `path` cannot be written. Returns it as a Path.
 
     `own`: a name hybridprof picked itself, replaced without --force when it holds a file
-    hybridprof wrote, refused when it holds anything else (--force does not change that)."""
+    hybridprof wrote, refused when it holds anything else (--force does not change that;
+    `replace_users`, a callback's overwrite=True, lets a regular file of the user's go too)."""
     target = Path(path)
     if own:
-        replaceable_own_file(target)
+        replaceable_own_file(target, replace_users)
     real = target if own else write_target(target)
     parent = real.parent
     if real.is_dir():
@@ -101,23 +106,28 @@ def write_atomic(
     force: bool = False,
     inputs: Iterable[str | Path] = (),
     own: bool = False,
+    replace_users: bool = False,
 ) -> Path:
     """Write to a temp file in the same folder, then rename: readers never see half a file."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    with atomic_file(path, force, inputs, own) as handle:
+    with atomic_file(path, force, inputs, own, replace_users) as handle:
         handle.write(payload)
     return Path(path)
 
 
 @contextlib.contextmanager
 def atomic_file(
-    path: str | Path, force: bool = False, inputs: Iterable[str | Path] = (), own: bool = False
+    path: str | Path,
+    force: bool = False,
+    inputs: Iterable[str | Path] = (),
+    own: bool = False,
+    replace_users: bool = False,
 ) -> Iterator[BinaryIO]:
     """A binary handle on a temp file that replaces `path` when the block ends without error.
 
     An own name (`own`) is checked again just before the rename, and the rename replaces the name
     itself: a link planted there meanwhile is replaced, never followed."""
-    target = check_output_path(path, force, inputs, own)
+    target = check_output_path(path, force, inputs, own, replace_users)
     real = target if own else write_target(target)
     mode = _mode_for(real)
     try:
@@ -129,7 +139,7 @@ def atomic_file(
             yield handle
         os.chmod(tmp, mode)
         if own:
-            replaceable_own_file(target)
+            replaceable_own_file(target, replace_users)
         os.replace(tmp, real)
     except BaseException as exc:
         with contextlib.suppress(OSError):

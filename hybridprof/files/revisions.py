@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridprof.errors import UsageError
+from hybridprof.files.loader import MAX_MODEL_BYTES, too_big
 
 _GIT_TIMEOUT_S = 60
 
@@ -30,8 +31,9 @@ class Checkout:
 
     @classmethod
     def of(cls, file: Path) -> Checkout:
-        """The checkout holding `file`; UsageError when it is in none (or git is missing)."""
-        folder = file.resolve().parent
+        """The checkout holding `file`; UsageError when it is in none (or git is missing). The
+        file's own name is kept (not resolved): a symlink is the link's path in the checkout."""
+        folder = file.absolute().parent.resolve()
         done = _git(folder, "rev-parse", "--show-toplevel")
         if done.returncode != 0:
             raise UsageError(
@@ -40,7 +42,7 @@ class Checkout:
                 "hybridprof diff --run base.py new.py"
             )
         top = Path(done.stdout.strip()).resolve()
-        relative = Path(os.path.relpath(file.resolve(), top)).as_posix()
+        relative = Path(os.path.relpath(folder / file.name, top)).as_posix()
         return cls(top, relative)
 
     @classmethod
@@ -66,18 +68,43 @@ class Checkout:
         return str(done.stdout).strip()
 
     def write_at(self, rev: str, folder: Path) -> Path:
-        """The file at `rev`, written into a new subfolder of `folder` under its own name."""
+        """The file at `rev`, written into a new subfolder of `folder` under its own name: a
+        regular file within MAX_MODEL_BYTES (its size read from git's tree first), streamed
+        from git to the file, never held in memory whole."""
         commit = self.commit(rev)
-        done = _git(self.top, "show", f"{commit}:{self.path}", text=False)
+        blob = self._blob_at(rev, commit)
+        target = folder / f"rev-{len(list(folder.iterdir()))}" / Path(self.path).name
+        target.parent.mkdir(parents=True)
+        with target.open("wb") as handle:
+            done = _git(self.top, "cat-file", "blob", blob, text=False, stdout=handle)
         if done.returncode != 0:
+            raise UsageError(f"git cat-file failed in {self.top}: {_first_line(done.stderr)}")
+        return target
+
+    def _blob_at(self, rev: str, commit: str) -> str:
+        """The file's blob at `commit`; UsageError when it is missing, a symbolic link (its
+        target's text would be imported as Python), a folder or submodule, or too big."""
+        done = _git(self.top, "ls-tree", "-l", "-z", "--full-tree", commit, "--", self.path)
+        entry = done.stdout.split("\0")[0] if done.returncode == 0 else ""
+        meta, _, name = entry.partition("\t")
+        fields = meta.split()
+        if len(fields) != 4 or name != self.path:
             raise UsageError(
                 f"'{self.path}' does not exist at revision '{rev}' ({commit[:10]}); check the "
                 f"revision, or the file's path at it (git log --oneline -- {self.path})"
             )
-        target = folder / f"rev-{len(list(folder.iterdir()))}" / Path(self.path).name
-        target.parent.mkdir(parents=True)
-        target.write_bytes(done.stdout)
-        return target
+        mode, kind, blob, size = (str(field) for field in fields)
+        where = f"'{self.path}' at revision '{rev}' ({commit[:10]})"
+        if mode == "120000":
+            raise UsageError(
+                f"{where} is a symbolic link, not a model file (its target's text would be "
+                "read as Python); give the file it points to"
+            )
+        if kind != "blob" or not size.isdigit():
+            raise UsageError(f"{where} is a {kind}, not a model file; give a .py file")
+        if int(size) > MAX_MODEL_BYTES:
+            raise UsageError(too_big(where, int(size)))
+        return blob
 
     def described(self, rev: str) -> tuple[str, int, str]:
         """The commit `rev` names: its full hash, its committer's time (epoch s), its subject."""
@@ -131,14 +158,18 @@ def _check_rev(rev: str) -> None:
         )
 
 
-def _git(folder: Path, *argv: str, text: bool = True) -> subprocess.CompletedProcess[Any]:
-    """git's result in `folder` (its exit status is the caller's to judge)."""
+def _git(
+    folder: Path, *argv: str, text: bool = True, stdout: Any = subprocess.PIPE
+) -> subprocess.CompletedProcess[Any]:
+    """git's result in `folder` (its exit status is the caller's to judge); `stdout`: a file
+    its output is streamed into instead of captured."""
     if shutil.which("git") is None:
         raise UsageError("--rev needs git, which is not installed here; give two model files")
     try:
         done = subprocess.run(
             ["git", "-C", str(folder), *argv],
-            capture_output=True,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
             text=text,
             timeout=_GIT_TIMEOUT_S,
             check=False,

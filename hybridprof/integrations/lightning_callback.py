@@ -43,7 +43,10 @@ class HybridprofCallback(Callback):
     paths/leaves_only/strategy: as `hybridprof.Profile` (default: every module that runs a
     forward); reports: report formats written beside the session ("html", "pdf", "txt", "csv",
     "json"); out_dir: where (default `<log_dir or default_root_dir>/hybridprof/`). After
-    training, `session` holds the `ProfileSession` and `files` the paths written.
+    training, `session` holds the `ProfileSession` and `files` the paths written. The files
+    are replaced on the next run only where hybridprof wrote them, never through a symlink;
+    overwrite=True also replaces a file of yours there. An output that cannot be written is an
+    OutputError when training starts (before any step).
     """
 
     def __init__(
@@ -56,6 +59,7 @@ class HybridprofCallback(Callback):
         reports: Sequence[str] = ("html",),
         out_dir: str | Path | None = None,
         steps_per_session: int = STEPS_PER_SESSION,
+        overwrite: bool = False,
     ) -> None:
         super().__init__()
         self.steps = TrainerSteps(
@@ -66,6 +70,7 @@ class HybridprofCallback(Callback):
             reports=reports,
             out_dir=out_dir,
             steps_per_session=steps_per_session,
+            overwrite=overwrite,
         )
         self._global_step = 0
 
@@ -79,7 +84,8 @@ class HybridprofCallback(Callback):
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self._global_step = trainer.global_step
-        self.steps.start(pl_module)
+        folder = trainer.log_dir or trainer.default_root_dir
+        self.steps.start(pl_module, folder if trainer.is_global_zero else None)
 
     def on_train_batch_start(
         self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int

@@ -86,13 +86,18 @@ def _renderer_from(registry: dict[str, tuple[str, str]], path: str | Path, what:
 
 
 def write_report(
-    session: ProfileSession, path: str | Path, force: bool = False, own: bool = False
+    session: ProfileSession,
+    path: str | Path,
+    force: bool = False,
+    own: bool = False,
+    replace_users: bool = False,
 ) -> Path:
     """Render `session` by the extension of `path` and write it atomically; returns the path.
-    `own`: hybridprof chose the name (replaced only over a report hybridprof wrote)."""
+    `own`: hybridprof chose the name (replaced only over a report hybridprof wrote, or with
+    `replace_users` over any regular file)."""
     renderer = renderer_for(path)
-    check_output_path(path, force, own=own)  # before rendering: a PDF can take seconds
-    return write_atomic(path, renderer.render(session), force, own=own)
+    check_output_path(path, force, own=own, replace_users=replace_users)  # before rendering
+    return write_atomic(path, renderer.render(session), force, own=own, replace_users=replace_users)
 
 
 def diff_extensions() -> tuple[str, ...]:

@@ -163,7 +163,7 @@ class PairedJudge:
             args.max_time = (args.max_time or DEFAULT_MAX_TIME_S) * 2**attempt
         elif attempt:  # measure more: twice the pairs, each time
             args.iters = (args.iters or DIFF_PAIRS) * 2**attempt
-        floor = given_floor(parse_min_delta(args.min_delta)) if args.min_delta else None
+        floor = given_floor(parse_min_delta(args.min_delta)) if args.min_delta is not None else None
         outcome = paired_diff(args, self._argv(rev), parse_threshold(args.threshold), floor, [])
         if outcome.stopped is not None or outcome.result is None:
             raise Stopped(outcome.stopped or 130)

@@ -113,6 +113,10 @@ def test_same_runs_pass_the_gate(
     [
         (["--threshold", "five"], "--threshold 'five' is not a percentage"),
         (["--report", "x.docx"], "has '.docx'"),
+        # an unset CI variable (--min-delta "$MIN_DELTA") is no default in disguise
+        (["--min-delta", ""], "--min-delta '' is not a time"),
+        (["--min-delta", "  "], "is not a time"),
+        (["--threshold", ""], "--threshold '' is not a percentage"),
     ],
 )
 def test_bad_options_are_one_line(

@@ -102,3 +102,17 @@ def test_lanes_that_share_modules_are_patched_only_around_their_own_iterations()
     alone = {len(patched) for patched in seen}
     assert alone == {len(base.plan.selected_paths()), len(new.plan.selected_paths())}
     assert live_patches() == () and "forward" not in vars(inner.fc)
+
+
+def test_a_gate_stopped_by_ctrl_c_answers_inconclusive_never_pass() -> None:
+    from hybridprof.cli.diff import exit_code
+    from hybridprof.diff import diff_sessions
+
+    log: list[str] = []
+    a, b = Logged("A", log), Logged("B", log, fail_at=20)  # stopped after whole pairs
+    base, new = run_paired(side(a), side(b), RunOptions(warmup=1, iters=30, threads=1))
+    assert base.interrupted and base.iterations >= 6  # enough pairs to be judged otherwise
+    diff = diff_sessions(base, new, paired=True)
+    assert diff.gate is not None and diff.gate.answer == "inconclusive"
+    assert diff.gate.reasons[0].startswith("the paired run was interrupted after ")
+    assert exit_code(diff) == 5

@@ -107,3 +107,25 @@ def test_the_gate_and_the_matched_layers_are_in_the_page_with_names_escaped(tmp_
     assert "answer: regression" in gate and "&lt;img src=x" in gate
     matched = page[page.index("Matched under another path") :]
     assert "fc2 -&gt; &lt;img src=x" in matched[: matched.index("</ul>")]
+
+
+def test_an_interrupted_paired_run_is_inconclusive_not_pass() -> None:
+    base, new = paired_runs(drift(13))  # unchanged: it would pass
+    assert diff_sessions(base, new, paired=True).gate_answer() == "pass"
+    stopped = [replace(s, interrupted=True, stop_reason="interrupted") for s in (base, new)]
+    diff = diff_sessions(*stopped, paired=True)
+    assert diff.gate is not None and diff.gate.answer == "inconclusive"
+    assert "the paired run was interrupted" in diff.gate.reasons[0]
+    assert exit_code(diff) == EXIT_INCONCLUSIVE
+    assert "answer: pass" not in render_diff_text(diff)
+
+
+def test_a_paired_run_with_too_few_pairs_advises_more_iterations_not_diff_run() -> None:
+    base, new = paired_runs(drift(14), scale={"conv": 3.0})
+    few = [replace(s, iterations=2, iteration_cpu_us=s.iteration_cpu_us[:2]) for s in (base, new)]
+    few = [replace(s, stability=NOISY) for s in few]
+    diff = diff_sessions(*few, paired=True)
+    assert diff.gate is not None and diff.gate.answer == "inconclusive"
+    joined = " ".join(diff.gate.reasons)
+    assert "too few" in joined and "--iters 6" in joined
+    assert "diff --run" not in joined and "noisy" not in joined

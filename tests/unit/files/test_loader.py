@@ -122,3 +122,15 @@ def test_parse_shape(spec: str, expected: tuple) -> None:
 def test_bad_shape_is_a_usage_error(spec: str) -> None:
     with pytest.raises(UsageError, match="bad --input-shape"):
         parse_shape(spec)
+
+
+def test_a_huge_model_file_is_refused_by_its_size_before_it_is_read(tmp_path: Path) -> None:
+    from hybridprof.files.loader import MAX_MODEL_BYTES
+
+    big = tmp_path / "big.py"
+    with big.open("wb") as handle:
+        handle.truncate(MAX_MODEL_BYTES + 1)  # sparse: no disk, and reading it would be slow
+    with pytest.raises(ModelLoadError) as refused:
+        read_model_source(big)
+    message = str(refused.value)
+    assert "\n" not in message and "more than hybridprof reads" in message, message

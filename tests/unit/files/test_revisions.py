@@ -106,3 +106,44 @@ def test_a_copy_at_a_revision_imports_its_siblings_from_the_checkout(
         assert module.A == 2 and str(net.parent) not in sys.path
     finally:
         sys.modules.pop("parts", None)
+
+
+def test_a_model_file_that_is_a_symlink_at_the_revision_is_refused(
+    repo: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "elsewhere.py"
+    secret.write_text("raise SystemExit('imported the link target')\n")
+    link = repo / "models" / "linked.py"
+    link.symlink_to(secret)
+    git(repo, "add", "models/linked.py")
+    git(repo, "commit", "-q", "-m", "a link")
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(UsageError) as refused:
+        Checkout.of(link).write_at("HEAD", out)
+    message = str(refused.value)
+    assert "\n" not in message and "at revision 'HEAD'" in message and "symbolic link" in message, (
+        message
+    )
+    assert list(out.rglob("*.py")) == []
+
+
+def test_a_huge_model_file_at_a_revision_is_refused_by_its_size(repo: Path, tmp_path: Path) -> None:
+    from hybridprof.files.loader import MAX_MODEL_BYTES
+
+    big = repo / "models" / "big.py"
+    with big.open("w") as handle:
+        handle.write(("#" * 1023 + "\n") * (MAX_MODEL_BYTES // 1024 + 1))
+    git(repo, "add", "models/big.py")
+    git(repo, "commit", "-q", "-m", "big")
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(UsageError) as refused:
+        Checkout.of(big).write_at("HEAD", out)
+    message = str(refused.value)
+    assert (
+        "\n" not in message
+        and "at revision 'HEAD'" in message
+        and "more than hybridprof reads" in message
+    ), message
+    assert list(out.rglob("*.py")) == []

@@ -13,13 +13,30 @@ from hypothesis import strategies as st
 
 from hybridprof.datamodel import ProfileSession
 from hybridprof.diff import diff_sessions
-from hybridprof.reporting.csv_cells import FORMULA_STARTS, csv_text, safe_cell
+from hybridprof.reporting.csv_cells import csv_text, safe_cell
 from hybridprof.reporting.dataframe import render_csv, session_frame
 from hybridprof.reporting.diff_data import render_diff_csv
 from tests.paths import ROOT
 from tests.sessions import small_session
 
 PACKAGE = ROOT / "hybridprof"
+# What a spreadsheet (Excel, LibreOffice, Google Sheets) runs as a formula, stated here rather than
+# taken from the product's list: a start dropped from the product must fail these tests.
+SPREADSHEET_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# Each cell as written, and as the CSV must hold it.
+EXPECTED_CELLS = [
+    ("=HYPERLINK(1+2)", "'=HYPERLINK(1+2)"),
+    ("+1+2", "'+1+2"),
+    ("-2+3", "'-2+3"),
+    ("@SUM(A1:A9)", "'@SUM(A1:A9)"),
+    ("@", "'@"),
+    ("\t=1+2", "'\t=1+2"),
+    ("\r=1+2", "'\r=1+2"),
+    ("a@b", "a@b"),
+    ("sum=1", "sum=1"),
+    ("blocks.0", "blocks.0"),
+    ("", ""),
+]
 # Names as a hostile model or session file has them: formula starts, CR, LF, tabs, quotes, commas.
 NAMES = st.text(alphabet=st.sampled_from('=+-@\t\r\n",;a1 |!(){}'), min_size=1, max_size=12)
 
@@ -48,7 +65,7 @@ def assert_safe(rows: list[list[str]], expected_rows: int) -> None:
     assert len(rows) == expected_rows
     assert {len(row) for row in rows} == {len(rows[0])}
     for cell in (c for row in rows for c in row):
-        assert not cell.startswith(FORMULA_STARTS) or _number(cell), cell
+        assert not cell.startswith(SPREADSHEET_FORMULA_STARTS) or _number(cell), cell
 
 
 def _number(cell: str) -> bool:
@@ -91,6 +108,17 @@ def test_the_comparison_csv_neutralises_and_quotes_every_name(
     header = rows[0]
     classes_seen = {row[header.index("class")] for row in rows[1:]}
     assert classes_seen == {safe_cell(layer.class_name) for layer in diff.layers}
+
+
+def test_every_formula_start_gets_a_quote_and_nothing_else_does() -> None:
+    for written, expected in EXPECTED_CELLS:
+        assert safe_cell(written) == expected, (written, safe_cell(written))
+    text = csv_text(["path", "class"], [["@SUM(A1:A9)", "@cmd"], ["=1", "Linear"]])
+    assert spreadsheet_rows(text) == [
+        ["path", "class"],
+        ["'@SUM(A1:A9)", "'@cmd"],
+        ["'=1", "Linear"],
+    ]
 
 
 def test_numbers_stay_numbers_and_missing_values_are_empty() -> None:

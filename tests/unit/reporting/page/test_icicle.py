@@ -3,22 +3,26 @@ colours, escaping) and the tree opened along the heavy path, rows in module orde
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from hybridprof.reporting.notebook import notebook_page
 from hybridprof.reporting.page.context import build_context
 from hybridprof.reporting.page.icicle import GREY, PALETTE, icicles, render_svg
-from hybridprof.reporting.page.row_limits import heavy_paths
+from hybridprof.reporting.page.row_limits import HEAVY_ROWS, heavy_paths
+from hybridprof.reporting.page.tree_table import RowView
 from tests.report_page import page_data, page_rows
 from tests.sessions import (
     HOSTILE,
+    _plan,
+    _session,
     backward_session,
     big_session,
     hostile_session,
     nested_session,
+    op,
+    record,
     small_session,
+    target,
 )
 
 
@@ -92,7 +96,29 @@ def test_rows_stay_in_module_order_and_open_along_the_heavy_path() -> None:
     assert any(r.collapsed for r in rows)  # the rest of a big tree stays folded
 
 
-def test_heavy_paths_follow_the_heaviest_child_down() -> None:
-    rows = list(build_context(nested_session()).rows)
-    heavier = [replace(r, pct=60.0) if r.path == "blocks.1" else r for r in rows]
-    assert "blocks.1" in heavy_paths(heavier)
+def wide_and_tall() -> list[RowView]:
+    """Where the walk and the ancestor rule disagree: `wide` holds 78% of the iteration in 70
+    light leaves (5 us each, under wide.inner), `tall` one heavy leaf (100 us), the heaviest
+    layer by its own time. Opening wide shows more than HEAVY_ROWS rows, so only the walk down
+    each level's heaviest row (by subtree) opens it."""
+    targets = [target("", "Net", leaf=False)]
+    records = [record("", "Net", 0.0, 450.0, is_leaf=False)]
+    containers = (("wide", 350.0), ("wide.inner", 350.0), ("tall", 100.0))
+    for path, total in containers:
+        targets.append(target(path, "Block", leaf=False))
+        records.append(record(path, "Block", 0.0, total, is_leaf=False))
+    leaves = [(f"wide.inner.{i}", 5.0) for i in range(70)] + [("tall.big", 100.0)]
+    for path, us in leaves:
+        targets.append(target(path, "Linear"))
+        records.append(record(path, "Linear", us, us, ops=(op("aten::addmm", 1, us, us),)))
+    session = _session(_plan("Net", tuple(targets)), tuple(records))
+    return list(build_context(session).rows)
+
+
+def test_the_heavy_path_walk_opens_the_heaviest_subtree_down_to_its_leaves() -> None:
+    rows = wide_and_tall()
+    by_path = {r.path: r for r in rows}
+    assert by_path["wide"].pct > by_path["tall"].pct >= by_path["tall.big"].pct
+    assert len(rows) > HEAVY_ROWS
+    # the walk: "", wide, wide.inner; the ancestor rule: tall (the heaviest layer's parent)
+    assert heavy_paths(rows) == {"", "wide", "wide.inner", "tall"}
