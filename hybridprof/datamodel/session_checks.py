@@ -9,15 +9,32 @@ deep inside a report, so the loader refuses it in one line naming the field.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from hybridprof.datamodel.compiled import CompileSection
 from hybridprof.datamodel.measures import Stat
 from hybridprof.datamodel.memory import DeviceMemory, MemoryProfile, MemoryTimeline
 from hybridprof.datamodel.training import ScheduleInfo
 
-if TYPE_CHECKING:
-    from hybridprof.datamodel.session import ProfileSession
+
+class ProfileSession(Protocol):
+    """The session's fields checked here (a protocol: session.py calls this module as it loads)."""
+
+    @property
+    def warmup(self) -> int: ...
+    @property
+    def iterations(self) -> int: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def duration_s(self) -> float: ...
+    @property
+    def schedule(self) -> ScheduleInfo | None: ...
+    @property
+    def memory(self) -> MemoryProfile | None: ...
+    @property
+    def compiled(self) -> CompileSection | None: ...
+
 
 Figure = tuple[str, float | Stat | None]  # (where in the file, a value that is never negative)
 

@@ -19,7 +19,6 @@ from typing import Any, Literal
 import numpy as np
 from markupsafe import Markup
 
-from hybridprof import __version__
 from hybridprof.history.overview import HistoryOverview, LayerHistory
 from hybridprof.reporting.format import format_time_us
 from hybridprof.reporting.history.history_charts import drift_svg, series_svg
@@ -94,7 +93,7 @@ def build_context(view: HistoryOverview, mode: Mode) -> dict[str, Any]:
     return {
         "mode": mode,
         "title": f"hybridprof history: {view.window.series.model}",
-        "generator": f"hybridprof {__version__}",
+        "generator": f"hybridprof {_version()}",
         "header": header_lines(view),
         "environment": [f"{change_text(c, view.window)}" for c in view.environment],
         "busy": busy_text(view) if view.busy else "",
@@ -180,6 +179,17 @@ def write_history_report(view: HistoryOverview, path: Path, force: bool = False)
     if path.suffix.lower() == ".pdf":
         return write_atomic(path, render_history_pdf(view), force)
     return write_atomic(path, render_history_page(view, "html"), force)
+
+
+def _version() -> str:
+    """hybridprof's installed version, from its package metadata (the package's own
+    `__version__` sits on the floor above reporting/)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hybridprof")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 __all__ = [
