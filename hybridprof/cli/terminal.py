@@ -1,8 +1,8 @@
 """What `hybridprof run` prints when done: a tree table that fits a terminal, and output lines.
 
 A big model's full table scrolls away and says little, so past `TABLE_ROWS` rows the table keeps
-the heaviest layers (by self CPU time, forward plus backward), each under its ancestors so the tree
-still reads; the reports hold every layer.
+the heaviest layers (by self CPU time, forward plus backward), each under its ancestors, with a
+`... N more` row where the others stood, so the tree still reads; the reports hold every layer.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from hybridprof.reporting.trust import stability_line
 if TYPE_CHECKING:
     from hybridprof.reporting.text.fitted_table import TableChoice
 
-TABLE_ROWS = 40
+# The lines of the tree a terminal shows whole (a screen: a 4-block GPT's 47 rows fit); a bigger
+# tree keeps its heaviest layers with their parents and says where the others were.
+TABLE_ROWS = 60
 
 
 def _heaviest_first(table: LayerTable) -> list[LayerRow]:
@@ -52,13 +54,13 @@ def terminal_table(
     if len(table.tree()) <= rows:
         fitted = fitted_table(session, choice)
         return [*above, fitted.text, *fitted.notes()]
-    # The heaviest layers under their ancestors; the whole session, its rows cut: a container's
-    # total still sums all its children.
-    shown, keep = heaviest_with_ancestors(table.rows, table.layers(), _own_us, rows)
+    # The heaviest layers under their ancestors, a `... N more` row where others were; the
+    # whole session, its rows cut: a container's total still sums all its children.
+    shown, keep = heaviest_with_ancestors(table.tree(), table.layers(), _own_us, rows)
     fitted = fitted_table(session, choice, only=keep)
     note = (
         f"(the {len(shown)} heaviest of {len(table.layers())} profiled layers by self CPU time, "
-        "with their parents; the report lists every layer)"
+        "with their parents; '... N more' stands for rows left out; the report lists every layer)"
     )
     return [*above, fitted.text, note, *fitted.notes()]
 

@@ -21,10 +21,11 @@ empty cell.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
-from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
+from hybridprof.analysis.layer_table import LayerTable, layer_table
+from hybridprof.analysis.tree import TreeNode
 from hybridprof.datamodel import OpStat, ProfileSession
 from hybridprof.reporting.format import visible
 from hybridprof.reporting.layer_columns import (
@@ -108,7 +109,7 @@ def op_names(ops: tuple[OpStat, ...], prefix: str) -> list[str]:
     return [lead + op.name for op in ops]
 
 
-def tree_prefixes(rows: list[LayerRow]) -> list[str]:
+def tree_prefixes(rows: Sequence[TreeNode]) -> list[str]:
     """Box-drawing prefixes (`│   ├── `) for rows in tree order (each row's parent shown before
     it); the root has none. Each row's prefix extends its parent's, so the work is linear in the
     rows and their depth."""
