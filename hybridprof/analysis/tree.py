@@ -301,7 +301,7 @@ class CutRows:
 
     @property
     def path(self) -> str:
-        return f"{self.first}\0more"  # no module's path holds a NUL: a key of its own
+        return f"{self.first}\u2026"  # the first row's path and an ellipsis: a key of its own
 
     @property
     def label(self) -> str:
