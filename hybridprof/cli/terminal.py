@@ -51,9 +51,10 @@ def terminal_table(
         rows -= 1  # the (outside modules) line
     noisy = stability_line(session)
     above = [f"warning: {noisy}"] if noisy else []
+    below = [never_ran] if (never_ran := never_ran_line(session)) else []
     if len(table.tree()) <= rows:
         fitted = fitted_table(session, choice)
-        return [*above, fitted.text, *fitted.notes()]
+        return [*above, fitted.text, *below, *fitted.notes()]
     # The heaviest layers under their ancestors, a `... N more` row where others were; the
     # whole session, its rows cut: a container's total still sums all its children.
     shown, keep = heaviest_with_ancestors(table.tree(), table.layers(), _own_us, rows)
@@ -62,7 +63,30 @@ def terminal_table(
         f"(the {len(shown)} heaviest of {len(table.layers())} profiled layers by self CPU time, "
         "with their parents; '... N more' stands for rows left out; the report lists every layer)"
     )
-    return [*above, fitted.text, note, *fitted.notes()]
+    return [*above, fitted.text, note, *below, *fitted.notes()]
+
+
+NEVER_RAN_NAMED = 5
+
+
+def never_ran_line(session: ProfileSession) -> str:
+    """The selected layers no measured iteration called (they have no row), each with where its
+    parent's `__init__` makes it: left over, or used another way; "" when every one ran."""
+    if not session.never_called:
+        return ""
+    targets = {t.path: t for t in session.plan.targets}
+    named = []
+    for path in session.never_called[:NEVER_RAN_NAMED]:
+        target = targets.get(path)
+        where = target.source if target is not None else None
+        place = f", {Path(where.file).name}:{where.line}" if where is not None else ""
+        named.append(f"{path} ({target.class_name if target else '?'}{place})")
+    more = len(session.never_called) - len(named)
+    return (
+        "never ran (selected, 0 calls; no row): "
+        + ", ".join(named)
+        + (f" and {more} more (the report lists them)" if more > 0 else "")
+    )
 
 
 def summary_line(session: ProfileSession) -> str:

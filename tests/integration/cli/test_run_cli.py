@@ -409,3 +409,27 @@ def test_progress_bar_draws_only_on_a_terminal() -> None:
     with ProgressBar(False, stream=silent) as bar:
         bar("measure", 1, 3)
     assert silent.getvalue() == ""
+
+
+def test_the_table_says_which_selected_layers_never_ran(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model_file = tmp_path / "net.py"
+    model_file.write_text(
+        "import torch\nfrom torch import nn\n\n\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self, wide=True):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(8, 8)\n"
+        "        self.act = nn.GELU() if wide else nn.ReLU()\n"
+        "        self.unused = nn.Linear(8, 8)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.act(self.fc(x))\n\n\n"
+        "def build_model():\n    return Net()\n\n\n"
+        "def example_inputs():\n    return (torch.rand(2, 8),)\n"
+    )
+    out = tmp_path / "s.json"
+    assert main(["run", str(model_file), "--warmup", "0", "--iters", "1", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "never ran (selected, 0 calls; no row): unused (Linear, net.py:10)" in printed
+    assert load_session(out).record("act") is not None
