@@ -124,6 +124,7 @@ def where_lines(
 
     lines = [
         summary_line(session),
+        *([TRAIN_MODE_LINE] if session.backward else []),
         *roofline_lines(session),
         *memory_lines(session),
         *compile_lines(session),
@@ -144,6 +145,13 @@ def where_lines(
     noisy = stability_line(session)
     lines += [f"warning: {w}" for w in ([noisy] if noisy else []) + warnings]
     return [visible(line) for line in lines]  # a newline in a name or path cannot forge a line
+
+
+TRAIN_MODE_LINE = (
+    "training step: the model ran in train mode (Dropout active, BatchNorm on each batch's "
+    "statistics), as a backward pass needs, whatever mode build_model left it in; its mode, "
+    "weights, buffers and gradients are put back after"
+)
 
 
 def _is_interruption(warning: str) -> bool:

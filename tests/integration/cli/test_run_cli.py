@@ -17,7 +17,7 @@ import torch
 from hybridprof.analysis.layer_table import layer_table
 from hybridprof.cli import main
 from hybridprof.cli.progress import ProgressBar, wanted
-from hybridprof.cli.terminal import TABLE_ROWS
+from hybridprof.cli.terminal import TABLE_ROWS, TRAIN_MODE_LINE
 from hybridprof.datamodel import ProfileSession
 from hybridprof.files.storage import load_session
 from hybridprof.planner.module_tree import tree_plan
@@ -92,9 +92,13 @@ def test_inputs_function_shape_and_selection(tmp_path: Path) -> None:
     assert {r.path for r in load_session(shaped).records} == {"features", "norm", "classifier"}
 
 
-def test_backward_option(tmp_path: Path) -> None:
+def test_backward_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "train.json"
     assert main(["run", str(SMALL), *QUICK, "--backward", "-o", str(out)]) == 0
+    # the model came in eval mode: the output says the step ran it in train mode
+    assert TRAIN_MODE_LINE in capsys.readouterr().out
+    assert main(["run", str(SMALL), *QUICK, "-o", str(tmp_path / "fwd.json")]) == 0
+    assert "train mode" not in capsys.readouterr().out
     session = load_session(out)
     assert session.backward
     for record in session.records:
