@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,12 +15,13 @@ import torch
 
 from hybridprof.api import profile
 from hybridprof.reporting import write_report
-from tests.browser.test_html_browser import ARGS, Opened
+from tests.browser.chromium import NEEDS_CHROMIUM, launch
+from tests.browser.test_html_browser import Opened
 from tests.paths import FIXTURES
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium"),
+    NEEDS_CHROMIUM,
 ]
 TIP = re.compile(r"^(\S+) \((\w+)\): total \S+, self \S+, [0-9.]+% of the pass$")
 
@@ -42,7 +42,7 @@ def opened(report: Path) -> Iterator[Opened]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
+        browser = launch(p)
         page = Opened(browser, report)
         page.page.set_viewport_size({"width": 1400, "height": 900})
         yield page

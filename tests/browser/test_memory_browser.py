@@ -3,7 +3,6 @@ chart are drawn, the peak is marked, nothing errs or loads, a hostile name runs 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +12,13 @@ from torch import nn
 
 import hybridprof
 from hybridprof.reporting import write_report
+from tests.browser.chromium import NEEDS_CHROMIUM
 from tests.browser.test_html_browser import Opened, browser  # noqa: F401 (the fixture)
 from tests.memory_sessions import hostile_memory_session
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium"),
+    NEEDS_CHROMIUM,
 ]
 
 
