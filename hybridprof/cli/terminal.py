@@ -188,7 +188,7 @@ VERDICT_LAYERS = 5
 
 def roofline_lines(session: ProfileSession) -> list[str]:
     """With --flops: the peak, then the verdicts of the heaviest layers and what was not counted."""
-    from hybridprof.analysis.roofline import by_path, inconsistencies
+    from hybridprof.analysis.roofline import NOT_COUNTED, by_path, inconsistencies
     from hybridprof.reporting.format import flops_total_text, format_count, peak_text
 
     if session.flops is None:
@@ -199,10 +199,12 @@ def roofline_lines(session: ProfileSession) -> list[str]:
     judged = [r for r in _heaviest_first(layer_table(session)) if r.path in rooflines]
     for row in judged[:VERDICT_LAYERS]:
         line = rooflines[row.path]
-        lines.append(
-            f"  {row.path or '(root)'}: {line.verdict or 'not timed'} "
-            f"({format_count(line.flops, 'FLOP')}, {line.intensity or 0:.3g} FLOP/byte)"
+        figures = (
+            f"no FLOP formula for {line.not_counted}"
+            if line.verdict == NOT_COUNTED
+            else f"{format_count(line.flops, 'FLOP')}, {line.intensity or 0:.3g} FLOP/byte"
         )
+        lines.append(f"  {row.path or '(root)'}: {line.verdict or 'not timed'} ({figures})")
     lines += [f"  inconsistent: {x.text}" for x in inconsistencies(session)]
     skipped = sorted({o.name for w in work.layers for o in w.not_counted})
     if skipped:
