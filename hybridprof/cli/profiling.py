@@ -4,6 +4,7 @@ and outputs are, planning, and profiling a loaded model."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -82,6 +83,7 @@ def profile_loaded(
     setup = _compiled_setup(args, loaded.module)
     if setup is not None:
         options = replace(options, compiled_by_hybridprof=setup.by_hybridprof)
+        print(COMPILING_LINE, file=sys.stderr, flush=True)  # the next seconds to minutes
         if getattr(args, "compare_eager", False):
             from hybridprof.cli.speedup_outputs import run_speedup
 
@@ -99,6 +101,13 @@ def profile_loaded(
             progress=bar,
             step=step or (setup.step(options) if setup is not None else None),
         )
+
+
+# Said before a compiled run starts: its first warm-up iteration compiles, silently otherwise.
+COMPILING_LINE = (
+    "hybridprof: compiling with torch.compile in the first warm-up iteration (often 10 s to a "
+    "few minutes; in no layer's time), then profiling"
+)
 
 
 def _plan_for(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hybridprof.cli.profiling import COMPILING_LINE
 from tests.integration.cli_run import FIXTURES, hybridprof
 
 MODEL = str(FIXTURES / "compiled_models.py")
@@ -20,6 +21,8 @@ def test_compare_eager_prints_and_saves_the_comparison(tmp_path: Path) -> None:
         "--threads", "1", "--out-dir", "out", cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    # the compile takes seconds to minutes: said before it starts, not a silent wait
+    assert done.stderr.splitlines()[0] == COMPILING_LINE
     table = done.stderr
     assert "Speed-up" in table and "Fused" in table
     lines = {line.split()[0]: line for line in table.splitlines() if line.strip()}
