@@ -57,3 +57,29 @@ def test_a_hostile_name_in_the_memory_section_runs_nothing(browser: Any, tmp_pat
     assert opened.page.locator("#memory").count() == 1
     assert opened.page.locator("#memory img").count() == 0
     assert opened.problems == []
+
+
+def test_the_notebook_view_of_a_memory_run_opens_on_the_table(
+    browser: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The notebook's frame is 600 px high: the layer table comes first, under the header; the
+    memory section, the charts and the findings follow it (docs/library.md says so)."""
+    from hybridprof.reporting.notebook import FRAME_HEIGHT_PX, notebook_page
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), Spike(), nn.ReLU(), nn.Linear(64, 8))
+    session = hybridprof.profile(
+        model, torch.randn(16, 64), warmup=1, iters=2, backward=True, profile_memory=True
+    )
+    page_file = tmp_path / "nb.html"
+    page_file.write_text(notebook_page(session))
+    opened = Opened(browser, page_file)
+    top = opened.page.evaluate(
+        "ids => ids.map(i => document.getElementById(i).getBoundingClientRect().top)",
+        ["tree", "memory", "charts", "findings"],
+    )
+    tree, memory, charts, findings = top
+    assert tree < FRAME_HEIGHT_PX / 2  # on screen when the frame opens
+    assert tree < memory and tree < charts < findings
+    assert opened.problems == []
