@@ -128,6 +128,10 @@ def icicles(rows: Sequence[RowView], backward: bool) -> tuple[Icicle, ...]:
     return tuple(c for c in charts if c.blocks)
 
 
+def _optimizer(row: RowView) -> bool:
+    return row.layer.kind in ("optimizer", "optimizer_part")
+
+
 def _forward(row: RowView) -> float:
     return row.self_us if row.profiled and not row.derived else 0.0
 
@@ -137,7 +141,8 @@ def _backward(row: RowView) -> float:
 
 
 def _icicle(key: str, title: str, rows: Sequence[RowView], own: Any) -> Icicle:
-    tree = [(i, r) for i, r in enumerate(rows) if not r.outside]
+    # the module tree only: the optimizer's step runs in neither pass (its rows say its time)
+    tree = [(i, r) for i, r in enumerate(rows) if not r.outside and not _optimizer(r)]
     children: dict[str | None, list[int]] = {}
     for i, row in tree:
         children.setdefault(row.parent, []).append(i)
