@@ -103,10 +103,21 @@ def _op_rows(ops: tuple[OpStat, ...], prefix: str, cols: list[LayerColumn]) -> l
     return [[name, *cells(op)] for op, name in zip(ops, names, strict=True)]
 
 
+OP_NAME_MAX = 48  # longer op names (autograd's `evaluate_function: ...`) are cut in the middle
+
+
 def op_names(ops: tuple[OpStat, ...], prefix: str) -> list[str]:
-    """Ops hang under their layer: the layer's tree line continued, then the op name indented."""
+    """Ops hang under their layer: the layer's tree line continued, then the op name indented
+    (cut in the middle past OP_NAME_MAX, so its start and its end show)."""
     lead = prefix.replace("├──", "│  ").replace("└──", "   ") + "    "
-    return [lead + op.name for op in ops]
+    return [lead + _short(op.name) for op in ops]
+
+
+def _short(name: str) -> str:
+    if len(name) <= OP_NAME_MAX:
+        return name
+    head = (OP_NAME_MAX - 1) // 2
+    return name[:head] + "…" + name[len(name) - (OP_NAME_MAX - 1 - head) :]
 
 
 def tree_prefixes(rows: Sequence[TreeNode]) -> list[str]:
