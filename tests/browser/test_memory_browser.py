@@ -83,3 +83,19 @@ def test_the_notebook_view_of_a_memory_run_opens_on_the_table(
     assert tree < FRAME_HEIGHT_PX / 2  # on screen when the frame opens
     assert tree < memory and tree < charts < findings
     assert opened.problems == []
+
+
+def test_the_report_of_a_memory_run_has_the_layer_table_before_the_memory_section(
+    browser: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), Spike(), nn.ReLU(), nn.Linear(64, 8))
+    session = hybridprof.profile(model, torch.randn(16, 64), warmup=1, iters=2, profile_memory=True)
+    opened = Opened(browser, write_report(session, tmp_path / "r.html"))
+    tree, memory = opened.page.evaluate(
+        "ids => ids.map(i => document.getElementById(i).getBoundingClientRect().top)",
+        ["tree", "memory"],
+    )
+    assert tree < memory
+    assert opened.problems == []
