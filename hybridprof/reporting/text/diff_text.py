@@ -1,8 +1,9 @@
 """A comparison of two runs as text: warnings first, then the summary, then the changed layers.
 
 What `hybridprof diff` prints by default fits one screen whatever the model's size (`brief_lines`):
-the warnings, both runs, the whole iteration, the count of layers by verdict, the layers slower or
-faster (at most `BRIEF_LAYERS` each), a count of the rest, and the gate's answer. `-v` adds how
+the warnings, both runs, the whole iteration, the count of layers by verdict, the layers matched
+under another path, the layers slower or faster (at most `BRIEF_LAYERS` of each), a count of the
+rest, and the gate's answer. `-v` adds how
 the layers were judged and every changed layer with its ops; `--all` lists every layer.
 """
 
@@ -223,6 +224,10 @@ def brief_lines(diff: DiffResult) -> list[str]:
     lines += [f"base: {diff.base.short()}", f"new:  {diff.new.short()}"]
     lines += [line for line in (floor_line(diff), pairing_line(diff)) if line]
     lines += ["", f"whole iteration: {change_text(diff.total)}", count_line(diff)]
+    matched = matched_lines(diff)  # every rename is said, as the help promises (a few here)
+    lines += matched[:BRIEF_LAYERS]
+    if len(matched) > BRIEF_LAYERS:
+        lines.append(f"  ... and {len(matched) - BRIEF_LAYERS} more matched (-v lists them)")
     named = 0
     for title, layers in (("slower", diff.regressions()), ("faster", diff.improvements())):
         for layer in layers[:BRIEF_LAYERS]:
