@@ -35,19 +35,39 @@ apt_prefix() {
   return 1
 }
 
+# apt's status lines (dlstatus|pmstatus:package:percent:what) as a line each 10% of each phase.
+apt_progress() {
+  local kind pkg pct what last=-10 phase=""
+  while IFS=: read -r kind pkg pct what; do
+    pct=${pct%%.*}
+    [[ $pct =~ ^[0-9]+$ ]] || continue
+    [[ $kind == "$phase" ]] || { phase=$kind; last=-10; }
+    (( pct >= last + 10 || pct == 100 )) || continue
+    last=$pct
+    local doing=installing; [[ $kind == dlstatus ]] && doing=downloading
+    echo "setup: apt-get: $doing $pct% ($what)"
+  done
+}
+
 # Installs what it can; prints the packages still missing (one per line).
 install_debian_packages() {
   local missing=() pkg prefix log
   for pkg in "$@"; do installed "$pkg" || missing+=("$pkg"); done
   (( ${#missing[@]} )) || return 0
   if prefix=$(apt_prefix); then
-    echo "setup: installing Debian packages: ${missing[*]}" >&2
+    echo "setup: installing Debian packages: ${missing[*]} (with apt-get; chromium takes minutes)" >&2
     log=$(mktemp)
-    # apt's own chatter (debconf notes, progress) goes to the log; shown only when apt fails.
+    # apt's own chatter (debconf notes) goes to the log, shown only when apt fails; its progress
+    # (the status lines of APT::Status-Fd) becomes a line each 10%.
+    echo "setup: apt-get update: reading the package lists" >&2
+    exec 4>&2  # where the progress goes: the terminal, not the log
     if ! { $prefix apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-        $prefix apt-get install -y -qq "${missing[@]}"; } >"$log" 2>&1; then
+        $prefix apt-get install -y -qq -o APT::Status-Fd=3 "${missing[@]}" 3> >(apt_progress >&4)
+        } >"$log" 2>&1; then
       echo "setup: apt-get failed: $(grep -v '^debconf' "$log" | tail -n 1)" >&2
     fi
+    wait  # the progress lines are all out
+    exec 4>&-
     rm -f "$log"
   fi
   for pkg in "${missing[@]}"; do installed "$pkg" || echo "$pkg"; done

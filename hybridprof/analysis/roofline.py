@@ -12,6 +12,8 @@ measured step (the forward, plus the backward in a training step):
   below both the compute and the memory roof: small ops, launch or Python overhead); else
   "compute-bound at N% of peak" right of the ridge point (intensity >= peak FLOP/s / peak bytes/s),
   "memory-bound at N% of peak bandwidth" left of it;
+- "not counted" instead of "overhead-bound" when no FLOP of the layer was counted and it ran ops
+  without a formula (a ReLU, an add): 0 FLOP is then what was not counted;
 - no verdict above a roof: a layer that did more FLOP/s than the peak, or moved more bytes/s than
   the peak bandwidth, did the impossible by these numbers, so one of them is wrong. It reads
   "inconsistent: N% of peak FLOP/s" (or bandwidth), and `inconsistencies` says which number is the
@@ -31,6 +33,7 @@ from hybridprof.datamodel import LayerWork, MachinePeak, ModuleRecord, ProfileSe
 
 OVERHEAD_FRACTION = 0.10
 INCONSISTENT = "inconsistent"
+NOT_COUNTED = "not counted"  # no FLOP counted, and ops without a formula ran
 SHORT_TIME_US = 20.0  # a layer's own time this short is a few timer ticks and calls' overhead
 NOISY_PCT = 50.0  # ... or this wide a 95% interval around its median
 FAR_OVER_PCT = 150.0  # this far over the peak FLOP/s, a count is wrong, not a margin
@@ -105,9 +108,18 @@ def layer_roofline(
         gbps=gbps,
         pct_peak=100 * gflops / peak.gflops if gflops is not None and peak.gflops > 0 else None,
         pct_bandwidth=100 * gbps / peak.gbps if gbps is not None and peak.gbps > 0 else None,
-        verdict=verdict(flops, moved, self_us, peak) if self_us is not None else "",
+        verdict=_counted_verdict(work, flops, moved, self_us, peak),
         not_counted=", ".join(f"{o.name} x{o.calls}" for o in work.not_counted),
     )
+
+
+def _counted_verdict(
+    work: LayerWork, flops: int, moved: int, self_us: float | None, peak: MachinePeak
+) -> str:
+    """The verdict, or "not counted" for an "overhead-bound" layer whose FLOPs no formula
+    counted (its ops had none): 0 FLOP is then what was not counted, not what it did."""
+    found = verdict(flops, moved, self_us, peak) if self_us is not None else ""
+    return NOT_COUNTED if found == "overhead-bound" and flops == 0 and work.not_counted else found
 
 
 def session_rooflines(session: ProfileSession) -> tuple[LayerRoofline, ...]:
@@ -235,6 +247,7 @@ def unattributed_flops(session: ProfileSession) -> int:
 
 __all__ = [
     "INCONSISTENT",
+    "NOT_COUNTED",
     "OVERHEAD_FRACTION",
     "Inconsistency",
     "LayerRoofline",

@@ -8,7 +8,8 @@ its own ops were not measured. The time in no profiled module is the `outside_la
 training step's optimizer has the `OPTIMIZER_ROW` rows, which hold no module's time.
 
 A table too big to show whole keeps its heaviest rows, each under its ancestors so it still reads
-as a tree (`heaviest_with_ancestors`: the printed table, the PDF and the notebook).
+as a tree (`heaviest_with_ancestors`: the printed table, the PDF and the notebook), and a
+`... N more` row where rows were left out (`with_cuts`).
 """
 
 from __future__ import annotations
@@ -272,7 +273,7 @@ def step_self_us(rec: ModuleRecord) -> float:
 
 
 class TreeNode(Protocol):
-    """A row of a tree table: its path and its parent's (None at a root)."""
+    """A row of a tree table: its path, its parent's (None at a root) and its depth."""
 
     @property
     def path(self) -> str: ...
@@ -280,27 +281,103 @@ class TreeNode(Protocol):
     @property
     def parent(self) -> str | None: ...
 
+    @property
+    def depth(self) -> int: ...
+
 
 Node = TypeVar("Node", bound=TreeNode)
+
+
+@dataclass(frozen=True, slots=True)
+class CutRows:
+    """Rows a table left out, shown as one `... N more` row where they stood: `count` rows (whole
+    subtrees, siblings next to each other) under `parent`, so the table never reads as a tree
+    with holes."""
+
+    parent: str | None
+    depth: int
+    count: int
+    first: str  # the path of the first row left out
+
+    @property
+    def path(self) -> str:
+        return f"{self.first}\u2026"  # the first row's path and an ellipsis: a key of its own
+
+    @property
+    def label(self) -> str:
+        return f"... {self.count} more"
 
 
 def heaviest_with_ancestors(
     rows: Sequence[Node], candidates: Iterable[Node], weight: Callable[[Node], float], limit: int
 ) -> tuple[list[Node], set[str]]:
     """The heaviest of `candidates` (by `weight`, heaviest first; ties keep their order), each
-    taken with its ancestors among `rows` that are not kept yet, while the rows kept stay within
-    `limit`; the first that would pass it ends the choice. Returns the candidates taken and the
-    paths of every row kept (theirs and their ancestors')."""
+    taken with its ancestors among `rows` (in tree order) that are not kept yet, while the lines
+    shown stay within `limit`: the rows kept and one `... N more` line per run of siblings left
+    out (`with_cuts`); the first that would pass it ends the choice. Returns the candidates taken
+    and the paths of every row kept (theirs and their ancestors')."""
     parents: Mapping[str, str | None] = {row.path: row.parent for row in rows}
+    siblings = _Siblings(rows)
     taken: list[Node] = []
     kept: set[str] = set()
+    cuts = 1 if rows else 0  # nothing kept: every row is one run left out
     for row in sorted(candidates, key=lambda r: -weight(r)):
         chain = _unkept_chain(row.path, parents, kept)
-        if len(kept) + len(chain) > limit:
+        more = siblings.cuts_added(list(reversed(chain)), kept)
+        if len(kept) + len(chain) + cuts + more > limit:
             break
         kept.update(chain)
+        cuts += more
         taken.append(row)
     return taken, kept
+
+
+class _Siblings:
+    """Each row's place among its parent's children, to count the runs of siblings left out as
+    rows are kept (a change of at most one run per row, worked out from its two neighbours)."""
+
+    def __init__(self, rows: Sequence[TreeNode]) -> None:
+        paths = {row.path for row in rows}
+        self.children: dict[str | None, list[str]] = {}
+        for row in rows:
+            parent = row.parent if row.parent in paths else None
+            self.children.setdefault(parent, []).append(row.path)
+        self.place = {p: (up, i) for up, kids in self.children.items() for i, p in enumerate(kids)}
+
+    def cuts_added(self, chain: list[str], kept: set[str]) -> int:
+        """How many more runs left out there are once `chain` (top down, each the parent of the
+        next, none kept yet) is kept too."""
+        added = 0
+        for path in chain:
+            parent, i = self.place[path]
+            kids = self.children[parent]
+            cut_left = i > 0 and kids[i - 1] not in kept
+            cut_right = i + 1 < len(kids) and kids[i + 1] not in kept
+            added += int(cut_left) + int(cut_right) - 1  # its run splits, shrinks or ends
+            added += 1 if path in self.children else 0  # its children: one run left out
+        return added
+
+
+def with_cuts(rows: Sequence[Node], kept: set[str]) -> list[Node | CutRows]:
+    """The rows kept in tree order, with a `CutRows` where each run of siblings left out stood
+    (`kept` holds every kept row's ancestors among `rows`, as `heaviest_with_ancestors` gives)."""
+    paths = {row.path for row in rows}
+    lines: list[Node | CutRows] = []
+    for row in rows:
+        parent = row.parent if row.parent in paths else None
+        if row.path in kept:
+            lines.append(row)
+        elif parent is None or parent in kept:  # the top of a subtree left out
+            last = lines[-1] if lines else None
+            if isinstance(last, CutRows) and last.parent == parent:
+                lines[-1] = replace(last, count=last.count + 1)
+            else:
+                lines.append(CutRows(parent, row.depth, 1, row.path))
+        else:  # inside a subtree left out: counted in its top's line
+            top = lines[-1]
+            assert isinstance(top, CutRows)
+            lines[-1] = replace(top, count=top.count + 1)
+    return lines
 
 
 def _unkept_chain(path: str, parents: Mapping[str, str | None], kept: set[str]) -> list[str]:

@@ -33,7 +33,9 @@ commands:
                  and a report
   report         re-render a saved session (or a saved diff) as HTML, PDF, text, CSV or JSON
   merge          merge the session-rank*.json of a torchrun run into one session and report
-  diff           compare two saved sessions: which layers got slower or faster, beyond noise
+  diff           which layers got slower or faster, beyond noise: two saved sessions, or with
+                 --run two model files (or one at two git revisions) profiled now in one
+                 process, iterations interleaved; --fail-on-regression gates CI
   history        per-layer history across commits: add sessions, show each layer's change
                  points, bisect the commit that made a layer slower
 

@@ -121,6 +121,13 @@ def _add_judging_options(parser: argparse.ArgumentParser) -> None:
         "(default: exit 0 either way)",
     )
     parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print how each layer was judged and every changed layer with its ops (default: "
+        "one screen: the answer, the layers slower or faster, a count of the rest)",
+    )
+    parser.add_argument(
         "--all", action="store_true", help="print every layer, not only the changed ones"
     )
     parser.add_argument(
@@ -162,7 +169,7 @@ def run_diff(args: argparse.Namespace, argv: list[str]) -> int:
         result = _saved_diff(args, threshold, floor, outputs)
     from hybridprof.reporting.text.diff_text import render_diff_text
 
-    emit([render_diff_text(result, all_layers=args.all).rstrip("\n")])
+    emit([render_diff_text(result, all_layers=args.all, verbose=args.verbose).rstrip("\n")])
     for output in outputs:
         written = write_diff_report(result, output, force=args.force)
         emit([f"report: {written}"])

@@ -1,8 +1,8 @@
 """What `hybridprof run` prints when done: a tree table that fits a terminal, and output lines.
 
 A big model's full table scrolls away and says little, so past `TABLE_ROWS` rows the table keeps
-the heaviest layers (by self CPU time, forward plus backward), each under its ancestors so the tree
-still reads; the reports hold every layer.
+the heaviest layers (by self CPU time, forward plus backward), each under its ancestors, with a
+`... N more` row where the others stood, so the tree still reads; the reports hold every layer.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from hybridprof.reporting.trust import stability_line
 if TYPE_CHECKING:
     from hybridprof.reporting.text.fitted_table import TableChoice
 
-TABLE_ROWS = 40
+# The lines of the tree a terminal shows whole (a screen: a 4-block GPT's 47 rows fit); a bigger
+# tree keeps its heaviest layers with their parents and says where the others were.
+TABLE_ROWS = 60
 
 
 def _heaviest_first(table: LayerTable) -> list[LayerRow]:
@@ -49,18 +51,42 @@ def terminal_table(
         rows -= 1  # the (outside modules) line
     noisy = stability_line(session)
     above = [f"warning: {noisy}"] if noisy else []
+    below = [never_ran] if (never_ran := never_ran_line(session)) else []
     if len(table.tree()) <= rows:
         fitted = fitted_table(session, choice)
-        return [*above, fitted.text, *fitted.notes()]
-    # The heaviest layers under their ancestors; the whole session, its rows cut: a container's
-    # total still sums all its children.
-    shown, keep = heaviest_with_ancestors(table.rows, table.layers(), _own_us, rows)
+        return [*above, fitted.text, *below, *fitted.notes()]
+    # The heaviest layers under their ancestors, a `... N more` row where others were; the
+    # whole session, its rows cut: a container's total still sums all its children.
+    shown, keep = heaviest_with_ancestors(table.tree(), table.layers(), _own_us, rows)
     fitted = fitted_table(session, choice, only=keep)
     note = (
         f"(the {len(shown)} heaviest of {len(table.layers())} profiled layers by self CPU time, "
-        "with their parents; the report lists every layer)"
+        "with their parents; '... N more' stands for rows left out; the report lists every layer)"
     )
-    return [*above, fitted.text, note, *fitted.notes()]
+    return [*above, fitted.text, note, *below, *fitted.notes()]
+
+
+NEVER_RAN_NAMED = 5
+
+
+def never_ran_line(session: ProfileSession) -> str:
+    """The selected layers no measured iteration called (they have no row), each with where its
+    parent's `__init__` makes it: left over, or used another way; "" when every one ran."""
+    if not session.never_called:
+        return ""
+    targets = {t.path: t for t in session.plan.targets}
+    named = []
+    for path in session.never_called[:NEVER_RAN_NAMED]:
+        target = targets.get(path)
+        where = target.source if target is not None else None
+        place = f", {Path(where.file).name}:{where.line}" if where is not None else ""
+        named.append(f"{path} ({target.class_name if target else '?'}{place})")
+    more = len(session.never_called) - len(named)
+    return (
+        "never ran (selected, 0 calls; no row): "
+        + ", ".join(named)
+        + (f" and {more} more (the report lists them)" if more > 0 else "")
+    )
 
 
 def summary_line(session: ProfileSession) -> str:
@@ -98,6 +124,7 @@ def where_lines(
 
     lines = [
         summary_line(session),
+        *([TRAIN_MODE_LINE] if session.backward else []),
         *roofline_lines(session),
         *memory_lines(session),
         *compile_lines(session),
@@ -118,6 +145,13 @@ def where_lines(
     noisy = stability_line(session)
     lines += [f"warning: {w}" for w in ([noisy] if noisy else []) + warnings]
     return [visible(line) for line in lines]  # a newline in a name or path cannot forge a line
+
+
+TRAIN_MODE_LINE = (
+    "training step: the model ran in train mode (Dropout active, BatchNorm on each batch's "
+    "statistics), as a backward pass needs, whatever mode build_model left it in; its mode, "
+    "weights, buffers and gradients are put back after"
+)
 
 
 def _is_interruption(warning: str) -> bool:
@@ -154,7 +188,7 @@ VERDICT_LAYERS = 5
 
 def roofline_lines(session: ProfileSession) -> list[str]:
     """With --flops: the peak, then the verdicts of the heaviest layers and what was not counted."""
-    from hybridprof.analysis.roofline import by_path, inconsistencies
+    from hybridprof.analysis.roofline import NOT_COUNTED, by_path, inconsistencies
     from hybridprof.reporting.format import flops_total_text, format_count, peak_text
 
     if session.flops is None:
@@ -165,10 +199,12 @@ def roofline_lines(session: ProfileSession) -> list[str]:
     judged = [r for r in _heaviest_first(layer_table(session)) if r.path in rooflines]
     for row in judged[:VERDICT_LAYERS]:
         line = rooflines[row.path]
-        lines.append(
-            f"  {row.path or '(root)'}: {line.verdict or 'not timed'} "
-            f"({format_count(line.flops, 'FLOP')}, {line.intensity or 0:.3g} FLOP/byte)"
+        figures = (
+            f"no FLOP formula for {line.not_counted}"
+            if line.verdict == NOT_COUNTED
+            else f"{format_count(line.flops, 'FLOP')}, {line.intensity or 0:.3g} FLOP/byte"
         )
+        lines.append(f"  {row.path or '(root)'}: {line.verdict or 'not timed'} ({figures})")
     lines += [f"  inconsistent: {x.text}" for x in inconsistencies(session)]
     skipped = sorted({o.name for w in work.layers for o in w.not_counted})
     if skipped:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from hybridprof.analysis.stats import CONFIDENCE
-from hybridprof.datamodel import ModuleRecord, ProfileSession, Series
+from hybridprof.datamodel import ModuleRecord, OpStat, ProfileSession, Series
 from hybridprof.diff.fairness import comparability, identity, model_warnings
 from hybridprof.diff.floor import Floor, default_floor
 from hybridprof.diff.gate import decide
@@ -257,7 +257,9 @@ def _layer_diff(
     verdict = _layer_verdict(times, self_quantities={q for q, _, _, own in TIME_FIGURES if own})
     if rule in ("added", "removed"):
         verdict = rule  # type: ignore[assignment]
-    ops = _op_changes(base, new) if verdict != "within noise" else ()
+    shift = shifts.get("self_cpu_us")
+    moved = _OpNoise(rules.threshold_pct, rules.min_delta_us, shift.factor if shift else 1.0)
+    ops = _op_changes(base, new, moved) if verdict != "within noise" else ()
     return LayerDiff(
         base_path=base.path if base else None,
         new_path=new.path if new else None,
@@ -312,7 +314,26 @@ def _memory_change(name: str, base: ModuleRecord | None, new: ModuleRecord | Non
     return plain_change(name, values[0], values[1])
 
 
-def _op_changes(base: ModuleRecord | None, new: ModuleRecord | None) -> tuple[OpChange, ...]:
+@dataclass(frozen=True, slots=True)
+class _OpNoise:
+    """When an op of a layer changed: its calls differ, or its median moved (beyond the run-wide
+    shift) by more than both the threshold and the floor. An op has no per-iteration series to
+    judge, so a smaller move is the runs' scatter, not a change."""
+
+    threshold_pct: float
+    min_delta_us: float
+    shift: float  # new / base for every layer's self time (1.0 when not estimated)
+
+    def changed(self, base: OpStat, new: OpStat) -> bool:
+        if base.calls != new.calls:
+            return True
+        delta = abs(new.self_cpu_us / self.shift - base.self_cpu_us)
+        return delta >= self.min_delta_us and delta >= base.self_cpu_us * self.threshold_pct / 100
+
+
+def _op_changes(
+    base: ModuleRecord | None, new: ModuleRecord | None, noise: _OpNoise
+) -> tuple[OpChange, ...]:
     """The ops of a layer side by side, the biggest change first."""
     before = {(o.name, o.backward): o for o in (base.ops if base else ())}
     after = {(o.name, o.backward): o for o in (new.ops if new else ())}
@@ -325,7 +346,7 @@ def _op_changes(base: ModuleRecord | None, new: ModuleRecord | None) -> tuple[Op
         elif n is None:
             status = "vanished"
         else:
-            status = "same" if b.calls == n.calls and b.self_cpu_us == n.self_cpu_us else "changed"
+            status = "changed" if noise.changed(b, n) else "same"
         changes.append(
             OpChange(
                 name=key[0],

@@ -99,6 +99,12 @@ def _child_defs(
 ) -> list[ChildDef]:
     if isinstance(value, cst.Name) and value.value in walker.locals and depth < 4:
         return _child_defs(walker, name, walker.locals[value.value], kind, where, depth + 1)
+    if isinstance(value, cst.IfExp) and depth < 4:  # `A() if wide else B()`: made here either way
+        for branch in (value.body, value.orelse):
+            found = _child_defs(walker, name, branch, kind, where, depth + 1)
+            if found:  # the first branch that makes a module names its class
+                return found
+        return []
     if not isinstance(value, cst.Call):
         return []
     callee = None if self_attr(value.func) else walker.qualified(value.func)

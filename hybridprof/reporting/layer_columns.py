@@ -477,13 +477,26 @@ def text_cells(columns: Sequence[LayerColumn]) -> Callable[[LayerRow], list[str]
     return cells
 
 
+# An op of the backward pass shows its self and total times under the backward columns.
+OP_BACKWARD_COLUMNS = {"self": "bwd-self", "total": "bwd-total"}
+
+
 def op_cells(
     columns: Sequence[LayerColumn], shown: Callable[[LayerColumn], bool] = lambda _: True
 ) -> Callable[[OpStat], list[str]]:
     """An op row's cells (show_events): the `shown` columns with an op figure show it, the rest
-    are empty."""
+    are empty; a backward op's times under the backward columns where the table has them."""
     readers = [c.op if shown(c) else None for c in columns]
-    return lambda op: [read(op) if read is not None else "" for read in readers]
+    place = {c.key: i for i, c in enumerate(columns)}
+    moves = [(place[f], place[b]) for f, b in OP_BACKWARD_COLUMNS.items() if {f, b} <= place.keys()]
+
+    def cells(op: OpStat) -> list[str]:
+        row = [read(op) if read is not None else "" for read in readers]
+        for forward, backward in moves if op.backward else ():
+            row[backward], row[forward] = row[forward], ""
+        return row
+
+    return cells
 
 
 def cell(column: LayerColumn, row: LayerRow) -> str:

@@ -26,11 +26,13 @@ from hybridprof.datamodel import ProfileSession
 NOTEBOOK_MAX_ROWS = 200
 FRAME_HEIGHT_PX = 600
 # The frame is small: the table comes first (the report's order is header, charts, table, findings),
-# under a one-line header; the charts and findings follow it. Layout only, so the report's template
+# under a one-line header; the charts, then every other section (memory, roofline, ranks, ops),
+# then the findings follow it. Layout only, so the report's template
 # and script serve both unchanged.
 NOTEBOOK_CSS = (
     "<style>body { display: flex; flex-direction: column; max-width: none; padding: 0.4em 0.8em; }"
-    " .report-head { order: 0; } #tree { order: 1; } #charts { order: 2; } #findings { order: 3; }"
+    " body > * { order: 3; } .report-head { order: 0; } #tree { order: 1; } #charts { order: 2; }"
+    " #findings { order: 4; }"
     " .report-head h1 { font-size: 1.15em; } .report-head .meta { display: none; }"
     " #tree > h2 { display: none; }</style>"
 )

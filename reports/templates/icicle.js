@@ -1,6 +1,8 @@
 // hybridprof report: the icicle chart of the module tree, drawn from the embedded JSON at the
 // width of the page. Each pass (forward, backward) is one SVG; a block is [row, depth, x0, x1,
-// colour, time, share], x in fractions of the pass. Clicking a block zooms both passes into it
+// colour, time, share, self time, kind], x in fractions of the pass, colour an index into the
+// pass's palette, kind 0 a leaf, 1 a parent with time of its own (drawn lighter, outlined), -1
+// grey (no time of its own; dashed). The tooltip gives total, self and share. Clicking a block zooms both passes into it
 // (it fills the width, its subtree below it, its ancestors above it stretched across); clicking
 // an ancestor zooms out to it. Names are set as text (textContent), never as markup.
 // report.js calls it with the page's data, which it has parsed already (once: it is megabytes).
@@ -12,7 +14,7 @@ var hybridprofIcicle = function (data) {
   var rows = data.table.rows;
   var PATH = 0, PARENT = 1, TEXT = 6;
   var ROW_H = 20, CHAR_W = 6.6, NS = svgs[0].namespaceURI;  // SVG's (no URL in the page)
-  var PALETTE = ["#f4a259", "#8cb369", "#5b8e7d", "#f2c14e", "#bc4b51", "#7fa7c9", "#c38d9e", "#e8a87c", "#9db4c0", "#d4b483"];
+  var PALETTE = passes[0].palette, DARK = new Set(passes[0].dark);  // icicle.py's
   var GREY = "#c9ced6";
   var zoom = -1;  // the row zoomed into (-1: the whole tree)
   var byRow = passes.map(function (p) {
@@ -37,10 +39,24 @@ var hybridprofIcicle = function (data) {
     return null;
   }
 
-  function label(name, width) {
+  function label(name, time, width) {
     var fits = Math.floor((width - 6) / CHAR_W);
     if (fits < 3) { return ""; }
+    if (name.length + 1 + time.length <= fits) { return name + " " + time; }
     return name.length <= fits ? name : name.slice(0, fits - 1) + "…";
+  }
+
+  // A block's look by its kind: grey and dashed, a parent lighter and outlined, a leaf solid.
+  function look(b, x0, x1) {
+    var attrs = { x: x0.toFixed(1), y: String(b[1] * ROW_H), width: Math.max(x1 - x0 - 1, 0.5).toFixed(1), height: String(ROW_H - 1) };
+    if (b[8] < 0) {
+      attrs.fill = GREY; attrs.stroke = "#8a929c"; attrs["stroke-dasharray"] = "3 2"; attrs["stroke-width"] = "0.6";
+    } else if (b[8] > 0) {
+      attrs.fill = PALETTE[b[4]]; attrs["fill-opacity"] = "0.5"; attrs.stroke = PALETTE[b[4]]; attrs["stroke-width"] = "1.2";
+    } else {
+      attrs.fill = PALETTE[b[4]];
+    }
+    return attrs;
   }
 
   function draw(svg) {
@@ -58,12 +74,14 @@ var hybridprofIcicle = function (data) {
       var name = r[TEXT][0] || r[PATH];
       var g = el("g", { "data-i": String(b[0]) });
       var title = el("title", {});
-      title.textContent = (r[PATH] || "(root)") + " (" + r[TEXT][1] + "): " + b[5] + ", " + b[6] + " of the pass";
+      title.textContent = (r[PATH] || "(root)") + " (" + r[TEXT][1] + "): total " + b[5] + ", self " + b[7] + ", " + b[6] + " of the pass";
       g.appendChild(title);
-      g.appendChild(el("rect", { x: x0.toFixed(1), y: String(b[1] * ROW_H), width: Math.max(x1 - x0 - 1, 0.5).toFixed(1), height: String(ROW_H - 1), fill: b[4] < 0 ? GREY : PALETTE[b[4]] }));
-      var text = label(name, x1 - x0);
+      g.appendChild(el("rect", look(b, x0, x1)));
+      var text = label(name, b[5], x1 - x0);
       if (text) {
+        var dark = b[8] === 0 && DARK.has(b[4]);
         var t = el("text", { x: (x0 + 4).toFixed(1), y: String(b[1] * ROW_H + 14) });
+        if (dark) { t.setAttribute("class", "on-dark"); }
         t.textContent = text;
         g.appendChild(t);
       }

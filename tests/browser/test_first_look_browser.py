@@ -4,7 +4,6 @@ the heavy layers on screen, and the icicle chart zooms into the block clicked.""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,12 +13,13 @@ import pytest
 from hybridprof.analysis.layer_table import layer_table
 from hybridprof.datamodel import ProfileSession
 from hybridprof.reporting import write_report
-from tests.browser.test_html_browser import ARGS, Opened
+from tests.browser.chromium import NEEDS_CHROMIUM, launch
+from tests.browser.test_html_browser import Opened
 from tests.wide_run import wide_session
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium"),
+    NEEDS_CHROMIUM,
 ]
 
 
@@ -38,7 +38,7 @@ def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
+        b = launch(p)
         yield b
         b.close()
 

@@ -5,7 +5,6 @@ opens with and any other chosen; the readout names the commit under the pointer;
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,13 +16,14 @@ from hybridprof.history.series import read_window
 from hybridprof.history.store import open_store
 from hybridprof.reporting.history.history_icicle import pair_blocks
 from hybridprof.reporting.history.history_page import default_pair, write_history_report
-from tests.browser.test_html_browser import ARGS, Opened
+from tests.browser.chromium import NEEDS_CHROMIUM, launch
+from tests.browser.test_html_browser import Opened
 from tests.history_synthetic import fill_history, layer_paths, synthetic_history
 from tests.sessions import HOSTILE
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium"),
+    NEEDS_CHROMIUM,
 ]
 
 
@@ -32,7 +32,7 @@ def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
+        b = launch(p)
         yield b
         b.close()
 

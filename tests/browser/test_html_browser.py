@@ -4,7 +4,6 @@ network request, collapse/expand, sort, filter, depth, lazy op tables, a big rep
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,19 +12,12 @@ import pytest
 from playwright.sync_api import expect
 
 from hybridprof.reporting import write_report
+from tests.browser.chromium import NEEDS_CHROMIUM, launch
 from tests.sessions import HOSTILE, big_session, hostile_session, nested_session
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium"),
-]
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
+    NEEDS_CHROMIUM,
 ]
 
 
@@ -34,7 +26,7 @@ def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
+        b = launch(p)
         yield b
         b.close()
 

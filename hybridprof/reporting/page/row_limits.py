@@ -5,7 +5,8 @@
   layers by their own time, so the few rows that cost most are on screen when the page opens,
   wherever they sit; a small tree opens whole (`open_depth`). Rows stay in module order.
 - The PDF and the notebook have a row budget (`heaviest_rows`): the heaviest profiled rows with
-  their ancestors, in tree order, and a note saying what was left out.
+  their ancestors, in tree order, a `... N more` row where rows were left out (no holes in the
+  tree), and a note saying what was left out.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from hybridprof.analysis.tree import heaviest_with_ancestors
+from hybridprof.analysis.tree import CutRows, heaviest_with_ancestors, with_cuts
 
 if TYPE_CHECKING:
     from hybridprof.reporting.page.tree_table import RowView
@@ -114,10 +115,29 @@ def heaviest_rows(rows: list[RowView], limit: int) -> tuple[list[RowView], str]:
     layers = sum(1 for r in profiled if not (r.derived or r.outside))
     note = (
         f"The table shows the {len(taken)} heaviest of {layers} profiled layers by total CPU "
-        f"time, with their parents ({len(kept)} of {len(rows)} rows); the HTML report has all of "
-        "them."
+        f"time, with their parents ({len(kept)} of {len(rows)} rows; a '... N more' row stands "
+        "where rows were left out); the HTML report has all of them."
     )
-    return [r for r in rows if r.path in kept], note
+    return [
+        _cut_view(x, rows[0]) if isinstance(x, CutRows) else x for x in with_cuts(rows, kept)
+    ], note
+
+
+def _cut_view(cut: CutRows, like: RowView) -> RowView:
+    """The `... N more` row as the page places it: a row with nothing measured."""
+    from hybridprof.reporting.page.tree_table import row_view
+
+    layer = replace(
+        like.layer, path=cut.path, name=cut.label, depth=cut.depth, parent=cut.parent,
+        kind="unprofiled", has_children=False, class_name="", record=None,
+        calls_per_iteration=None, self_cpu=None, total_cpu=None, backward_self_cpu_us=None,
+        backward_total_cpu_us=None, self_device_us=None, total_device_us=None,
+        self_cpu_mem=None, cpu_mem=None, self_device_mem=None, device_mem=None, own_us=0.0,
+        share_us=0.0, pct_self=None, pct_total=None, param_count=0, input_shapes=(),
+        output_shapes=(), aliases=(), source=None, op_count=0, roofline=None, work=None,
+        memory=None, fused=(),
+    )  # fmt: skip
+    return row_view(layer, 0.0)
 
 
 def _total_us(row: RowView) -> float:

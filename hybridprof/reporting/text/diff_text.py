@@ -1,4 +1,11 @@
-"""A comparison of two runs as text: warnings first, then the summary, then the changed layers."""
+"""A comparison of two runs as text: warnings first, then the summary, then the changed layers.
+
+What `hybridprof diff` prints by default fits one screen whatever the model's size (`brief_lines`):
+the warnings, both runs, the whole iteration, the count of layers by verdict, the layers matched
+under another path, the layers slower or faster (at most `BRIEF_LAYERS` of each), a count of the
+rest, and the gate's answer. `-v` adds how
+the layers were judged and every changed layer with its ops; `--all` lists every layer.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,8 @@ from hybridprof.errors import EXIT_INCONCLUSIVE
 from hybridprof.reporting.format import format_bytes, format_time_us, visible_lines
 
 TOP = 5  # regressions and improvements named in the summary
+BRIEF_LAYERS = 10  # the layers slower (and faster) the default output names; -v names them all
+BRIEF_REASONS = 5  # the gate's reasons the default output gives
 QUANTITY_TITLES = {
     "self_cpu_us": "self CPU",
     "total_cpu_us": "total CPU",
@@ -154,14 +163,7 @@ def summary_lines(diff: DiffResult) -> list[str]:
     lines.extend(shift_lines(diff))
     lines.append("")
     lines.append(f"whole iteration: {change_text(diff.total)}")
-    added = sum(1 for layer in diff.layers if layer.verdict == "added")
-    removed = sum(1 for layer in diff.layers if layer.verdict == "removed")
-    renamed = sum(1 for layer in diff.layers if layer.match not in ("path", "added", "removed"))
-    lines.append(
-        f"layers: {len(diff.regressions())} slower, {len(diff.undecided())} inconclusive, "
-        f"{len(diff.improvements())} faster, {len(diff.knock_ons())} knock-on, {added} added, "
-        f"{removed} removed, {renamed} matched under another path, {len(diff.layers)} in all"
-    )
+    lines.append(count_line(diff))
     lines.extend(matched_lines(diff))
     if diff.knock_ons():
         lines.append(KNOCK_ON_NOTE)
@@ -204,8 +206,78 @@ def layer_lines(layer: LayerDiff) -> list[str]:
     return lines
 
 
-def render_diff_text(diff: DiffResult, all_layers: bool = False) -> str:
-    """The summary, then every changed, added or removed layer (every layer with all_layers)."""
+def brief_change(change: Change | None) -> str:
+    """`48.950us -> 66.500us (+35.9%)`: a layer's self time in the one-screen answer."""
+    if change is None:
+        return "-"
+    pct = change.delta_pct() if change.paired is None else change.paired.pct()
+    shown = "" if pct is None else f" ({pct:+.1f}%)"
+    return f"{format_time_us(change.base or 0.0)} -> {format_time_us(change.new or 0.0)}{shown}"
+
+
+def brief_lines(diff: DiffResult) -> list[str]:
+    """The one-screen answer (see the module docstring)."""
+    lines = []
+    if diff.warnings:
+        lines += ["WARNING: this comparison may be unfair:", *(f"  ! {w}" for w in diff.warnings)]
+        lines.append("")
+    lines += [f"base: {diff.base.short()}", f"new:  {diff.new.short()}"]
+    lines += [line for line in (floor_line(diff), pairing_line(diff)) if line]
+    lines += ["", f"whole iteration: {change_text(diff.total)}", count_line(diff)]
+    matched = matched_lines(diff)  # every rename is said, as the help promises (a few here)
+    lines += matched[:BRIEF_LAYERS]
+    if len(matched) > BRIEF_LAYERS:
+        lines.append(f"  ... and {len(matched) - BRIEF_LAYERS} more matched (-v lists them)")
+    named = 0
+    for title, layers in (("slower", diff.regressions()), ("faster", diff.improvements())):
+        for layer in layers[:BRIEF_LAYERS]:
+            found = layer.change("self_cpu_us")
+            lines.append(f"  {title}: {layer_title(layer)}: self {brief_change(found)}")
+        if len(layers) > BRIEF_LAYERS:
+            lines.append(f"  ... and {len(layers) - BRIEF_LAYERS} more {title} (-v lists them)")
+        named += len(layers)
+    lines.append(rest_line(diff, named))
+    if diff.gate is not None:
+        gate = gate_lines(diff)
+        cut = len(gate) - 1 - BRIEF_REASONS
+        lines += ["", *gate[: 1 + BRIEF_REASONS]]
+        lines += [f"  ... and {cut} more reasons (-v)"] if cut > 0 else []
+    return lines
+
+
+def count_line(diff: DiffResult) -> str:
+    added = sum(1 for layer in diff.layers if layer.verdict == "added")
+    removed = sum(1 for layer in diff.layers if layer.verdict == "removed")
+    renamed = sum(1 for layer in diff.layers if layer.match not in ("path", "added", "removed"))
+    return (
+        f"layers: {len(diff.regressions())} slower, {len(diff.undecided())} inconclusive, "
+        f"{len(diff.improvements())} faster, {len(diff.knock_ons())} knock-on, {added} added, "
+        f"{removed} removed, {renamed} matched under another path, {len(diff.layers)} in all"
+    )
+
+
+def rest_line(diff: DiffResult, named: int) -> str:
+    """What the one-screen answer did not list, and how to see it."""
+    rest = len(diff.layers) - named
+    if not rest:
+        return "(-v: how each layer was judged, with its ops)"
+    verdicts: dict[str, int] = {}
+    for layer in diff.layers:
+        if layer.verdict not in ("slower", "faster") or layer.knock_on:
+            label = verdict_label(layer)
+            verdicts[label] = verdicts.get(label, 0) + 1
+    counts = ", ".join(f"{n} {label}" for label, n in sorted(verdicts.items(), key=lambda x: -x[1]))
+    return (
+        f"the other {rest} layers are not listed ({counts}): -v lists every changed layer with "
+        "its ops, --all every layer"
+    )
+
+
+def render_diff_text(diff: DiffResult, all_layers: bool = False, verbose: bool = False) -> str:
+    """The one-screen answer; with `verbose`, the summary and how it was judged, then every
+    changed, added or removed layer with its ops (every layer with `all_layers`)."""
+    if not (verbose or all_layers):
+        return visible_lines(brief_lines(diff)) + "\n"
     lines = summary_lines(diff)
     shown = [layer for layer in diff.layers if all_layers or layer.verdict not in ("within noise",)]
     lines.append("")

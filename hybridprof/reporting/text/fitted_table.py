@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
+from hybridprof.analysis.tree import CutRows, with_cuts
 from hybridprof.datamodel import ProfileSession
 from hybridprof.errors import UsageError
 from hybridprof.reporting.format import visible
@@ -111,21 +112,25 @@ def chosen_columns(
     return [by_key[k] for k in wanted if k in by_key], [k for k in wanted if k not in by_key]
 
 
-def ordered_rows(rows: Sequence[LayerRow], sort: str, table: LayerTable) -> list[LayerRow]:
+Line = LayerRow | CutRows  # a row of the table, or the `... N more` row of rows left out
+
+
+def ordered_rows(rows: Sequence[Line], sort: str, table: LayerTable) -> list[Line]:
     """The rows in tree order, each parent's children ordered by `sort` (module order, the name,
-    or a column's value, largest first; rows without a value keep their order after the rest)."""
+    or a column's value, largest first; rows without a value keep their order after the rest,
+    and a `... N more` row comes last among its siblings)."""
     check_choice(None, sort)
     if sort == MODULE_ORDER or not _sortable(sort, table):
         return list(rows)
     value = _sort_value(sort, table)
-    children: dict[str | None, list[LayerRow]] = {}
+    children: dict[str | None, list[Line]] = {}
     paths = {r.path for r in rows}
     for row in rows:
         parent = row.parent if row.parent in paths else None
         children.setdefault(parent, []).append(row)
-    ordered: list[LayerRow] = []
+    ordered: list[Line] = []
 
-    def place(row: LayerRow) -> None:
+    def place(row: Line) -> None:
         ordered.append(row)
         for child in sorted(children.get(row.path, []), key=value):
             place(child)
@@ -139,13 +144,15 @@ def _sortable(sort: str, table: LayerTable) -> bool:
     return sort == "name" or any(c.key == sort for c in term_columns(table))
 
 
-def _sort_value(sort: str, table: LayerTable) -> Callable[[LayerRow], tuple[float, str]]:
-    if sort == "name":
-        return lambda r: (0.0, r.name)
+def _sort_value(sort: str, table: LayerTable) -> Callable[[Line], tuple[float, str]]:
     figure = BY_KEY[sort].sort
-    assert figure is not None
+    assert figure is not None or sort == "name"
 
-    def key(row: LayerRow) -> tuple[float, str]:
+    def key(row: Line) -> tuple[float, str]:
+        if isinstance(row, CutRows):
+            return (math.inf, "\uffff")  # after every row, with or without a value
+        if figure is None:
+            return (0.0, row.name)
         found = figure(row)
         return (math.inf if found is None else -float(found), "")
 
@@ -174,13 +181,9 @@ def fitted_table(
     """The tree table for a terminal (see the module docstring)."""
     table = layer_table(session)
     cols, missing = chosen_columns(table, choice.columns)
-    rows = [
-        r
-        for r in table.tree()
-        if (max_depth is None or r.depth <= max_depth) and (only is None or r.path in only)
-    ]
-    rows = ordered_rows(rows, choice.sort, table)
-    names, cells = _cells(rows, cols, show_events)
+    rows = [r for r in table.tree() if max_depth is None or r.depth <= max_depth]
+    lines = ordered_rows(rows if only is None else with_cuts(rows, set(only)), choice.sort, table)
+    names, cells = _cells(lines, cols, show_events)
     outside = table.outside()
     if outside is not None:
         names.append(outside.name)
@@ -198,13 +201,17 @@ def fitted_table(
 
 
 def _cells(
-    rows: list[LayerRow], cols: list[LayerColumn], show_events: bool
+    rows: list[Line], cols: list[LayerColumn], show_events: bool
 ) -> tuple[list[str], list[list[str]]]:
     names: list[str] = []
     cells: list[list[str]] = []
     row_cells = text_cells(cols)
     op_row_cells = op_cells(cols, lambda c: printed(c).ops)
     for row, prefix in zip(rows, tree_prefixes(rows), strict=True):
+        if isinstance(row, CutRows):  # rows left out: no figures of its own
+            names.append(prefix + row.label)
+            cells.append([""] * len(cols))
+            continue
         names.append(prefix + row.name)
         cells.append(row_cells(row))
         if show_events and row.record is not None and row.kind == "layer":

@@ -21,10 +21,11 @@ empty cell.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
-from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
+from hybridprof.analysis.layer_table import LayerTable, layer_table
+from hybridprof.analysis.tree import TreeNode
 from hybridprof.datamodel import OpStat, ProfileSession
 from hybridprof.reporting.format import visible
 from hybridprof.reporting.layer_columns import (
@@ -102,13 +103,24 @@ def _op_rows(ops: tuple[OpStat, ...], prefix: str, cols: list[LayerColumn]) -> l
     return [[name, *cells(op)] for op, name in zip(ops, names, strict=True)]
 
 
+OP_NAME_MAX = 48  # longer op names (autograd's `evaluate_function: ...`) are cut in the middle
+
+
 def op_names(ops: tuple[OpStat, ...], prefix: str) -> list[str]:
-    """Ops hang under their layer: the layer's tree line continued, then the op name indented."""
+    """Ops hang under their layer: the layer's tree line continued, then the op name indented
+    (cut in the middle past OP_NAME_MAX, so its start and its end show)."""
     lead = prefix.replace("├──", "│  ").replace("└──", "   ") + "    "
-    return [lead + op.name for op in ops]
+    return [lead + _short(op.name) for op in ops]
 
 
-def tree_prefixes(rows: list[LayerRow]) -> list[str]:
+def _short(name: str) -> str:
+    if len(name) <= OP_NAME_MAX:
+        return name
+    head = (OP_NAME_MAX - 1) // 2
+    return name[:head] + "…" + name[len(name) - (OP_NAME_MAX - 1 - head) :]
+
+
+def tree_prefixes(rows: Sequence[TreeNode]) -> list[str]:
     """Box-drawing prefixes (`│   ├── `) for rows in tree order (each row's parent shown before
     it); the root has none. Each row's prefix extends its parent's, so the work is linear in the
     rows and their depth."""

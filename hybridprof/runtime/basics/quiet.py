@@ -7,6 +7,13 @@ pointed at a scratch file around each profiler start/stop, and every line that i
 is written back to the real fd 2 afterwards (nothing else is lost, only delayed until the window
 closes). A CUDA build without a GPU driver also prints a `gpuGetDeviceCount failed` line at the
 first start; it says nothing about CPU profiling and is dropped too.
+
+With `profile_memory`, torch warns once per process, from C++ and whenever it happens, when a
+block allocated before the profiler started is freed while it runs ("Memory block of unknown size
+was allocated before the profiling started"): in a user's with-block that is any tensor made
+before it. `allocator_warning_spent` frees such a block right after the first start, inside the
+quiet window, so the one warning lands there and is dropped; the rest of the process never sees
+it (the block hybridprof frees is its own, 64 bytes).
 """
 
 from __future__ import annotations
@@ -25,12 +32,15 @@ from typing import IO
 # profiler start on a machine without a GPU driver: CPU profiling is unaffected, so it is noise too.
 _CHATTER = re.compile(
     rb"^(USDT:.*\bprofiler_(start|stop)\b.*"
-    rb"|ERROR:.*DeviceProperties\.cpp:\d+\] gpuGetDeviceCount failed with code \d+)$"
+    rb"|ERROR:.*DeviceProperties\.cpp:\d+\] gpuGetDeviceCount failed with code \d+"
+    rb"|\[W\d+ [\d:.]+ CPUAllocator\.cpp:\d+\] Memory block of unknown size was allocated "
+    rb"before the profiling started.*)$"
 )
 
 _lock = threading.RLock()
 _depth = 0
 _scratch: IO[bytes] | None = None
+_allocator_warned = False  # torch's one-time warning about a block of unknown size was spent
 
 
 def filter_chatter(data: bytes) -> bytes:
@@ -57,6 +67,22 @@ def quiet_fd2() -> Iterator[None]:
                 yield
         finally:
             _depth -= 1
+
+
+@contextlib.contextmanager
+def allocator_warning_spent(profile_memory: bool) -> Iterator[None]:
+    """Around a profiler start inside `quiet_fd2`: with `profile_memory`, the first time in the
+    process, a block allocated before the start is freed after it (see the module docstring)."""
+    global _allocator_warned
+    if not profile_memory or _allocator_warned:
+        yield
+        return
+    import torch
+
+    before = [torch.empty(16)]  # allocated before the start: torch cannot know its size
+    yield
+    before.clear()  # freed while profiling: the one warning, into the quiet window
+    _allocator_warned = True
 
 
 @contextlib.contextmanager
@@ -101,4 +127,4 @@ def _flush_python_stderr() -> None:
         sys.stderr.flush()
 
 
-__all__ = ["filter_chatter", "quiet_fd2"]
+__all__ = ["allocator_warning_spent", "filter_chatter", "quiet_fd2"]

@@ -57,12 +57,18 @@ def machine_peak(request: PeakRequest) -> MachinePeak:
         )
     key = _cache_key(request)
     cached = _read_cache().get(key)
+    where = cache_dir() / CACHE_FILE
     if isinstance(cached, dict) and _valid(cached):
-        source = f"cached (measured {cached['measured_at']})"
+        load = cached.get("load")
+        at_load = f" at load {load:.2f}" if isinstance(load, int | float) else ""
+        source = (
+            f"cached (measured {cached['measured_at']}{at_load}, read from {where}; delete it "
+            "to measure again)"
+        )
         gflops, gbps = float(cached["gflops"]), float(cached["gbps"])
     else:
         gflops, gbps = round(measure_gflops(request), 3), round(measure_gbps(request), 3)
-        source = "measured"
+        source = f"measured (at load {_load():.2f}; cached in {where} for the next runs)"
         _write_cache(key, gflops, gbps)
     if request.gflops is not None or request.gbps is not None:
         source += "; given: " + ("GFLOP/s" if request.gflops is not None else "GB/s")
@@ -156,6 +162,14 @@ def _valid(entry: dict[str, object]) -> bool:
     )
 
 
+def _load() -> float:
+    """The 1-minute load average (0 where the system has none)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return 0.0
+
+
 def _read_cache() -> dict[str, object]:
     try:
         data = json.loads((cache_dir() / CACHE_FILE).read_text(encoding="utf-8"))
@@ -170,6 +184,7 @@ def _write_cache(key: str, gflops: float, gbps: float) -> None:
         "gflops": gflops,
         "gbps": gbps,
         "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "load": round(_load(), 2),  # a busy machine measures a low peak: said when it is read
     }
     with contextlib.suppress(OSError, ValueError, OutputError):
         folder = cache_dir()

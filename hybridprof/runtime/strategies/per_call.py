@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from hybridprof.runtime.basics.quiet import quiet_fd2
+from hybridprof.runtime.basics.quiet import allocator_warning_spent, quiet_fd2
 from hybridprof.runtime.basics.signals import sigint_deferred
 from hybridprof.runtime.events.event_lists import ListOptions, built
 from hybridprof.runtime.events.function_events import (
@@ -55,7 +55,8 @@ class PerCallStrategy:
         """Start and stop a profiler once, so its first-start cost is never inside a call."""
         profiler = new_autograd_profiler(self.config)
         with sigint_deferred(), quiet_fd2():
-            profiler.__enter__()
+            with allocator_warning_spent(self.config.profile_memory):
+                profiler.__enter__()
             profiler.__exit__(None, None, None)
 
     def begin_iteration(self, warmup: bool = False) -> None:

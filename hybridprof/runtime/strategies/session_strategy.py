@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from hybridprof.datamodel.gc_pause import gc_paused
-from hybridprof.runtime.basics.quiet import quiet_fd2
+from hybridprof.runtime.basics.quiet import allocator_warning_spent, quiet_fd2
 from hybridprof.runtime.basics.signals import sigint_deferred
 from hybridprof.runtime.events.attribution import Attribution, attribute, range_name
 from hybridprof.runtime.events.event_columns import (
@@ -158,7 +158,8 @@ class SessionStrategy:
             return
         profiler = new_autograd_profiler(self.config)
         with sigint_deferred(), quiet_fd2():
-            profiler.__enter__()
+            with allocator_warning_spent(self.config.profile_memory):
+                profiler.__enter__()
             self._profiler = profiler
 
     def _stop(self) -> Any:

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
+import re
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from hybridprof.analysis.layer_table import layer_table
 from hybridprof.cli import main
 from hybridprof.cli.progress import ProgressBar, wanted
+from hybridprof.cli.terminal import TABLE_ROWS, TRAIN_MODE_LINE
 from hybridprof.datamodel import ProfileSession
 from hybridprof.files.storage import load_session
 from hybridprof.planner.module_tree import tree_plan
@@ -88,9 +92,13 @@ def test_inputs_function_shape_and_selection(tmp_path: Path) -> None:
     assert {r.path for r in load_session(shaped).records} == {"features", "norm", "classifier"}
 
 
-def test_backward_option(tmp_path: Path) -> None:
+def test_backward_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "train.json"
     assert main(["run", str(SMALL), *QUICK, "--backward", "-o", str(out)]) == 0
+    # the model came in eval mode: the output says the step ran it in train mode
+    assert TRAIN_MODE_LINE in capsys.readouterr().out
+    assert main(["run", str(SMALL), *QUICK, "-o", str(tmp_path / "fwd.json")]) == 0
+    assert "train mode" not in capsys.readouterr().out
     session = load_session(out)
     assert session.backward
     for record in session.records:
@@ -263,7 +271,34 @@ def test_memory_and_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert f"trace:   {trace}" in capsys.readouterr().out
 
 
-def test_big_model_table_is_depth_limited(
+def table_of(out: str) -> list[str]:
+    """The printed table's lines: from its header to the (outside modules) row."""
+    lines = [line for line in out.splitlines() if not line.startswith("warning: ")]
+    start = next(i for i, line in enumerate(lines) if line.startswith("Module "))
+    end = next(i for i, line in enumerate(lines) if line.startswith("(outside modules)"))
+    return lines[start : end + 1]
+
+
+def test_a_44_layer_gpt_shows_every_row_at_120_columns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    out = tmp_path / "s.json"
+    model = FIXTURES / "gpt_blocks.py"
+    assert main(["run", str(model), "--warmup", "0", "--iters", "1", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    table = table_of(printed)
+    session = load_session(out)
+    assert len(session.records) == 45  # the root and its 44 layers
+    rows = layer_table(session).tree()
+    assert len(table) == 2 + len(rows) + 1  # header, rule, every row, the outside row
+    names = [line.split(" | ")[0].rstrip().rsplit(" ", 1)[-1] for line in table[2:-1]]
+    assert names == [r.name for r in rows]  # tok, pos, each block's ln1 and ln2, ln_f, head
+    assert " more " not in printed and "heaviest of" not in printed
+    assert max(len(line) for line in table) <= 120
+
+
+def test_a_big_model_table_says_where_it_left_rows_out(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     model_file = tmp_path / "run_deep.py"
@@ -271,19 +306,29 @@ def test_big_model_table_is_depth_limited(
         "import torch\nfrom torch import nn\n\n"
         "def build_model():\n"
         "    block = lambda: nn.Sequential(nn.Linear(4, 4), nn.ReLU())\n"
-        "    return nn.Sequential(*[nn.Sequential(block(), block()) for _ in range(12)])\n\n"
+        "    return nn.Sequential(*[nn.Sequential(block(), block()) for _ in range(30)])\n\n"
         "def example_inputs():\n    return (torch.rand(1, 4),)\n"
     )
-    assert main(["run", str(model_file), "--warmup", "0", "--iters", "1"]) == 0
-    out = capsys.readouterr().out
-    table, rest = out.split("\n(the ", 1)
-    table = "\n".join(line for line in table.splitlines() if not line.startswith("warning: "))
-    assert len(table.splitlines()) <= 40 + 2  # rows, header and rule
-    kept, _, tail = rest.partition(" heaviest of ")
-    # every module runs a forward: 12 x (block, 2 x (pair, Linear, ReLU)) and the root
-    assert tail.startswith("85 profiled layers") and int(kept) >= 10
-    measured = [line for line in table.splitlines() if line.endswith("| 1")]
-    assert len(measured) >= int(kept)  # each kept layer shows its figures, and so do its parents
+    out = tmp_path / "s.json"
+    assert main(["run", str(model_file), "--warmup", "0", "--iters", "1", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    table = table_of(printed)
+    assert len(table) <= TABLE_ROWS + 2  # rows (the outside row among them), header and rule
+    kept, _, tail = printed.partition("\n(the ")[2].partition(" heaviest of ")
+    # every module runs a forward: 30 x (block, 2 x (pair, Linear, ReLU)) and the root
+    assert tail.startswith("211 profiled layers") and int(kept) >= 10
+    cut = [int(m) for m in re.findall(r"\.\.\. (\d+) more", "\n".join(table))]
+    shown = len(table) - 3 - len(cut)  # less the header, the rule, the outside row, the cuts
+    assert cut and shown + sum(cut) == len(load_session(out).records)  # every row accounted for
+    # no holes: each row's parent is the row above it or an earlier row at one level less
+    depths = [depth_of_line(line) for line in table[2:-1]]
+    assert depths[0] == 0 and all(b <= a + 1 for a, b in itertools.pairwise(depths))
+
+
+def depth_of_line(line: str) -> int:
+    """How deep a row of the printed tree is: its prefix is 4 characters a level."""
+    name = line.split(" | ")[0]
+    return len(name) - len(name.lstrip("│├└─ ")) >> 2
 
 
 def test_ctrl_c_during_warmup_saves_nothing(
@@ -368,3 +413,27 @@ def test_progress_bar_draws_only_on_a_terminal() -> None:
     with ProgressBar(False, stream=silent) as bar:
         bar("measure", 1, 3)
     assert silent.getvalue() == ""
+
+
+def test_the_table_says_which_selected_layers_never_ran(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model_file = tmp_path / "net.py"
+    model_file.write_text(
+        "import torch\nfrom torch import nn\n\n\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self, wide=True):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(8, 8)\n"
+        "        self.act = nn.GELU() if wide else nn.ReLU()\n"
+        "        self.unused = nn.Linear(8, 8)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.act(self.fc(x))\n\n\n"
+        "def build_model():\n    return Net()\n\n\n"
+        "def example_inputs():\n    return (torch.rand(2, 8),)\n"
+    )
+    out = tmp_path / "s.json"
+    assert main(["run", str(model_file), "--warmup", "0", "--iters", "1", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "never ran (selected, 0 calls; no row): unused (Linear, net.py:10)" in printed
+    assert load_session(out).record("act") is not None

@@ -20,6 +20,8 @@ def test_compare_eager_prints_and_saves_the_comparison(tmp_path: Path) -> None:
         "--threads", "1", "--out-dir", "out", cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    # the compile takes seconds to minutes: said before it starts, not a silent wait
+    assert done.stderr.splitlines()[0].startswith("compiling the model (inductor) in warm-up")
     table = done.stderr
     assert "Speed-up" in table and "Fused" in table
     assert "compiling the model (inductor) in warm-up" in table  # said as it starts, and ends:

@@ -79,7 +79,7 @@ def test_heavier_layer_is_slower_first_and_fails_the_gate(
     head = next(layer for layer in saved["layers"] if layer["new_path"] == "head")
     assert (head["base_path"], head["match"]) == ("fc", "class and shape")
     assert not [x for x in saved["layers"] if x["verdict"] in ("added", "removed")]
-    assert "SLOWER: work [Work]" in printed and "1 matched under another path" in printed
+    assert "  slower: work [Work]: self " in printed and "1 matched under another path" in printed
     # the renamed layer is named with its rule, though its time is within noise
     assert "  matched: fc -> head [Linear, matched by class and shape]: " in printed
     # without the gate a regression still exits 0

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hybridprof.cli import main
+from tests.paths import FIXTURES
 
 MODEL = """
 import torch
@@ -117,7 +118,7 @@ def test_one_file_at_two_git_revisions(
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     code = main(["diff", "--run", str(net), "--rev", "light", "--rev", "HEAD", *QUICK])
     printed = capsys.readouterr().out
-    assert code == 0 and "SLOWER: work [Work]" in printed  # no gate asked: exit 0
+    assert code == 0 and "  slower: work [Work]: self " in printed  # no gate asked: exit 0
     assert f"base: {net}@light (" in printed and f"new:  {net}@HEAD (" in printed
     assert list(temp.iterdir()) == []  # the revisions' copies are gone
     assert sorted(p.name for p in repo.iterdir()) == [".git", "net.py"]  # nothing left beside
@@ -159,3 +160,25 @@ def test_help_names_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diff", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "1 a regression" in text and "5 inconclusive" in text and "--rev" in text
+
+
+def test_a_44_layer_model_s_answer_fits_one_screen(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The default output of a 4-block GPT against the same with a 4x wider MLP: the answer, the
+    layers slower or faster and a count of the rest, in 60 lines; -v gives the details."""
+    base = tmp_path / "base.py"
+    shutil.copy(FIXTURES / "gpt_blocks.py", base)
+    new = tmp_path / "new.py"
+    new.write_text(base.read_text().replace("WIDTH = 4 ", "WIDTH = 16 "))
+    argv = ["diff", "--run", str(base), str(new), "--threads", "1", "--warmup", "1"]
+    main([*argv, "--iters", "8", "--fail-on-regression"])
+    brief = capsys.readouterr().out.splitlines()
+    assert len(brief) <= 60, "\n".join(brief)
+    assert any(line.startswith("answer: ") for line in brief)
+    assert any(line.startswith("layers: ") and "45 in all" in line for line in brief)
+    assert brief[-8:] and any("-v lists every changed layer" in line for line in brief)
+    assert not any(line.startswith("      aten::") for line in brief)  # no op lines
+    main([*argv, "--iters", "8", "-v"])
+    detailed = capsys.readouterr().out
+    assert "ops (self CPU per iteration):" in detailed and "method: paired" in detailed

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from hybridprof.analysis.roofline import NOT_COUNTED, session_rooflines
 from hybridprof.api import profile
 from hybridprof.datamodel import ProfileSession
 from hybridprof.runtime.flops.formulas import EXTRA_FORMULAS
@@ -180,12 +181,18 @@ def test_the_peak_is_measured_once_then_cached(tmp_path: Path) -> None:
 
     x = torch.randn(1, 3, 16, 16)
     first = profile(ConvNet(), x, warmup=0, iters=1, flops=True, threads=1).flops
-    assert first is not None and first.peak.source == "measured"
+    cached_in = cache_dir() / "peak.json"
+    assert first is not None and first.peak.source.startswith("measured (at load ")
+    assert f"cached in {cached_in} for the next runs" in first.peak.source
     assert first.peak.gflops > 0 and first.peak.gbps > 0
     assert (cache_dir() / "peak.json").is_file()
     assert cache_dir().is_relative_to(tmp_path)
     again = profile(ConvNet(), x, warmup=0, iters=1, flops=True, threads=1).flops
-    assert again is not None and again.peak.source.startswith("cached")
+    assert again is not None and again.peak.source.startswith("cached (measured 20")
+    assert (
+        " at load " in again.peak.source
+        and f"read from {cached_in}; delete it" in again.peak.source
+    )
     assert (again.peak.gflops, again.peak.gbps) == (first.peak.gflops, first.peak.gbps)
     given = profile(ConvNet(), x, warmup=0, iters=1, flops=True, threads=1, peak_gbps=3.5).flops
     assert given is not None and given.peak.gbps == 3.5 and "given" in given.peak.source
@@ -264,3 +271,36 @@ def test_attention_in_eval_mode_is_counted_not_fused_away() -> None:
     names = {o.name for o in attn.not_counted}
     assert "aten._native_multi_head_attention" not in names
     assert all(not m._forward_hooks for m in model.modules()) and not model.training
+
+
+class Normed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn = nn.BatchNorm2d(4)
+        self.gn = nn.GroupNorm(2, 4)
+        self.ln = nn.LayerNorm(16)
+        self.act = nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.ln(self.gn(self.bn(x)).flatten(2)))
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_the_normalisation_layers_are_counted(train: bool) -> None:
+    """BatchNorm, GroupNorm and LayerNorm: per element the statistics (4 FLOPs, when computed)
+    and the normalisation with its scale and shift (4 FLOPs); an eval-mode BatchNorm uses its
+    running statistics."""
+    model = Normed().train(train)
+    session = _flops_profile(model, torch.randn(2, 4, 4, 4))
+    work = session.flops
+    assert work is not None
+    elements = 2 * 4 * 4 * 4
+    for path, stats in (("bn", train), ("gn", True), ("ln", True)):
+        layer = work.layer(path)
+        assert layer is not None, path  # (a training BatchNorm's num_batches_tracked += 1 is not)
+        assert not [o.name for o in layer.not_counted if "norm" in o.name], path
+        assert layer.flops == elements * (4 + (4 if stats else 0)), path
+    lines = {r.path: r for r in session_rooflines(session)}
+    assert lines["bn"].verdict and lines["ln"].verdict  # timed and counted: a verdict
+    assert lines["act"].verdict == NOT_COUNTED  # ReLU has no formula: not "overhead-bound"
+    assert lines["bn"].verdict != NOT_COUNTED

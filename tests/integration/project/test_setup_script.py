@@ -113,3 +113,29 @@ def test_test_extras_are_named_in_the_same_one_warning(repo: Path) -> None:
     )
     assert f"sudo apt-get install -y {' '.join(expected)}" in warning
     assert "-e .[test]" in (repo.parent / "pip.log").read_text()
+
+
+def test_the_apt_step_says_what_it_does_while_it_runs(repo: Path) -> None:
+    """As root, apt-get (a stand-in that reports progress the way apt does, on the status fd it
+    is given) takes minutes for chromium: a line before each step and its progress as it goes."""
+    stubs = repo.parent / "stubs"
+    executable(
+        stubs / "id", '#!/bin/sh\n[ "$1" = "-u" ] && { echo 0; exit 0; }\nexec /usr/bin/id "$@"\n'
+    )
+    executable(
+        stubs / "apt-get",
+        "#!/bin/sh\n"
+        'case "$*" in *update*) exit 0;; esac\n'
+        "fd=$(echo \"$*\" | sed -n 's/.*APT::Status-Fd=\\([0-9]*\\).*/\\1/p')\n"
+        '[ -n "$fd" ] || exit 0\n'
+        "for line in 'dlstatus:x:20.0:Retrieving file 1 of 2' 'pmstatus:x:45.5:Unpacking x' "
+        "'pmstatus:x:100:Installed x'; do eval \"echo '$line' >&$fd\"; done\n",
+    )
+    done = setup(repo, extra=FAKE)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert f"setup: installing Debian packages: {FAKE}" in lines[0]
+    assert "setup: apt-get update: reading the package lists" in lines
+    assert "setup: apt-get: downloading 20% (Retrieving file 1 of 2)" in lines
+    assert "setup: apt-get: installing 45% (Unpacking x)" in lines
+    assert "setup: apt-get: installing 100% (Installed x)" in lines

@@ -92,3 +92,35 @@ def test_filter_drops_gpu_probe_error_of_cuda_builds_without_driver() -> None:
     )
     other = b"ERROR:2026-11-30 11:16:25 1:1 CuptiActivityApi.cpp:1] something else\n"
     assert filter_chatter(line + other) == other
+
+
+@pytest.mark.parametrize("strategy", ["session", "per-call"])
+def test_freeing_a_tensor_made_before_the_block_prints_no_allocator_warning(strategy: str) -> None:
+    """torch warns once, from C++, when a block allocated before the profiler started is freed
+    while it runs with profile_memory: a training loop's tensors made before the block are."""
+    code = MODEL + textwrap.dedent(
+        f"""
+        import os
+        import hybridprof
+        made_before = [torch.rand(1000) for _ in range(5)]
+        with hybridprof.Profile(model, profile_memory=True, strategy={strategy!r}) as prof:
+            model(x)
+            made_before.clear()  # freed inside the block
+            os.write(2, b"the user's own line\\n")
+            model(x)
+        print(prof.display())
+        """
+    )
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "the user's own line\n"  # nothing else lost, nothing of torch's
+
+
+def test_filter_drops_the_allocator_warning_only() -> None:
+    line = (
+        b"[W1202 00:56:39.461973235 CPUAllocator.cpp:245] Memory block of unknown size was "
+        b"allocated before the profiling started, profiler results will not include the "
+        b"deallocation event\n"
+    )
+    other = b"[W1202 00:56:39.461973235 CPUAllocator.cpp:245] another warning\n"
+    assert filter_chatter(line + other) == other

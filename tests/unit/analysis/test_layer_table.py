@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from hybridprof.analysis.layer_table import CI_VALUES, LayerRow, layer_table
-from hybridprof.analysis.tree import heaviest_with_ancestors
+from hybridprof.analysis.tree import CutRows, heaviest_with_ancestors, with_cuts
 from hybridprof.datamodel import IterationSeries, Series, Stat
 from hybridprof.reporting.dataframe import session_frame
 from hybridprof.reporting.format import format_bytes
@@ -96,9 +96,23 @@ def own_us(row: LayerRow) -> float:
 
 def test_the_heaviest_layers_are_kept_with_their_ancestors() -> None:
     table = layer_table(complete_session())
-    shown, kept = heaviest_with_ancestors(table.rows, table.layers(), own_us, 4)
-    assert [r.path for r in shown] == ["blocks.0.conv"]  # with "", blocks, blocks.0: 4 rows
+    # 4 rows ("", blocks, blocks.0, blocks.0.conv) and 2 lines for the rows left out
+    for limit in (5, 6, 7):  # blocks.1.conv would take 2 rows more: 8 lines
+        shown, kept = heaviest_with_ancestors(table.tree(), table.layers(), own_us, limit)
+        assert [r.path for r in shown] == ([] if limit < 6 else ["blocks.0.conv"])
     assert kept == {"", "blocks", "blocks.0", "blocks.0.conv"}
+    lines = with_cuts(table.tree(), kept)
+    assert [x.label if isinstance(x, CutRows) else x.path for x in lines] == [
+        "",
+        "blocks",
+        "blocks.0",
+        "blocks.0.conv",
+        "... 1 more",  # blocks.0.act, in its place under blocks.0
+        "... 3 more",  # blocks.1 and its two layers, under blocks
+    ]
+    assert [x.depth for x in lines[4:]] == [3, 2]
+    _, nothing = heaviest_with_ancestors(table.tree(), table.layers(), own_us, 5)
+    assert [str(x) for x in with_cuts(table.tree(), nothing)] == [str(CutRows(None, 0, 8, ""))]
     every, _ = heaviest_with_ancestors(table.rows, table.layers(), own_us, 100)
     assert every == sorted(table.layers(), key=lambda r: -r.own_us)
 

@@ -54,10 +54,12 @@ def test_a_chain_as_deep_as_a_session_may_be_renders(extension: str) -> None:
 def test_the_terminal_table_of_a_deep_chain_keeps_the_heaviest_with_their_parents() -> None:
     table, note, *_ = terminal_table(chain(DEPTH))  # then what to know of it (the order)
     assert note == (
-        "(the 39 heaviest of 1000 profiled layers by self CPU time, with their parents; the "
-        "report lists every layer)"
+        "(the 58 heaviest of 1000 profiled layers by self CPU time, with their parents; "
+        "'... N more' stands for rows left out; the report lists every layer)"
     )
-    assert len(table.splitlines()) == 2 + 1 + 39  # header, rule, the root, the 39 layers
+    lines = table.splitlines()
+    assert len(lines) == 2 + 1 + 58 + 1  # header, rule, the root, the 58 layers, the rest
+    assert lines[-1].split(" | ")[0].strip().endswith("└── ... 942 more")
 
 
 def test_a_path_deeper_than_hybridprof_writes_is_refused_at_load() -> None:

@@ -51,8 +51,9 @@ def test_an_option_shared_by_commands_reads_the_same_in_each() -> None:
             name = action.option_strings[-1]
             # What -o saves and what --report reports differ per command; their names do not.
             # diff --run measures pairs of iterations of two models, with no plan file, at one
-            # thread unless told.
+            # thread unless told. --verbose prints more of what each command prints.
             differs = name in (
+                "--verbose",
                 "--help",
                 "--output",
                 "--report",
@@ -112,3 +113,15 @@ def test_paths_repeat_or_split_on_commas() -> None:
                      ("a", False), ("b", False)]  # fmt: skip
     assert typed_parts("fc1,blocks.[0-1]", known) == [("fc1", False), ("blocks.[0-1]", True)]
     assert [str(s) for s in typed_selectors(["fc1,blocks.*", " x"])] == ["fc1,blocks.*", " x"]
+
+
+def test_the_top_help_says_what_diff_compares_and_names_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from hybridprof.cli import main
+
+    assert main(["-h"]) == 0
+    out = capsys.readouterr().out
+    diff_entry = out.split("\n  diff ", 1)[1].split("\n  history ", 1)[0]
+    assert "two saved sessions" in diff_entry and "--run two model files" in diff_entry
+    assert "--fail-on-regression" in diff_entry

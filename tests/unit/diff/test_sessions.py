@@ -12,6 +12,7 @@ import pytest
 from hybridprof.datamodel import (
     IterationSeries,
     ModuleRecord,
+    OpStat,
     ProfileSession,
     Series,
     Stability,
@@ -186,7 +187,7 @@ def test_unfair_comparisons_warn_before_any_verdict() -> None:
     diff = diff_sessions(noisy_base, new)
     joined = " | ".join(diff.warnings)
     assert "torch version" in joined and "threads" in joined and "noisy" in joined
-    text = render_diff_text(diff)
+    text = render_diff_text(diff, verbose=True)
     assert text.index("WARNING") < text.index("SLOWER") and text.index("threads") < text.index(
         "whole iteration"
     )
@@ -230,3 +231,34 @@ def test_pdf_has_pages_with_both_identities(tmp_path: Path) -> None:
 
     out = write_diff_report(diff_sessions(run(1), run(2, heavier={"fc2": 1.4})), tmp_path / "d.pdf")
     assert out.read_bytes().startswith(b"%PDF")
+
+
+def with_ops(session: ProfileSession, path: str, *ops: OpStat) -> ProfileSession:
+    records = tuple(replace(r, ops=ops) if r.path == path else r for r in session.records)
+    return replace(session, records=records)
+
+
+def test_an_op_is_changed_only_beyond_noise() -> None:
+    """An op of a slower layer that moved by 1% (or less than the floor) is the same; one that
+    moved beyond the threshold and the floor, or ran more often, changed."""
+    base = with_ops(
+        run(1), "fc2", op("aten::addmm", 1, 280.0, 280.0), op("aten::t", 1, 2.0, 2.0),
+        op("aten::view", 2, 1.0, 1.0), op("aten::copy_", 1, 10.0, 10.0),
+    )  # fmt: skip
+    new = with_ops(
+        run(2, heavier={"fc2": 1.4}), "fc2", op("aten::addmm", 1, 392.0, 392.0),
+        op("aten::t", 1, 2.02, 2.02), op("aten::view", 3, 1.5, 1.5),
+        op("aten::copy_", 1, 13.0, 13.0),  # +30%, but 3 us: under the floor
+    )  # fmt: skip
+    diff = diff_sessions(base, new)  # the floor of saved sessions: 5 us
+    fc2 = next(x for x in diff.layers if x.path == "fc2")
+    assert fc2.verdict == "slower"
+    assert {o.name: o.status for o in fc2.ops} == {
+        "aten::addmm": "changed",
+        "aten::t": "same",
+        "aten::view": "changed",  # 3 calls instead of 2
+        "aten::copy_": "same",
+    }
+    text = render_diff_text(diff, verbose=True)
+    assert "aten::addmm: 280.000us x1 -> 392.000us x1 (changed)" in text
+    assert "aten::t:" not in text  # the same op is not listed

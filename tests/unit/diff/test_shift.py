@@ -149,8 +149,10 @@ def test_a_neighbour_with_unchanged_work_is_knock_on_not_a_regression() -> None:
     assert [layer.path for layer in diff.regressions()] == ["blocks.1.fc"]
     assert [layer.path for layer in diff.knock_ons()] == ["blocks.1.act"]
     assert diff.layers[0].path == "blocks.1.fc"  # regressions first, knock-on after them
-    text = render_diff_text(diff)
+    text = render_diff_text(diff, verbose=True)
     assert "SLOWER (knock-on): blocks.1.act" in text and "1 knock-on" in text
+    brief = render_diff_text(diff)  # the one-screen answer counts it among the rest
+    assert "slower: blocks.1.fc [Linear]" in brief and "1 slower (knock-on)" in brief
     assert "knock-on" in render_diff_html(diff)
     row = next(line for line in render_diff_csv(diff).splitlines() if "blocks.1.act" in line)
     assert ",slower,yes," in row

@@ -284,3 +284,23 @@ def test_each_file_is_parsed_once() -> None:
     first = index_source(textwrap.dedent(source), "same.py")
     assert index_source(textwrap.dedent(source), "same.py") is first
     assert index_source(textwrap.dedent(source) + "\n", "same.py") is not first
+
+
+def test_a_child_made_in_a_conditional_expression_has_its_line() -> None:
+    info = analyze(
+        HEADER
+        + """
+    class Net(nn.Module):
+        def __init__(self, wide=True):
+            super().__init__()
+            self.act = nn.GELU() if wide else nn.ReLU()
+            self.norm = None if wide else nn.LayerNorm(4)
+    """,
+        "Net",
+    )
+    assert children(info) == {
+        "act": ("attr", "torch.nn.GELU"),
+        "norm": ("attr", "torch.nn.LayerNorm"),
+    }
+    act = next(c for c in info.children if c.name == "act")
+    assert act.span is not None and act.span.line == 11  # the assignment's line, not "-"

@@ -152,3 +152,12 @@ def test_an_optimizer_series_of_the_wrong_length_is_refused() -> None:
     short = replace(session.optimizer, per_iteration=Series.of((1.0,)))
     with pytest.raises(Exception, match=r"'\(optimizer\)' do not hold 3 values"):
         ProfileSession.from_json(replace(session, optimizer=short).to_json())
+
+
+def test_the_optimizer_is_in_no_pass_of_the_icicle() -> None:
+    """The icicle draws the forward and the backward of the module tree: the optimizer's step
+    runs in neither (the table and its own rows say its time)."""
+    charts = build_context(training_session()).icicles
+    assert {c.key for c in charts} == {"forward", "backward"}
+    for chart in charts:
+        assert not [b for b in chart.blocks if b.path.startswith("(optimizer")], chart.key

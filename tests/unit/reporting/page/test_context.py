@@ -113,8 +113,11 @@ def test_pdf_context_limits_rows_and_op_tables_and_says_so() -> None:
     ctx = build_context(session, "pdf", pdf_max_rows=200, pdf_op_layers=5)
     assert len(ctx.rows) <= 200
     assert ctx.total_rows == 2 + 50 * 2 + 500  # root, "blocks", blocks.i, blocks.i.layers, leaves
-    kept = {r.path for r in ctx.rows}
+    cuts = [r for r in ctx.rows if r.name.startswith("... ")]
+    kept = {r.path for r in ctx.rows if r not in cuts}
     assert all(r.parent in kept for r in ctx.rows if r.parent is not None)  # still a tree
+    # where rows were left out, a '... N more' row says how many: every row accounted for
+    assert cuts and len(kept) + sum(int(r.name.split()[1]) for r in cuts) == 602
     leaves = [r for r in build_context(session, "html").rows if r.op_count]
     kept_leaves = [r.total_us for r in leaves if r.path in kept]
     dropped = [r.total_us for r in leaves if r.path not in kept]
@@ -124,7 +127,7 @@ def test_pdf_context_limits_rows_and_op_tables_and_says_so() -> None:
     assert heaviest == sorted(heaviest, reverse=True)
     shown = len(kept_leaves)
     assert f"the {shown} heaviest of 500 profiled layers" in ctx.notes[0]
-    assert f"({len(kept)} of 602 rows)" in ctx.notes[0]
+    assert f"({len(kept)} of 602 rows; " in ctx.notes[0]
     assert any("top 5 of 500 layers" in n for n in ctx.notes)
     assert ctx.data == {}
 

@@ -7,7 +7,7 @@ import pytest
 
 from hybridprof.reporting.notebook import notebook_page
 from hybridprof.reporting.page.context import build_context
-from hybridprof.reporting.page.icicle import GREY, PALETTE, icicles, render_svg
+from hybridprof.reporting.page.icicle import GREY, PALETTE, class_colours, icicles, render_svg
 from hybridprof.reporting.page.row_limits import HEAVY_ROWS, heavy_paths
 from hybridprof.reporting.page.tree_table import RowView
 from tests.report_page import page_data, page_rows
@@ -122,3 +122,39 @@ def test_the_heavy_path_walk_opens_the_heaviest_subtree_down_to_its_leaves() -> 
     assert len(rows) > HEAVY_ROWS
     # the walk: "", wide, wide.inner; the ancestor rule: tall (the heaviest layer's parent)
     assert heavy_paths(rows) == {"", "wide", "wide.inner", "tall"}
+
+
+COMMON = (
+    "Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "ReLU", "GELU", "Dropout", "Embedding",
+    "MultiheadAttention", "Sequential", "ModuleList", "Attention", "MLP", "Block",
+    "CausalSelfAttention", "Conv1D", "MaxPool2d", "AdaptiveAvgPool2d", "SiLU", "Softmax",
+)  # fmt: skip
+
+
+def test_no_two_of_the_common_classes_share_a_colour_in_one_chart() -> None:
+    colours = class_colours({name: float(i + 1) for i, name in enumerate(COMMON)})
+    assert len(set(colours.values())) == len(COMMON) == 20  # crc32 % 10 gave Conv2d BatchNorm2d one
+    assert all(0 <= i < len(PALETTE) for i in colours.values())
+    assert GREY not in PALETTE and len(set(PALETTE)) == len(PALETTE)
+    # a common torch class keeps its colour whatever else the chart holds
+    assert class_colours({"Linear": 1.0, "Block": 5.0})["Linear"] == colours["Linear"]
+    # the classes of one model: Attention and MLP apart from each other and from the rest
+    gpt = class_colours({"GPT": 9.0, "Block": 8.0, "Attention": 5.0, "MLP": 4.0, "Linear": 3.0})
+    assert len(set(gpt.values())) == 5
+
+
+def test_parents_are_told_from_leaves_and_blocks_carry_their_times() -> None:
+    (forward,) = build_context(nested_session()).icicles
+    blocks = {b.path: b for b in forward.blocks}
+    parent, leaf = blocks["blocks.0"], blocks["blocks.0.conv"]
+    assert (parent.kind, leaf.kind) == (1, 0) and parent.color != leaf.color
+    assert parent.self_us == pytest.approx(30.0) and parent.us == pytest.approx(470.0)
+    assert parent.tip() == "blocks.0 (Block): total 470.000us, self 30.000us, 47.5% of the pass"
+    svg = str(render_svg(forward))
+    assert 'fill-opacity="0.5"' in svg  # the parents: lighter, outlined
+    assert "total 470.000us, self 30.000us, 47.5% of the pass" in svg
+    assert ">0 470.000us</text>" in svg  # its name and time where they fit (the PDF has no tips)
+    data = forward.data()
+    assert data["palette"] == list(PALETTE)
+    row = next(x for x in data["blocks"] if x[0] == parent.row)
+    assert row[7:] == ["30.000us", 1]

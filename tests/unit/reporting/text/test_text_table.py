@@ -167,3 +167,36 @@ def test_text_report_file_carries_run_line_ops_and_warnings() -> None:
     assert render_text(s, show_events=True) in text
     assert "selected but never called: classifier.9" in text
     assert "- TransformerEncoder's fast path skipped every selected layer" in text
+
+
+def test_backward_events_sit_under_the_backward_columns_and_long_names_are_cut() -> None:
+    """After a training step `display(show_events=True)` lists each layer's backward ops too:
+    their times go under the backward columns, and an autograd event's long name is cut in the
+    middle so the name column stays narrow."""
+    from tests.sessions import backward_session, op
+
+    session = backward_session()
+    long_name = "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"
+    records = tuple(
+        replace(
+            r,
+            ops=(op("aten::addmm", 1, 11.0, 12.0), op(long_name, 2, 33.0, 44.0, bwd=True)),
+        )
+        if r.path == "fc1"
+        else r
+        for r in session.records
+    )
+    text = str(render_text(replace(session, records=records), show_events=True))
+    header, *lines = text.splitlines()
+    titles = [t.strip() for t in header.split(" | ")]
+    forward = next(line for line in lines if "aten::addmm" in line)
+    backward = next(line for line in lines if "AccumulateGrad" in line)
+    cells = [c.strip() for c in backward.split(" | ")]
+    assert cells[titles.index("Self CPU total")] == ""
+    assert cells[titles.index("Self CPU (backward)")] == "33.000us"
+    assert cells[titles.index("CPU total (backward)")] == "44.000us"
+    fwd = [c.strip() for c in forward.split(" | ")]
+    assert fwd[titles.index("Self CPU total")] == "11.000us"
+    assert fwd[titles.index("Self CPU (backward)")] == ""
+    assert "autograd::engine::evalu…" in cells[0] and cells[0].endswith("AccumulateGrad")
+    assert len(cells[0]) <= 4 + 4 + 48
