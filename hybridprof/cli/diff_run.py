@@ -25,6 +25,7 @@ from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import DEFAULT_ENTRY, file_sha256, read_model_source
 from hybridprof.files.revisions import Checkout
+from hybridprof.runtime.basics.limits import default_threads_line
 from hybridprof.runtime.basics.signals import sigterm_as_interrupt
 
 if TYPE_CHECKING:
@@ -73,6 +74,8 @@ def paired_diff(
         check_outputs(outputs, (), args.force, inputs)  # no report may replace a model file
         for source in sources:
             read_model_source(source.file)  # syntax errors said before anything runs
+        if args.threads is None:
+            notice(default_threads_line())
         with sigterm_as_interrupt() as sigterm, model_prints_to_stderr():
             try:
                 result, sessions = _compare(args, argv, sources, threshold, floor, notes)
@@ -159,7 +162,7 @@ def _compare(
     base, new = (_side(args, sources[0], "base"), _side(args, sources[1], "new"))
     opts = _run_options(args, argv)
     if floor is None:
-        with torch_threads(opts.threads):
+        with torch_threads(opts.run_threads):
             floor = default_floor(profiler_op_cost_us())
     with ProgressBar(wanted()) as bar:
         sessions = run_paired(base, new, opts, settled=decided(threshold, floor), progress=bar)

@@ -115,8 +115,8 @@ def where_lines(
         )
     # An interruption is said once, on stderr, with where the partial session went.
     warnings = [w for w in session.warnings if not (session.interrupted and _is_interruption(w))]
-    noisy = stability_line(session)
-    lines += [f"warning: {w}" for w in ([noisy] if noisy else []) + warnings]
+    # The noise verdict is said once, above the table (terminal_table), not here again.
+    lines += [f"warning: {w}" for w in warnings]
     return [visible(line) for line in lines]  # a newline in a name or path cannot forge a line
 
 

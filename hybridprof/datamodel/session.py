@@ -44,7 +44,8 @@ class Stability:
 
     iteration_cv: coefficient of variation of the whole-iteration times; load: the 1-minute load
     average divided by the cores; threads: torch's intra-op threads during the run; advice: what to
-    change when the verdict is "noisy" (empty when "stable").
+    change when the verdict is "noisy" (empty when "stable"); threads_exceed_free_cores: see
+    below (False in files before schema 6).
     """
 
     verdict: Verdict
@@ -52,6 +53,9 @@ class Stability:
     load: float
     threads: int
     advice: str
+    # torch ran more threads than the cores other work left free: they waited for each other, and
+    # every time figure of the run is inflated by those waits (the tables mark them so).
+    threads_exceed_free_cores: bool = False
 
 
 @dataclass(frozen=True, slots=True)

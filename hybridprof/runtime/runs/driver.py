@@ -162,6 +162,8 @@ class Driver:
                 start = time.perf_counter()
                 step()
                 self.step_us = (time.perf_counter() - start) * 1e6
+                # What the step ran with (a model may set torch's threads itself): the session's.
+                self.threads = torch.get_num_threads()
                 self.patcher.rewrap_replaced(measured=not warmup)
         except HybridprofError:
             self._abandon_iteration()
@@ -201,6 +203,7 @@ class Driver:
         said = self.thread_warning()
         facts = replace(
             facts,
+            environment=replace(facts.environment, threads=self.threads),
             warnings=facts.warnings + ((said,) if said else ()) + self.patcher.patch_warnings(),
             profile_memory=self.config.profile_memory,
             use_device=self.config.use_device,

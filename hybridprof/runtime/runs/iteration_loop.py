@@ -84,7 +84,7 @@ class IterationLoop:
         are on the run's device and it has its threads until the sessions are built (they record
         both), and with `opts.flops` until each session's FLOPs are counted."""
         begun = time.perf_counter()
-        with torch_threads(self.opts.threads), _placed(self.lanes):
+        with torch_threads(self.opts.run_threads), _placed(self.lanes):
             with self._kept():
                 self._iterate()
             self.duration_s = time.perf_counter() - begun

@@ -11,7 +11,7 @@ from torch import nn
 from hybridprof.datamodel import ProfilePlan
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import ModelInputs
-from hybridprof.runtime.basics.limits import threads_problem
+from hybridprof.runtime.basics.limits import DEFAULT_THREADS, threads_problem
 from hybridprof.runtime.basics.stopping import Count, IterationRule
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, check_backward
 
@@ -36,7 +36,7 @@ class RunOptions:
     profile_memory: bool = False
     backward: bool = False
     trace_path: str | None = None
-    threads: int | None = None  # torch intra-op threads for the run; None: leave torch's setting
+    threads: int | None = None  # torch intra-op threads for the run; None: DEFAULT_THREADS (1)
     # Run each measured step once unmeasured first, under the same profiler session: what the
     # work between iterations (reading the last one's events) evicted from the CPU's caches is
     # then back before the first layer runs, instead of landing in its time (Driver.iteration).
@@ -65,6 +65,11 @@ class RunOptions:
         if self.backward:
             check_backward(strategy)
         return strategy
+
+    @property
+    def run_threads(self) -> int:
+        """The torch threads the run sets: the options', else the default (one)."""
+        return DEFAULT_THREADS if self.threads is None else self.threads
 
     @property
     def compiled_by(self) -> str:
