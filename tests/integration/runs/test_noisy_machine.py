@@ -117,3 +117,27 @@ def test_a_with_block_on_more_threads_than_free_cores_marks_its_times(
     table = fitted_table(session, TableChoice(width=200)).text
     rows = [line for line in table.splitlines() if "Linear" in line or "ReLU" in line]
     assert rows and all(INFLATED in row for row in rows), table
+
+
+def test_iterations_that_lost_their_core_to_other_processes_are_excluded(
+    busy_cores: set[int],
+) -> None:
+    """Structural only: under two busy loops on the run's two cores, waits are recorded and the
+    iterations hit are taken out (or, past the limit, kept and counted)."""
+    if not Path("/proc/thread-self/schedstat").exists():
+        pytest.skip("no schedstat on this kernel")
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(128, 128), nn.ReLU()) for _ in range(8)])
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, busy_cores)
+    try:
+        session = hybridprof.profile(model, torch.rand(64, 128), warmup=2, iters=20)
+    finally:
+        os.sched_setaffinity(0, before)
+    assert isinstance(session, hybridprof.ProfileSession)
+    waits = session.cpu_waits
+    assert waits is not None and waits.source == "schedstat"
+    assert waits.excluded + waits.kept_over > 0 or sum(waits.kept_wait_us) > 0
+    assert len(waits.kept_wait_us) == session.iterations == 20
+    if waits.excluded:
+        said = [w for w in session.warnings if "to other processes; excluded" in w]
+        assert len(said) == 1 and said[0].startswith(f"{waits.excluded} of ")
