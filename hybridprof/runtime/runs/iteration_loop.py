@@ -166,8 +166,8 @@ class IterationLoop:
         kept = [(lane, measure) for lane, measure in done if measure is not None]
         if len(kept) < len(done):
             return False
-        waits = [lane.driver.step_wait_us for lane in order]
-        if self.stolen.exclude(waits, [lane.driver.step_us for lane in order]):
+        waits = [lane.driver.step_wait_us for lane in self.lanes]
+        if self.stolen.exclude(waits, [lane.driver.step_us for lane in self.lanes]):
             return False  # another process had the core: measured again (stolen_time.py)
         for lane, measure in kept:
             lane.keep(measure)
