@@ -9,6 +9,10 @@ interval was printed as ±N% over 100, whether the table marked figures inflated
 the busy run excluded. The load (/proc/loadavg) before each run is printed beside it.
 
     .venv/bin/python benchmarks/bench_busy_machine.py [--iters 20] [--busy 2]
+    .venv/bin/python benchmarks/bench_busy_machine.py --cost   # what reading the waits costs
+
+`--cost` times a forward of the 400-leaf MLP (32x256, one thread) alone and with the two reads of
+the thread's wait a measured iteration makes, interleaved, and prints the median per-round ratio.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -188,11 +192,57 @@ def compare(name: str, quiet: ProfileSession, loaded: ProfileSession, printed: s
     )
 
 
+def wait_cost(rounds: int = 30) -> None:
+    """The forward with the two wait reads of a measured iteration, against the forward alone."""
+    import time
+
+    import torch
+    from torch import nn
+
+    from hybridprof.runtime.basics.cpu_wait import WaitClock
+
+    torch.set_num_threads(1)
+    mlp = nn.Sequential(*[nn.Linear(256, 256) for _ in range(400)]).eval()
+    x, clock = torch.rand(32, 256), WaitClock()
+
+    def forward(reads: bool) -> float:
+        start = time.perf_counter()
+        before = clock.read() if reads else None
+        with torch.no_grad():
+            mlp(x)
+        after = clock.read() if reads else None
+        del before, after
+        return time.perf_counter() - start
+
+    for _ in range(3):
+        forward(False)
+    ratios = [forward(True) / forward(False) for _ in range(rounds)]
+    bare = statistics.median(forward(False) for _ in range(5)) * 1e3
+    print(
+        f"[load {loadavg()}] 400-leaf MLP forward {bare:.1f} ms; with the wait reads: "
+        f"{statistics.median(ratios):.4f}x (median of {rounds} rounds); one read "
+        f"{_read_us(clock.read):.2f} us"
+    )
+
+
+def _read_us(read: Callable[[], object]) -> float:
+    import time
+
+    start = time.perf_counter()
+    for _ in range(10_000):
+        read()
+    return (time.perf_counter() - start) / 10_000 * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--busy", type=int, default=2, help="busy processes in the loaded run")
+    parser.add_argument("--cost", action="store_true", help="time the wait reads instead")
     args = parser.parse_args()
+    if args.cost:
+        wait_cost()
+        return
     with tempfile.TemporaryDirectory(prefix="hybridprof-busy-") as folder:
         root = Path(folder)
         for file, source in MODELS.items():

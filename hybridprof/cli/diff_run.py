@@ -25,7 +25,7 @@ from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import DEFAULT_ENTRY, file_sha256, read_model_source
 from hybridprof.files.revisions import Checkout
-from hybridprof.runtime.basics.limits import default_threads_line
+from hybridprof.runtime.basics.limits import DEFAULT_THREADS, default_threads_line
 from hybridprof.runtime.basics.signals import sigterm_as_interrupt
 
 if TYPE_CHECKING:
@@ -76,6 +76,7 @@ def paired_diff(
             read_model_source(source.file)  # syntax errors said before anything runs
         if args.threads is None:
             notice(default_threads_line())
+            args.threads = DEFAULT_THREADS
         with sigterm_as_interrupt() as sigterm, model_prints_to_stderr():
             try:
                 result, sessions = _compare(args, argv, sources, threshold, floor, notes)

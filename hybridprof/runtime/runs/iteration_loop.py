@@ -88,7 +88,7 @@ class IterationLoop:
         are on the run's device and it has its threads until the sessions are built (they record
         both), and with `opts.flops` until each session's FLOPs are counted."""
         begun = time.perf_counter()
-        with torch_threads(self.opts.run_threads), _placed(self.lanes):
+        with torch_threads(self._threads()), _placed(self.lanes):
             with self._kept():
                 self._iterate()
             self.duration_s = time.perf_counter() - begun
@@ -98,6 +98,16 @@ class IterationLoop:
             return tuple(
                 self._with_work(s, lane) for s, lane in zip(sessions, self.lanes, strict=True)
             )
+
+    def _threads(self) -> int | None:
+        """The run's torch threads: the options', else one; but code the caller compiled keeps
+        the caller's threads unless told (None): dynamo guards on the count, so another would
+        compile it again for the run and again at the caller's next call."""
+        opts = self.opts
+        caller_compiled = any(lane.compiled is not None for lane in self.lanes)
+        if opts.threads is None and caller_compiled and not opts.compiled_by_hybridprof:
+            return None
+        return opts.run_threads
 
     def sessions(self, warnings: Sequence[str] = ()) -> tuple[ProfileSession, ...]:
         """Each lane's session of the iterations measured so far."""
