@@ -74,9 +74,6 @@ def paired_diff(
         check_outputs(outputs, (), args.force, inputs)  # no report may replace a model file
         for source in sources:
             read_model_source(source.file)  # syntax errors said before anything runs
-        if args.threads is None:
-            notice(default_threads_line())
-            args.threads = DEFAULT_THREADS
         with sigterm_as_interrupt() as sigterm, model_prints_to_stderr():
             try:
                 result, sessions = _compare(args, argv, sources, threshold, floor, notes)
@@ -84,6 +81,8 @@ def paired_diff(
                 how = "terminated (SIGTERM)" if sigterm.received else "interrupted"
                 notice(f"{how} before a measured pair finished; nothing compared")
                 return PairedOutcome(None, 143 if sigterm.received else 130)
+    if args.threads is None:
+        notice(default_threads_line())
     pairing = result.pairing
     if pairing is not None and pairing.stop_reason == "interrupted":
         return PairedOutcome(result, 143 if sigterm.received else 130)
@@ -162,6 +161,8 @@ def _compare(
     resolve_device(args.device)  # no CUDA: said before the models are built
     base, new = (_side(args, sources[0], "base"), _side(args, sources[1], "new"))
     opts = _run_options(args, argv)
+    if opts.threads is None:  # the default, said once the comparison is done (paired_diff)
+        opts = replace(opts, threads=DEFAULT_THREADS)
     if floor is None:
         with torch_threads(opts.run_threads):
             floor = default_floor(profiler_op_cost_us())

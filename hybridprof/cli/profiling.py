@@ -14,7 +14,7 @@ from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import DEFAULT_ENTRY, parse_shape
 from hybridprof.reporting import renderer_for
-from hybridprof.runtime.basics.limits import iterations_problem, threads_problem
+from hybridprof.runtime.basics.limits import DEFAULT_THREADS, iterations_problem, threads_problem
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY
 
 if TYPE_CHECKING:
@@ -80,6 +80,8 @@ def profile_loaded(
     warnings: list[str] = []
     plan = _plan_for(args, loaded.module, model_file, entry, plan, warnings)
     setup = _compiled_setup(args, loaded.module)
+    if options.threads is None:  # the default, given: a compiled model's too (compiled here)
+        options = replace(options, threads=DEFAULT_THREADS)
     if setup is not None:
         options = replace(options, compiled_by_hybridprof=setup.by_hybridprof)
         if getattr(args, "compare_eager", False):

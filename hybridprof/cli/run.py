@@ -62,7 +62,7 @@ from hybridprof.errors import OutputError, UsageError
 from hybridprof.files.loader import read_model_source
 from hybridprof.files.outputs import rescue_copy, write_atomic
 from hybridprof.reporting import known_extensions, write_report
-from hybridprof.runtime.basics.limits import DEFAULT_THREADS, default_threads_line
+from hybridprof.runtime.basics.limits import default_threads_line
 from hybridprof.runtime.basics.signals import TerminateHandler, sigterm_as_interrupt
 from hybridprof.runtime.strategies import backward_strategies
 
@@ -165,9 +165,6 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             "(hybridprof run net.py profiles yours)",
             outputs.human,
         )
-    if args.threads is None:  # the default, given: a compiled model's too (compiled here)
-        notice(default_threads_line(), outputs.human)
-        args.threads = DEFAULT_THREADS
     with outputs_locked(outputs), sigterm_as_interrupt() as sigterm:
         try:
             with model_prints_to_stderr():
@@ -177,6 +174,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             return 143 if sigterm.received else 130
         replaced = _save(session, outputs, args.force)
     _print_results(session, outputs, args)
+    if args.threads is None:  # said once the run is done: a failed one ends in its error alone
+        notice(default_threads_line())
     if history is not None and not session.interrupted:
         print("\n".join(history.add((session,))), file=outputs.human)
     say_replaced(replaced, outputs.human)
