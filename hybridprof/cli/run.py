@@ -174,8 +174,6 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             return 143 if sigterm.received else 130
         replaced = _save(session, outputs, args.force)
     _print_results(session, outputs, args)
-    if args.threads is None:  # said once the run is done: a failed one ends in its error alone
-        notice(default_threads_line())
     if history is not None and not session.interrupted:
         print("\n".join(history.add((session,))), file=outputs.human)
     say_replaced(replaced, outputs.human)
@@ -283,7 +281,9 @@ def _kept(session_file: Path | None) -> str:
 
 def _print_results(session: ProfileSession, outputs: RunOutputs, args: argparse.Namespace) -> None:
     traced = _traced_iterations(session) if outputs.trace else 0
-    where = where_lines(session, outputs.session, outputs.reports, outputs.trace, traced)
+    # The default threads, said under the results: a failed run ends in its error alone.
+    said = [f"hybridprof: {default_threads_line()}"] if args.threads is None else []
+    where = where_lines(session, outputs.session, outputs.reports, outputs.trace, traced, said)
     lines = [*terminal_table(session, table_choice(args, outputs.human)), *where]
     if outputs.human is sys.stdout:
         emit(lines)
