@@ -65,8 +65,10 @@ def profile_loaded(
     device: str | None = None,
     step: StepFn | None = None,
     progress: bool = True,
+    exclude_stolen: bool = True,
 ) -> ProfileSession:
-    """Plan (or check the plan given) and run a loaded model, with a progress bar on a terminal."""
+    """Plan (or check the plan given) and run a loaded model, with a progress bar on a terminal
+    (`exclude_stolen`: False for a torchrun rank, which must step with the others)."""
     from hybridprof.runtime.runs.fixed import run
 
     if loaded.inputs is None:
@@ -82,6 +84,8 @@ def profile_loaded(
     setup = _compiled_setup(args, loaded.module)
     if options.threads is None:  # the default, given: a compiled model's too (compiled here)
         options = replace(options, threads=DEFAULT_THREADS)
+    if not exclude_stolen:
+        options = replace(options, exclude_stolen=False)
     if setup is not None:
         options = replace(options, compiled_by_hybridprof=setup.by_hybridprof)
         if getattr(args, "compare_eager", False):

@@ -74,7 +74,8 @@ class IterationLoop:
     stolen: StolenTime = field(init=False)
 
     def __post_init__(self) -> None:
-        self.stolen = StolenTime.of(len(self.lanes), self.opts.iters)
+        extra = self.opts.iters if self.opts.exclude_stolen else 0  # 0: none measured again
+        self.stolen = StolenTime.of(len(self.lanes), extra)
         if shared_modules(self.lanes):
             for lane in self.lanes:
                 lane.patch_each_iteration = True

@@ -48,6 +48,9 @@ class RunOptions:
     peak_gflops: float | None = None  # the machine's peak, given instead of measured
     peak_gbps: float | None = None
     compiled_by_hybridprof: bool = False  # the model is hybridprof's torch.compile of the user's
+    # Iterations that lost their core to other processes are measured again (stolen_time.py);
+    # off for a torchrun rank, whose steps must match the other ranks' one for one.
+    exclude_stolen: bool = True
 
     def check(self) -> IterationRule:
         """Refuse bad values; the rule that decides how many iterations run."""
