@@ -67,6 +67,9 @@ class Timing:
     min: float
     max: float
     interval: Interval | None = None
+    # Measured with more torch threads than free cores (`Stability.threads_exceed_free_cores`):
+    # the figure holds the threads' waits for each other, and says so wherever it is printed.
+    inflated: bool = False
 
     def interval_pct(self) -> float | None:
         """The interval's wider side in % of the median (None without one, or at a 0 median)."""
@@ -194,6 +197,9 @@ def build_layer_table(session: ProfileSession) -> LayerTable:
     if session.compiled is not None:
         rows = _with_fused(rows, session)
     outside = _outside_row(session, shares_of)
+    if session.stability is not None and session.stability.threads_exceed_free_cores:
+        rows = [_inflated(row) for row in rows]
+        outside = _inflated(outside) if outside is not None else None
     device = session.memory.primary if session.memory is not None else None
     if device is not None:
         rows, outside = _with_memory(rows, outside, device)
@@ -216,6 +222,16 @@ def timing(stat: Stat, series: Series | None) -> Timing:
     """A `Stat` with its median's interval from the per-iteration series (when long enough)."""
     interval = median_ci(series.values) if series and len(series.values) >= CI_VALUES else None
     return Timing(stat.median, stat.min, stat.max, interval)
+
+
+def _inflated(row: LayerRow) -> LayerRow:
+    """`row` with its times marked as inflated by threads waiting for cores."""
+    self_cpu, total_cpu = row.self_cpu, row.total_cpu
+    return replace(
+        row,
+        self_cpu=replace(self_cpu, inflated=True) if self_cpu is not None else None,
+        total_cpu=replace(total_cpu, inflated=True) if total_cpu is not None else None,
+    )
 
 
 def _kind(row: TreeRow) -> RowKind:

@@ -59,6 +59,7 @@ def assess(
         load=round(load, 2),
         threads=threads,
         advice=advice,
+        threads_exceed_free_cores=oversubscribed and threads > 1,
     )
 
 
@@ -71,24 +72,24 @@ def _advice(
     cores: int,
     more_iterations: str,
 ) -> str:
-    """Why the run is noisy and what to change (empty when it is not)."""
+    """Why the run is noisy and what to change, in one short line and one unit (cores), or empty
+    when it is not: `other work used 1.9 of the 2 cores, torch ran 2 threads: use --threads 1,
+    stop background jobs`."""
     causes: list[str] = []
     fixes: list[str] = []
     if oversubscribed:
-        causes.append(
-            f"other work ({other:.1f} runnable tasks) plus {threads} torch "
-            f"thread{'s' if threads != 1 else ''} exceed the {cores} "
-            f"core{'s' if cores != 1 else ''}"
-        )
+        plural = "s" if cores != 1 else ""
+        used = f"other work used {min(other, cores):.1f} of the {cores} core{plural}"
+        causes.append(used + (f", torch ran {threads} threads" if threads > 1 else ""))
         if threads > 1:
-            fixes.append("use one torch thread (--threads 1)")
+            fixes.append("use --threads 1")
         if other + 1 > cores:
-            fixes.append("stop background jobs (fewer jobs than cores)")
+            fixes.append("stop background jobs")
     if spread:
-        causes.append(f"iteration times vary by {100 * cv:.0f}% (coefficient of variation)")
+        causes.append(f"iteration times vary by {100 * cv:.0f}%")
         fixes.append(more_iterations)
         if threads > 1 and not oversubscribed:
-            fixes.append("use one torch thread (--threads 1)")
+            fixes.append("use --threads 1")
     if not causes:
         return ""
     return "; ".join(causes) + ": " + ", ".join(fixes)

@@ -44,7 +44,9 @@ def profile(
     rows (and the session's `outside_cpu_us`) add up to the whole iteration, and `leaves_only=True`
     selects the leaves alone, as torchprof did. The inputs move to `device`, and so does the
     model for the run if it is elsewhere (it is moved back after); without `device`, to the
-    model's own device. The model is left exactly as it was.
+    model's own device. The model is left exactly as it was. torch runs on one thread for the
+    run unless `threads=N` says otherwise (the caller's setting is put back after), so the figures
+    do not depend on the machine's load; `environment.threads` is the count the model ran with.
 
     Compiled code (`torch.compile(model)`, `model.compile()`, compiled children) is measured from
     its kernels, in the caller's grad mode, so the model is not compiled again afterwards.

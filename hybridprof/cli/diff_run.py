@@ -25,6 +25,7 @@ from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import DEFAULT_ENTRY, file_sha256, read_model_source
 from hybridprof.files.revisions import Checkout
+from hybridprof.runtime.basics.limits import DEFAULT_THREADS, default_threads_line
 from hybridprof.runtime.basics.signals import sigterm_as_interrupt
 
 if TYPE_CHECKING:
@@ -80,6 +81,8 @@ def paired_diff(
                 how = "terminated (SIGTERM)" if sigterm.received else "interrupted"
                 notice(f"{how} before a measured pair finished; nothing compared")
                 return PairedOutcome(None, 143 if sigterm.received else 130)
+    if args.threads is None:
+        notice(default_threads_line())
     pairing = result.pairing
     if pairing is not None and pairing.stop_reason == "interrupted":
         return PairedOutcome(result, 143 if sigterm.received else 130)
@@ -158,8 +161,10 @@ def _compare(
     resolve_device(args.device)  # no CUDA: said before the models are built
     base, new = (_side(args, sources[0], "base"), _side(args, sources[1], "new"))
     opts = _run_options(args, argv)
+    if opts.threads is None:  # the default, said once the comparison is done (paired_diff)
+        opts = replace(opts, threads=DEFAULT_THREADS)
     if floor is None:
-        with torch_threads(opts.threads):
+        with torch_threads(opts.run_threads):
             floor = default_floor(profiler_op_cost_us())
     with ProgressBar(wanted()) as bar:
         sessions = run_paired(base, new, opts, settled=decided(threshold, floor), progress=bar)

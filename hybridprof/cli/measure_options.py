@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from hybridprof.cli.common import add_model_options, add_selection_options
 from hybridprof.errors import UsageError
+from hybridprof.runtime.basics.limits import DEFAULT_THREADS
 from hybridprof.runtime.basics.stopping import (
     AUTO_TARGET_PCT,
     DEFAULT_MAX_TIME_S,
@@ -31,11 +32,6 @@ if TYPE_CHECKING:
 Command = Literal["run", "diff"]
 WARMUP, ITERS = 3, 20  # run
 DIFF_WARMUP, DIFF_PAIRS = 3, 30  # diff --run
-# One thread, as the stability advice says: with torch's default (a thread per core) on a busy
-# machine, OpenMP's threads wait for each other and single iterations take 10-100x longer (on a
-# 2-core machine with two busy processes, a 0.5 ms iteration took up to 160 ms), which widens
-# every paired interval; a comparison of multi-threaded speed asks for it with --threads.
-DIFF_THREADS = 1
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
@@ -81,6 +77,10 @@ _MAX_TIME_HELP = (
 _DEVICE_HELP = "cpu or cuda (default: where the entry put the model, usually cpu)"
 _MEMORY_HELP = "measure memory per layer"
 _BACKWARD_HELP = "profile a training step: forward and backward"
+_THREADS_HELP = (
+    f"torch threads during the run (default: {DEFAULT_THREADS}, whatever the machine's load, so "
+    "per-layer times stay comparable; N to measure multi-threaded speed)"
+)
 
 MEASURE_OPTIONS: tuple[MeasureOption, ...] = (
     MeasureOption(
@@ -111,21 +111,7 @@ MEASURE_OPTIONS: tuple[MeasureOption, ...] = (
     MeasureOption(
         "--max-time", Usage(_MAX_TIME_HELP), Usage(_MAX_TIME_HELP), "max_time_s", float, "SECONDS"
     ),
-    MeasureOption(
-        "--threads",
-        Usage(
-            "torch threads during the run; 1 gives the steadiest per-layer times on a busy "
-            "machine (default: torch's)"
-        ),
-        Usage(
-            "torch threads during the run: 1, the steadiest comparison, unless you compare "
-            f"multi-threaded speed (default: {DIFF_THREADS})",
-            DIFF_THREADS,
-        ),
-        "threads",
-        int,
-        "N",
-    ),
+    MeasureOption("--threads", Usage(_THREADS_HELP), Usage(_THREADS_HELP), "threads", int, "N"),
     MeasureOption("--device", Usage(_DEVICE_HELP), Usage(_DEVICE_HELP), "device", metavar="DEVICE"),
     MeasureOption(
         "--profile-memory", Usage(_MEMORY_HELP), Usage(_MEMORY_HELP), "profile_memory", switch=True
@@ -263,7 +249,6 @@ def check_no_run_options(args: argparse.Namespace, parser: argparse.ArgumentPars
 
 __all__ = [
     "DIFF_PAIRS",
-    "DIFF_THREADS",
     "DIFF_WARMUP",
     "ITERS",
     "MEASURE_OPTIONS",

@@ -14,7 +14,7 @@ from hybridprof.cli.progress import ProgressBar, wanted
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import DEFAULT_ENTRY, parse_shape
 from hybridprof.reporting import renderer_for
-from hybridprof.runtime.basics.limits import iterations_problem, threads_problem
+from hybridprof.runtime.basics.limits import DEFAULT_THREADS, iterations_problem, threads_problem
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY
 
 if TYPE_CHECKING:
@@ -65,8 +65,10 @@ def profile_loaded(
     device: str | None = None,
     step: StepFn | None = None,
     progress: bool = True,
+    exclude_stolen: bool = True,
 ) -> ProfileSession:
-    """Plan (or check the plan given) and run a loaded model, with a progress bar on a terminal."""
+    """Plan (or check the plan given) and run a loaded model, with a progress bar on a terminal
+    (`exclude_stolen`: False for a torchrun rank, which must step with the others)."""
     from hybridprof.runtime.runs.fixed import run
 
     if loaded.inputs is None:
@@ -80,6 +82,10 @@ def profile_loaded(
     warnings: list[str] = []
     plan = _plan_for(args, loaded.module, model_file, entry, plan, warnings)
     setup = _compiled_setup(args, loaded.module)
+    if options.threads is None:  # the default, given: a compiled model's too (compiled here)
+        options = replace(options, threads=DEFAULT_THREADS)
+    if not exclude_stolen:
+        options = replace(options, exclude_stolen=False)
     if setup is not None:
         options = replace(options, compiled_by_hybridprof=setup.by_hybridprof)
     compiling = _compiling(setup.model if setup is not None else loaded.module)

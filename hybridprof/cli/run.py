@@ -21,7 +21,6 @@ examples:
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -63,6 +62,7 @@ from hybridprof.errors import OutputError, UsageError
 from hybridprof.files.loader import read_model_source
 from hybridprof.files.outputs import rescue_copy, write_atomic
 from hybridprof.reporting import known_extensions, write_report
+from hybridprof.runtime.basics.limits import default_threads_line
 from hybridprof.runtime.basics.signals import TerminateHandler, sigterm_as_interrupt
 from hybridprof.runtime.strategies import backward_strategies
 
@@ -162,7 +162,6 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             "(hybridprof run net.py profiles yours)",
             outputs.human,
         )
-        _demo_threads(args, outputs)
     with outputs_locked(outputs), sigterm_as_interrupt() as sigterm:
         try:
             with model_prints_to_stderr():
@@ -182,31 +181,6 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         notice(f"{_stopped_by(sigterm)} after {session.iterations}{of} iterations{where}")
         return 143 if sigterm.received else 130
     return 0
-
-
-DEMO_MIN_CORES = 4
-
-
-def _demo_threads(args: argparse.Namespace, outputs: RunOutputs) -> None:
-    """The demo is a first run: on a machine of few cores, torch's default threads wait for each
-    other and the small layers read by noise (a ReLU at milliseconds), so it runs on one thread,
-    and says so."""
-    cores = available_cores()
-    if args.threads is None and cores < DEMO_MIN_CORES:
-        args.threads = 1
-        notice(
-            f"this machine has {cores} core{'s' if cores != 1 else ''}: the demo runs with "
-            "--threads 1, as torch's default threads would time its small layers by noise "
-            "(give --threads N to choose)",
-            outputs.human,
-        )
-
-
-def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
 
 
 def _stopped_by(sigterm: TerminateHandler) -> str:
@@ -304,7 +278,9 @@ def _kept(session_file: Path | None) -> str:
 
 def _print_results(session: ProfileSession, outputs: RunOutputs, args: argparse.Namespace) -> None:
     traced = _traced_iterations(session) if outputs.trace else 0
-    where = where_lines(session, outputs.session, outputs.reports, outputs.trace, traced)
+    # The default threads, said under the results: a failed run ends in its error alone.
+    said = [f"hybridprof: {default_threads_line()}"] if args.threads is None else []
+    where = where_lines(session, outputs.session, outputs.reports, outputs.trace, traced, said)
     lines = [*terminal_table(session, table_choice(args, outputs.human)), *where]
     if outputs.human is sys.stdout:
         emit(lines)

@@ -231,6 +231,7 @@ class _Rank:
             device=str(device),
             step=clock.step_fn(through, self.args.backward),
             progress=False,
+            exclude_stolen=False,  # the ranks' steps meet in collectives: one for one
         )
         info = d.rank_info(self.group, device, ddp)
         warmup, iterations = session.warmup, session.iterations

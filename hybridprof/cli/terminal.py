@@ -117,8 +117,10 @@ def where_lines(
     reports: Sequence[Path],
     trace: Path | None,
     traced_iterations: int = 0,
+    notes: Sequence[str] = (),
 ) -> list[str]:
-    """The lines under the table: the summary, where each file went, and the run's warnings."""
+    """The lines under the table: the summary, where each file went, `notes` (how the run ran),
+    and the run's warnings."""
     from hybridprof.reporting.text.compiled_text import compile_lines
     from hybridprof.reporting.text.memory_text import memory_lines
 
@@ -140,10 +142,11 @@ def where_lines(
             f"trace:   {trace}  (the first {traced_iterations} measured iteration{plural}; "
             "open in https://ui.perfetto.dev or chrome://tracing)"
         )
+    lines += notes
     # An interruption is said once, on stderr, with where the partial session went.
     warnings = [w for w in session.warnings if not (session.interrupted and _is_interruption(w))]
-    noisy = stability_line(session)
-    lines += [f"warning: {w}" for w in ([noisy] if noisy else []) + warnings]
+    # The noise verdict is said once, above the table (terminal_table), not here again.
+    lines += [f"warning: {w}" for w in warnings]
     return [visible(line) for line in lines]  # a newline in a name or path cannot forge a line
 
 

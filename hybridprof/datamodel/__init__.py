@@ -55,6 +55,7 @@ from hybridprof.datamodel.ranks import (
 )
 from hybridprof.datamodel.schema import DEFAULT_STRATEGY, SCHEMA_VERSION
 from hybridprof.datamodel.session import (
+    CpuWaits,
     Environment,
     ProfileSession,
     Stability,
@@ -80,6 +81,7 @@ __all__ = [
     "CompileSection",
     "CompiledLayer",
     "CompiledWhere",
+    "CpuWaits",
     "DeviceMemory",
     "Environment",
     "ExcludedIteration",

@@ -7,13 +7,14 @@ compact: no whitespace, no field equal to its default (zeros, empty, None), a `S
 [median, min, max] and a record's ops as columns (`OpStat.json_columns`); 5 added optional parts:
 a training loop's `optimizer` record, `steps` and `schedule`, and the `memory` section
 (`--profile-memory`: per-layer memory and the step's peak, `datamodel.memory`, with a version of
-its own); each is absent otherwise. The reader takes every form, so files of versions 1-4 still
-load.
+its own); each is absent otherwise; 6 added the iterations' waits for a CPU (`cpu_waits`: what
+the scheduler took, which iterations were excluded for it) and the stability's
+`threads_exceed_free_cores`. The reader takes every form, so files of versions 1-5 still load.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # The strategy a plan and a run use unless told otherwise (the registry in runtime/strategies/
 # lists them all); defined here, the lowest layer, so planner, runtime and CLI share one name.
 DEFAULT_STRATEGY = "session"

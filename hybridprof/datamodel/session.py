@@ -45,7 +45,8 @@ class Stability:
 
     iteration_cv: coefficient of variation of the whole-iteration times; load: the 1-minute load
     average divided by the cores; threads: torch's intra-op threads during the run; advice: what to
-    change when the verdict is "noisy" (empty when "stable").
+    change when the verdict is "noisy" (empty when "stable"); threads_exceed_free_cores: see
+    below (False in files before schema 6).
     """
 
     verdict: Verdict
@@ -53,6 +54,29 @@ class Stability:
     load: float
     threads: int
     advice: str
+    # torch ran more threads than the cores other work left free: they waited for each other, and
+    # every time figure of the run is inflated by those waits (the tables mark them so).
+    threads_exceed_free_cores: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CpuWaits:
+    """Time the measured iterations waited for a CPU while runnable: the scheduler ran other
+    processes meanwhile (since schema 6; None where the OS does not say, and in older files).
+
+    source: where the waits were read ("schedstat": Linux's per-thread run-queue wait);
+    threshold_pct: an iteration that waited more than this % of its step time was excluded and
+    measured again; excluded: how many were; excluded_wait_us: what they lost in all; kept_wait_us:
+    each kept iteration's wait, in order; kept_over: kept iterations over the threshold all the
+    same (the run's limit of extra iterations was reached).
+    """
+
+    source: str
+    threshold_pct: float
+    excluded: int = 0
+    excluded_wait_us: float = 0.0
+    kept_wait_us: tuple[float, ...] = ()
+    kept_over: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +124,7 @@ class ProfileSession(Views):
     schedule: ScheduleInfo | None = None
     memory: MemoryProfile | None = None  # --profile-memory: per-layer memory and the step's peak
     compiled: CompileSection | None = None  # a torch.compile'd model (None: eager, older files)
+    cpu_waits: CpuWaits | None = None  # the iterations' waits for a CPU (since schema 6)
     schema_version: int = SCHEMA_VERSION
 
     def __repr__(self) -> str:

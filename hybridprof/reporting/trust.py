@@ -12,14 +12,18 @@ from __future__ import annotations
 import math
 
 from hybridprof.analysis.layer_table import Timing
-from hybridprof.analysis.stats import CI_METHOD, CONFIDENCE, median_ci
+from hybridprof.analysis.stats import CI_METHOD, CONFIDENCE, Interval, median_ci
 from hybridprof.datamodel import ProfileSession, Series, Stability
 from hybridprof.reporting.format import format_time_us
 
 INTERVAL_NOTE = (
     f"± is the {100 * CONFIDENCE:.0f}% confidence interval of each median over the measured "
-    f"iterations ({CI_METHOD}), its wider side in % of the median; shown from 6 iterations on."
+    f"iterations ({CI_METHOD}), in % of the median: -a% +b% where one side is over twice the "
+    "other, a range (low to high) where the interval is wider than the median itself; shown "
+    "from 6 iterations on."
 )
+INFLATED = "(inflated)"  # a time measured with more torch threads than free cores
+LOPSIDED = 2.0  # one side of an interval over this many times the other: both sides are shown
 
 
 def interval_pct(series: Series | None) -> float | None:
@@ -37,20 +41,43 @@ def pct_text(pct: float | None) -> str:
     """±3%, ±0.4% (one decimal below 1%); empty without an interval."""
     if pct is None:
         return ""
-    return f"±{pct:.1f}%" if pct < 1 else f"±{pct:.0f}%"
+    return f"±{_pct(pct)}"
+
+
+def interval_text(interval: Interval | None) -> str:
+    """A median's interval as a person reads it: `±3%`; `-2% +9%` when lopsided; `(12.000us to
+    3.100ms)` when wider than the median (a `±N%` over 100 says nothing); empty without one."""
+    if interval is None or interval.median <= 0:
+        return ""
+    median = interval.median
+    if interval.high - interval.low > median:
+        return f"({format_time_us(interval.low)} to {format_time_us(interval.high)})"
+    below = 100.0 * (median - interval.low) / median
+    above = 100.0 * (interval.high - median) / median
+    if max(below, above) >= 1 and max(below, above) > LOPSIDED * min(below, above):
+        return f"-{_pct(below)} +{_pct(above)}"
+    return pct_text(max(below, above))
+
+
+def _pct(pct: float) -> str:
+    return f"{pct:.1f}%" if pct < 1 else f"{pct:.0f}%"
 
 
 def time_with_interval(median_us: float, series: Series | None) -> str:
     """`84.200us ±3%`, or just `84.200us` without an interval."""
-    suffix = pct_text(interval_pct(series))
+    interval = median_ci(series.values) if series is not None else None
+    suffix = interval_text(interval)
     return format_time_us(median_us) + (f" {suffix}" if suffix else "")
 
 
 def timing_text(timing: Timing | None) -> str:
-    """A layer table's time as `84.200us ±3%` (or `84.200us`); empty where the row has none."""
+    """A layer table's time as `84.200us ±3%` (or `84.200us`, or `84.200us (inflated)` when
+    measured with more threads than free cores); empty where the row has none."""
     if timing is None:
         return ""
-    suffix = pct_text(timing.interval_pct())
+    if timing.inflated:
+        return f"{format_time_us(timing.median)} {INFLATED}"
+    suffix = interval_text(timing.interval)
     return format_time_us(timing.median) + (f" {suffix}" if suffix else "")
 
 
@@ -63,13 +90,11 @@ def has_intervals(session: ProfileSession) -> bool:
 
 
 def stability_text(stability: Stability) -> str:
-    """Why the verdict, without the verdict: `<causes>: <fixes> (<figures>)`, or the figures
-    alone."""
-    threads = f"{stability.threads} torch thread{'s' if stability.threads != 1 else ''}"
-    load = f"load {stability.load:.2f} per core"
+    """Why the verdict, without the verdict, in one short line: `<causes>: <fixes>`, or how much
+    the iteration times spread."""
     if stability.advice:
-        return f"{stability.advice} (CV {100 * stability.iteration_cv:.1f}%, {load}, {threads})"
-    return f"iteration times vary by {100 * stability.iteration_cv:.1f}% (CV), {load}, {threads}"
+        return stability.advice
+    return f"iteration times vary by {100 * stability.iteration_cv:.1f}%"
 
 
 def stability_line(session: ProfileSession) -> str | None:
@@ -105,9 +130,11 @@ def _stop_note(session: ProfileSession) -> str:
 
 
 __all__ = [
+    "INFLATED",
     "INTERVAL_NOTE",
     "has_intervals",
     "interval_pct",
+    "interval_text",
     "iterations_text",
     "pct_text",
     "stability_line",

@@ -15,6 +15,23 @@ import os
 MAX_ITERATIONS = 100_000
 
 
+# The torch threads of `run`, `profile()` and `diff --run` unless told otherwise: one, whatever the
+# machine and its load. A count fitted to the free cores would change with the load, and so would
+# every per-layer time (on 2 cores a small layer read 400x its 1-thread time at 2 threads with one
+# other job running); with one thread the figures of a quiet and a busy run can be compared, and
+# the intra-op threads' own waits cannot land in a layer. Multi-threaded speed is asked for with
+# --threads N (threads=N).
+DEFAULT_THREADS = 1
+
+
+def default_threads_line() -> str:
+    """The one line that says the default was used, and how to choose."""
+    return (
+        f"torch runs on {DEFAULT_THREADS} thread, hybridprof's default, so per-layer times do "
+        "not depend on the machine's load (--threads N to choose)"
+    )
+
+
 def max_threads() -> int:
     """The most torch threads a run may ask for: 4 per usable core (oversubscribing on purpose
     stays possible), and at least 64."""
@@ -51,4 +68,11 @@ def iterations_problem(count: int, option: str) -> str | None:
     )
 
 
-__all__ = ["MAX_ITERATIONS", "iterations_problem", "max_threads", "threads_problem"]
+__all__ = [
+    "DEFAULT_THREADS",
+    "MAX_ITERATIONS",
+    "default_threads_line",
+    "iterations_problem",
+    "max_threads",
+    "threads_problem",
+]

@@ -19,6 +19,7 @@ import torch
 
 from hybridprof.analysis.stats import median_int
 from hybridprof.datamodel import (
+    CpuWaits,
     Environment,
     FindingKind,
     IterationSeries,
@@ -71,6 +72,7 @@ class RunFacts:
     trace_file: str | None = None
     steps: int = 0  # `prof.step()` calls of a with-block
     schedule: ScheduleInfo | None = None
+    cpu_waits: CpuWaits | None = None
 
 
 def build_session(
@@ -117,6 +119,7 @@ def build_session(
         optimizer=optimizer_record(table, optimizer_ops, use_device=facts.use_device),
         steps=facts.steps,
         schedule=facts.schedule,
+        cpu_waits=facts.cpu_waits,
         memory=table.memory.profile(),
     )
 

@@ -31,6 +31,7 @@ from hybridprof.errors import HybridprofError, ModelRunError
 from hybridprof.files.loader import keeping_cwd
 from hybridprof.planner.compat import probe
 from hybridprof.planner.module_tree import module_at
+from hybridprof.runtime.basics.cpu_wait import WaitClock
 from hybridprof.runtime.basics.failure import failure_hint
 from hybridprof.runtime.basics.machine import LoadWatch
 from hybridprof.runtime.basics.patching import ForwardPatcher
@@ -95,6 +96,8 @@ class Driver:
         self.watch = LoadWatch()  # other work on the machine, sampled between iterations
         self.threads = torch.get_num_threads()
         self._clock = 0.0
+        self.waits = WaitClock.closed()  # opened by `begin`, on the thread that runs the steps
+        self.step_wait_us: float | None = None  # what the last measured step waited for a CPU
 
     @staticmethod
     def config_for(
@@ -124,6 +127,7 @@ class Driver:
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self._clock = time.perf_counter()
         self.threads = torch.get_num_threads()
+        self.waits = WaitClock()
         self.watch.sample()
         self.strategy.begin()
 
@@ -159,9 +163,13 @@ class Driver:
                         self.shapes.passthrough = False
                     self.patcher.rewrap_replaced(measured=False)
                 strategy.start_measuring()
+                waited = self.waits.read()
                 start = time.perf_counter()
                 step()
                 self.step_us = (time.perf_counter() - start) * 1e6
+                self.step_wait_us = self._waited_since(waited)
+                # What the step ran with (a model may set torch's threads itself): the session's.
+                self.threads = torch.get_num_threads()
                 self.patcher.rewrap_replaced(measured=not warmup)
         except HybridprofError:
             self._abandon_iteration()
@@ -191,7 +199,13 @@ class Driver:
         self.seconds = time.perf_counter() - self._clock
 
     def end(self) -> None:
+        self.waits.close()
         self.strategy.end()
+
+    def _waited_since(self, before: int | None) -> float | None:
+        """Microseconds this thread waited for a CPU since `before` (ns; None: unknown)."""
+        now = self.waits.read()
+        return None if before is None or now is None else (now - before) / 1000
 
     def build_session(
         self, measures: MeasureTable | Sequence[IterationMeasure], facts: RunFacts
@@ -201,6 +215,7 @@ class Driver:
         said = self.thread_warning()
         facts = replace(
             facts,
+            environment=replace(facts.environment, threads=self.threads),
             warnings=facts.warnings + ((said,) if said else ()) + self.patcher.patch_warnings(),
             profile_memory=self.config.profile_memory,
             use_device=self.config.use_device,

@@ -37,9 +37,9 @@ import gc
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from hybridprof.datamodel import ProfileSession, StopReason
+from hybridprof.datamodel import CpuWaits, ProfileSession, StopReason
 from hybridprof.runtime.basics.model_state import model_state_kept, random_state_kept
 from hybridprof.runtime.basics.stopping import AUTO, IterationRule, unconverged
 from hybridprof.runtime.basics.workload import placed_on, torch_threads
@@ -47,6 +47,7 @@ from hybridprof.runtime.flops.counter import with_work
 from hybridprof.runtime.measures.aggregate import RunFacts, environment
 from hybridprof.runtime.runs.lanes import Lane, shared_modules
 from hybridprof.runtime.runs.options import ProgressFn, RunOptions
+from hybridprof.runtime.runs.stolen_time import StolenTime, waits_line
 
 FIRST_CHECK_PAIRS = 10  # `settled` is first asked after this many pairs (intervals need 6 or more)
 CHECK_GROWTH = 1.5  # then each time the pairs have grown by half
@@ -70,7 +71,11 @@ class IterationLoop:
     started: float = 0.0
     duration_s: float = 0.0
 
+    stolen: StolenTime = field(init=False)
+
     def __post_init__(self) -> None:
+        extra = self.opts.iters if self.opts.exclude_stolen else 0  # 0: none measured again
+        self.stolen = StolenTime.of(len(self.lanes), extra)
         if shared_modules(self.lanes):
             for lane in self.lanes:
                 lane.patch_each_iteration = True
@@ -84,7 +89,7 @@ class IterationLoop:
         are on the run's device and it has its threads until the sessions are built (they record
         both), and with `opts.flops` until each session's FLOPs are counted."""
         begun = time.perf_counter()
-        with torch_threads(self.opts.threads), _placed(self.lanes):
+        with torch_threads(self._threads()), _placed(self.lanes):
             with self._kept():
                 self._iterate()
             self.duration_s = time.perf_counter() - begun
@@ -94,6 +99,16 @@ class IterationLoop:
             return tuple(
                 self._with_work(s, lane) for s, lane in zip(sessions, self.lanes, strict=True)
             )
+
+    def _threads(self) -> int | None:
+        """The run's torch threads: the options', else one; but code the caller compiled keeps
+        the caller's threads unless told (None): dynamo guards on the count, so another would
+        compile it again for the run and again at the caller's next call."""
+        opts = self.opts
+        caller_compiled = any(lane.compiled is not None for lane in self.lanes)
+        if opts.threads is None and caller_compiled and not opts.compiled_by_hybridprof:
+            return None
+        return opts.run_threads
 
     def sessions(self, warnings: Sequence[str] = ()) -> tuple[ProfileSession, ...]:
         """Each lane's session of the iterations measured so far."""
@@ -167,6 +182,9 @@ class IterationLoop:
         kept = [(lane, measure) for lane, measure in done if measure is not None]
         if len(kept) < len(done):
             return False
+        waits = [lane.driver.step_wait_us for lane in self.lanes]
+        if self.stolen.exclude(waits, [lane.driver.step_us for lane in self.lanes]):
+            return False  # another process had the core: measured again (stolen_time.py)
         for lane, measure in kept:
             lane.keep(measure)
         return True
@@ -212,10 +230,18 @@ class IterationLoop:
             model_hash=lane.model_hash,
             duration_s=round(self.duration_s or self._elapsed(), 3),
             trace_file=lane.driver.config.trace_path,
+            cpu_waits=self._waits(lane),
         )
+
+    def _waits(self, lane: Lane) -> CpuWaits | None:
+        return self.stolen.waits(self.lanes.index(lane), lane.wait_us)
 
     def _warnings(self) -> list[str]:
         done, unit = len(self.lanes[0].measures), "pairs" if self.paired else "iterations"
+        lost = waits_line(self._waits(self.lanes[0]), done, unit)
+        return ([lost] if lost else []) + self._stop_warnings(done, unit)
+
+    def _stop_warnings(self, done: int, unit: str) -> list[str]:
         if self.interrupted:
             asked = "" if self.opts.iters == AUTO else f" of {self.opts.iters}"
             return [f"interrupted after {done}{asked} measured {unit}"]

@@ -55,6 +55,7 @@ class Lane:
     measures: MeasureTable = field(default_factory=MeasureTable)  # arrays, not objects: flat memory
     warmup_us: list[float] = field(default_factory=list)  # each warm-up iteration's step
     iteration_us: list[float] = field(default_factory=list)  # each measured one (auto judges it)
+    wait_us: list[float | None] = field(default_factory=list)  # each kept one's wait for a CPU
     _extra_warmup: int = 0
 
     @property
@@ -106,6 +107,7 @@ class Lane:
     def keep(self, measure: IterationMeasure) -> None:
         self.measures.add(measure)
         self.iteration_us.append(measure.total_cpu_us or self.driver.step_us)
+        self.wait_us.append(self.driver.step_wait_us)
 
     def session(self, facts: RunFacts) -> ProfileSession:
         """The session of the iterations measured so far, with the run's `facts`."""

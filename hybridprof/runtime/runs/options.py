@@ -11,7 +11,7 @@ from torch import nn
 from hybridprof.datamodel import ProfilePlan
 from hybridprof.errors import UsageError
 from hybridprof.files.loader import ModelInputs
-from hybridprof.runtime.basics.limits import threads_problem
+from hybridprof.runtime.basics.limits import DEFAULT_THREADS, threads_problem
 from hybridprof.runtime.basics.stopping import Count, IterationRule
 from hybridprof.runtime.strategies import DEFAULT_STRATEGY, check_backward
 
@@ -38,7 +38,7 @@ class RunOptions:
     profile_memory: bool = False
     backward: bool = False
     trace_path: str | None = None
-    threads: int | None = None  # torch intra-op threads for the run; None: leave torch's setting
+    threads: int | None = None  # torch intra-op threads for the run; None: DEFAULT_THREADS (1)
     # Run each measured step once unmeasured first, under the same profiler session: what the
     # work between iterations (reading the last one's events) evicted from the CPU's caches is
     # then back before the first layer runs, instead of landing in its time (Driver.iteration).
@@ -50,6 +50,9 @@ class RunOptions:
     peak_gflops: float | None = None  # the machine's peak, given instead of measured
     peak_gbps: float | None = None
     compiled_by_hybridprof: bool = False  # the model is hybridprof's torch.compile of the user's
+    # Iterations that lost their core to other processes are measured again (stolen_time.py);
+    # off for a torchrun rank, whose steps must match the other ranks' one for one.
+    exclude_stolen: bool = True
 
     def check(self) -> IterationRule:
         """Refuse bad values; the rule that decides how many iterations run."""
@@ -67,6 +70,11 @@ class RunOptions:
         if self.backward:
             check_backward(strategy)
         return strategy
+
+    @property
+    def run_threads(self) -> int:
+        """The torch threads the run sets: the options', else the default (one)."""
+        return DEFAULT_THREADS if self.threads is None else self.threads
 
     @property
     def compiled_by(self) -> str:

@@ -3,7 +3,6 @@ be piped into `head`, and a demo that does not time noise on a machine of few co
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 from pathlib import Path
@@ -11,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from hybridprof.cli import main
-from hybridprof.cli import run as run_command
 from hybridprof.files.storage import load_session
 from tests.integration.cli_run import FIXTURES, QUICK, SCRIPT
 
@@ -62,23 +60,10 @@ def test_help_into_a_closed_pipe_ends_quietly(argv: list[str], tmp_path: Path) -
     assert done.stderr == "" and done.returncode == 0
 
 
-def test_the_demo_runs_on_one_thread_on_a_machine_of_few_cores(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_the_demo_runs_on_one_thread_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(run_command, "available_cores", lambda: 2)
     assert main(["run", *QUICK, "--out-dir", str(tmp_path)]) == 0
     said = capsys.readouterr()
-    assert "this machine has 2 cores: the demo runs with --threads 1" in said.out + said.err
+    assert "torch runs on 1 thread, hybridprof's default" in said.out + said.err
     assert load_session(tmp_path / "session.json").environment.threads == 1
-
-
-def test_many_cores_or_threads_given_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    outputs = argparse.Namespace(human=None)
-    monkeypatch.setattr(run_command, "available_cores", lambda: 16)
-    args = argparse.Namespace(threads=None)
-    run_command._demo_threads(args, outputs)  # type: ignore[arg-type]
-    assert args.threads is None
-    monkeypatch.setattr(run_command, "available_cores", lambda: 2)
-    args = argparse.Namespace(threads=2)
-    run_command._demo_threads(args, outputs)  # type: ignore[arg-type]
-    assert args.threads == 2

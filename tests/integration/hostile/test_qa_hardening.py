@@ -110,7 +110,7 @@ def test_fused_fast_path_that_skips_every_leaf_says_what_to_select(
     assert "heaviest: none (no selected layer ran" in out
     warning = next(line for line in out.splitlines() if line.startswith("warning: none of the"))
     assert warning.endswith("--paths layers.0,layers.1 (or --with-parents)")
-    assert warning in "warning: " + " ".join(load_session(session_file).warnings)
+    assert warning.removeprefix("warning: ") in load_session(session_file).warnings
     assert main(["run", str(model), *QUICK, "--paths", "layers.0,layers.1"]) == 0
     out = capsys.readouterr().out
     assert "heaviest: layers." in out and "warning: none of the" not in out
@@ -178,10 +178,12 @@ def test_with_parents_profiles_the_fused_layers(
     assert main(["run", str(model), *QUICK, "--with-parents", "-o", str(session_file)]) == 0
     session = load_session(session_file)
     assert {"layers.0", "layers.1"} <= {r.path for r in session.records}
-    assert session.warnings == ()
+    # a busy machine may take an iteration out (said in a line); nothing else may warn
+    assert [w for w in session.warnings if "to other processes" not in w] == []
     printed = capsys.readouterr().out.splitlines()
-    # the stability verdict may warn on a busy machine; nothing else may
-    assert not [line for line in printed if line.startswith("warning:") and "noisy" not in line]
+    # the stability verdict and the excluded iterations may warn on a busy machine; nothing else
+    busy = ("noisy", "to other processes")
+    assert not [w for w in printed if w.startswith("warning:") and not any(b in w for b in busy)]
 
 
 ATTENTION_MODEL = """

@@ -24,7 +24,16 @@ def test_two_busy_processes_with_default_threads_on_two_cores_are_noisy() -> Non
     assert stability.verdict == "noisy"
     assert "--threads 1" in stability.advice
     assert "background jobs" in stability.advice
-    assert "exceed the 2 cores" in stability.advice
+    assert "other work used 2.0 of the 2 cores, torch ran 2 threads" in stability.advice
+    assert stability.threads_exceed_free_cores
+    # One short line in one unit (cores): no runnable-task counts beside a load per core.
+    assert "runnable" not in stability.advice and "per core" not in stability.advice
+    assert "\n" not in stability.advice and len(stability.advice) < 120
+
+
+def test_one_thread_never_counts_as_threads_exceeding_the_free_cores() -> None:
+    stability = assess(STEADY, threads=1, cores=2, load_average=3.0, other_runnable=3.0)
+    assert stability.verdict == "noisy" and not stability.threads_exceed_free_cores
 
 
 def test_other_work_that_leaves_a_core_for_one_thread_is_stable() -> None:
@@ -79,4 +88,5 @@ def test_the_object_has_exactly_the_documented_fields() -> None:
         "load",
         "threads",
         "advice",
+        "threads_exceed_free_cores",
     ]

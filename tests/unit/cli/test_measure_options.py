@@ -10,7 +10,6 @@ import pytest
 from hybridprof.cli import diff, run
 from hybridprof.cli.measure_options import (
     DIFF_PAIRS,
-    DIFF_THREADS,
     ITERS,
     MEASURE_OPTIONS,
     RUN_GROUP,
@@ -41,7 +40,8 @@ def test_each_command_fills_in_its_own_defaults() -> None:
     compared = diff.build_parser().parse_args(["--run", "a.py", "b.py"])
     assert measure_fields(ran, "run")["iters"] == ITERS and ran.threads is None
     fields = measure_fields(compared, "diff")
-    assert (fields["iters"], fields["threads"]) == (DIFF_PAIRS, DIFF_THREADS)
+    # Neither gives a thread count: RunOptions' default (one thread) is both commands'.
+    assert (fields["iters"], fields["threads"]) == (DIFF_PAIRS, None)
     assert "flops" in measure_fields(ran, "run") and "flops" not in fields  # run's only
     options = command_run_options(compared, "diff", command=("hybridprof", "diff"))
     assert options.iters == DIFF_PAIRS and options.command == ("hybridprof", "diff")

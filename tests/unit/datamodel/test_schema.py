@@ -10,6 +10,7 @@ import pytest
 
 from hybridprof.datamodel import (
     SCHEMA_VERSION,
+    CpuWaits,
     IterationSeries,
     ProfileSession,
     Series,
@@ -63,7 +64,7 @@ def test_schema_3_round_trips_series_stability_and_auto_counts() -> None:
     session = auto_session()
     text = session.to_json()
     data = json.loads(text)
-    assert data["schema_version"] == SCHEMA_VERSION == 5
+    assert data["schema_version"] == SCHEMA_VERSION == 6
     assert data["stability"] == {
         "verdict": "noisy",
         "iteration_cv": 0.2345,
@@ -161,3 +162,18 @@ def corrupt(mutate: object) -> str:
 def test_malformed_schema_3_fields_are_corrupt(mutate: object, message: str) -> None:
     with pytest.raises(SessionFileError, match=message):
         ProfileSession.from_json(corrupt(mutate))
+
+
+def test_schema_6_round_trips_the_cpu_waits_and_older_files_have_none() -> None:
+    waits = CpuWaits("schedstat", 2.0, excluded=3, excluded_wait_us=4100.0, kept_wait_us=(0.0, 5.5))
+    stability = Stability("noisy", 0.1, 1.5, 2, "other work", threads_exceed_free_cores=True)
+    session = replace(auto_session(), cpu_waits=waits, stability=stability)
+    back = ProfileSession.from_json(session.to_json())
+    assert back.cpu_waits == waits and back.stability == stability
+    older = json.loads(session.to_json())
+    del older["cpu_waits"]
+    older["schema_version"] = 5
+    del older["stability"]["threads_exceed_free_cores"]
+    loaded = ProfileSession.from_json(json.dumps(older))
+    assert loaded.cpu_waits is None and loaded.stability is not None
+    assert not loaded.stability.threads_exceed_free_cores

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from hybridprof.analysis.layer_table import layer_table
-from hybridprof.datamodel import ProfileSession
+from hybridprof.datamodel import SCHEMA_VERSION, ProfileSession
 from hybridprof.datamodel.memory import ByteSeries
 from hybridprof.errors import SessionFileError
 from hybridprof.reporting.dataframe import (
@@ -33,7 +33,7 @@ def test_a_session_with_memory_round_trips_with_its_layers_as_columns() -> None:
     text = session.to_json()
     assert ProfileSession.from_json(text) == session
     data = json.loads(text)
-    assert data["schema_version"] == 5
+    assert data["schema_version"] == SCHEMA_VERSION
     assert data["memory"]["version"] == 1  # always written: a reader must see which it reads
     layers = data["memory"]["devices"][0]["layers"]
     assert layers["path"] == ["fc1", "act", "fc2"] and "saved_alloc" not in layers  # all 0

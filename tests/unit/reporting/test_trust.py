@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
+from hybridprof.cli.terminal import summary_line
 from hybridprof.datamodel import IterationSeries, ProfileSession, Series, Stability
+from hybridprof.reporting.notebook import session_html
 from hybridprof.reporting.page.context import build_context
 from hybridprof.reporting.page.templates import render_html
+from hybridprof.reporting.text.fitted_table import TableChoice, fitted_table
 from hybridprof.reporting.text.text_report import render_text_report
 from hybridprof.reporting.text.text_table import render_text
 from hybridprof.reporting.trust import (
+    INFLATED,
     interval_pct,
     iterations_text,
     stability_line,
@@ -60,9 +65,7 @@ def test_text_table_shows_intervals_only_with_enough_iterations() -> None:
 
 def test_text_report_says_stability_iterations_and_the_interval_method() -> None:
     report = render_text_report(session_with(FC1, stability=NOISY))
-    assert "stability: noisy: use one torch thread (--threads 1) (CV 31.0%, load 1.60 per core" in (
-        report
-    )
+    assert "stability: noisy: use one torch thread (--threads 1)\n" in report
     assert "order-statistic" in report
     assert "stability:" not in render_text_report(small_session())  # schema 1 style: no verdict
 
@@ -116,3 +119,55 @@ def test_frames_carry_each_self_time_interval() -> None:
     )
     few = session_with(FC1[:5]).to_dataframe()
     assert few["self_cpu_us_ci_low"].isna().all() and few["self_cpu_us_ci_high"].isna().all()
+
+
+# A busy machine's layer: most iterations ~40 us, two hit by a scheduler slice (the interval,
+# [x(1), x(8)] of 8 values, is far wider than the median).
+WILD = (40.0, 45.0, 41.0, 15000.0, 43.0, 39.0, 9000.0, 44.0)
+# Steady but for one slow iteration: the interval [99.5, 130] is lopsided (0.6% below, 30% above).
+LOPSIDED = (100.0, 101.0, 99.5, 100.5, 130.0, 100.2, 99.8, 100.1)
+OVER_100 = re.compile(r"±\s*(\d+(?:\.\d+)?)\s*%")
+
+
+def every_view(session: ProfileSession) -> dict[str, str]:
+    """What each view that prints intervals shows of `session`."""
+    return {
+        "terminal": fitted_table(session, TableChoice(width=200)).text,
+        "summary": summary_line(session),
+        "text table": render_text(session),
+        "text report": render_text_report(session),
+        "html": render_html(session),
+        "notebook": session_html(session),
+    }
+
+
+def test_no_view_prints_an_interval_wider_than_its_figure_as_a_percentage() -> None:
+    session = session_with(WILD)
+    for view, text in every_view(session).items():
+        quoted = [float(n) for n in OVER_100.findall(text)]
+        assert all(n <= 100 for n in quoted), (view, quoted)
+    fc1 = next(line for line in render_text(session).splitlines() if "fc1" in line)
+    assert "(39.000us to 15.000ms)" in fc1  # a range instead
+    assert "(39.000us to 15.000ms)" in fitted_table(session, TableChoice(width=200)).text
+
+
+def test_a_lopsided_interval_is_printed_with_both_sides() -> None:
+    session = session_with(LOPSIDED)
+    fc1 = next(line for line in render_text(session).splitlines() if "fc1" in line)
+    assert "-0.6% +30%" in fc1 and "±30%" not in fc1
+    assert time_with_interval(100.0, Series.of(FC1)) == "100.000us ±4%"  # near-symmetric: ±
+
+
+def test_csv_and_json_keep_the_raw_interval_bounds() -> None:
+    frame = session_with(WILD).to_dataframe()
+    row = frame[frame["path"] == "fc1"].iloc[0]
+    assert (row["self_cpu_us_ci_low"], row["self_cpu_us_ci_high"]) == (39.0, 15000.0)
+
+
+def test_threads_over_the_free_cores_mark_every_time_in_the_table_itself() -> None:
+    over = Stability("noisy", 0.01, 1.0, 2, "other work used 1.0 of the 2 cores", True)
+    session = session_with(FC1, stability=over)
+    for view in ("terminal", "text table", "html", "notebook"):
+        text = every_view(session)[view]
+        assert INFLATED in text and "±4%" not in text, view
+    assert INFLATED not in every_view(session_with(FC1, stability=NOISY))["terminal"]

@@ -1,0 +1,261 @@
+"""Quiet against busy: `hybridprof run MODEL --iters 20` at default options, first alone, then with
+two busy processes (`while True: pass`) on the same two cores, for a tiny GPT, a small residual
+CNN and the README's net.py, written fresh into a temporary folder.
+
+Prints, per model: the headline (median iteration) busy/quiet, the per-layer self times' median
+deviation (layers above 2% of the time), the largest share move in points, what the rows add up
+to against the headline in each run, the largest busy/quiet ratio of a layer, whether any
+interval was printed as ±N% over 100, whether the table marked figures inflated, and the waits
+the busy run excluded. The load (/proc/loadavg) before each run is printed beside it.
+
+    .venv/bin/python benchmarks/bench_busy_machine.py [--iters 20] [--busy 2]
+    .venv/bin/python benchmarks/bench_busy_machine.py --cost   # what reading the waits costs
+
+`--cost` times a forward of the 400-leaf MLP (32x256, one thread) alone and with the two reads of
+the thread's wait a measured iteration makes, interleaved, and prints the median per-round ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from hybridprof.datamodel import ProfileSession
+from hybridprof.files.storage import load_session
+
+GPT = """
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        att = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(att.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, vocab=256, d=96, blocks=4, heads=4, context=64):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(context, d)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(blocks))
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x))
+
+
+def build_model():
+    return TinyGPT().eval()
+
+
+def example_inputs():
+    return (torch.randint(0, 256, (4, 64)),)
+"""
+
+CNN = """
+import torch
+from torch import nn
+
+
+class Residual(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.relu = nn.ReLU()
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return self.relu(x + self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x))))))
+
+
+class SmallResNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU())
+        self.stage1 = nn.Sequential(Residual(32), Residual(32))
+        self.down = nn.Conv2d(32, 64, 3, stride=2, padding=1)
+        self.stage2 = nn.Sequential(Residual(64), Residual(64))
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = self.stage2(self.down(self.stage1(self.stem(x))))
+        return self.fc(self.pool(x).flatten(1))
+
+
+def build_model():
+    return SmallResNet().eval()
+
+
+def example_inputs():
+    return (torch.rand(2, 3, 32, 32),)
+"""
+
+NET = """
+import torch
+from torch import nn
+
+
+def build_model():
+    return nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
+
+
+def example_inputs():
+    return (torch.rand(32, 64),)
+"""
+
+MODELS = {"tiny_gpt.py": GPT, "small_resnet.py": CNN, "net.py": NET}
+OVER_100 = re.compile(r"±\s*(\d{3,}(?:\.\d+)?)%")
+BUSY = "while True: pass"
+
+
+def loadavg() -> str:
+    return Path("/proc/loadavg").read_text().split(" ")[0]
+
+
+@contextmanager
+def busy(count: int) -> Iterator[None]:
+    loops = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+
+
+def profiled(model: Path, out: Path, iters: int) -> tuple[ProfileSession, str]:
+    command = [sys.executable, "-m", "hybridprof", "run", str(model), "--iters", str(iters)]
+    done = subprocess.run(
+        [*command, "-o", str(out)], capture_output=True, text=True, check=True, timeout=900
+    )
+    return load_session(out), done.stdout
+
+
+def self_times(session: ProfileSession) -> dict[str, float]:
+    return {r.path: r.self_cpu_us.median for r in session.records}
+
+
+def rows_sum(session: ProfileSession) -> float:
+    outside = session.outside_cpu_us.median if session.outside_cpu_us else 0.0
+    return sum(self_times(session).values()) + outside
+
+
+def headline(session: ProfileSession) -> float:
+    return statistics.median(session.iteration_cpu_us)
+
+
+def compare(name: str, quiet: ProfileSession, loaded: ProfileSession, printed: str) -> None:
+    q, b = self_times(quiet), self_times(loaded)
+    q_sum, b_sum = rows_sum(quiet), rows_sum(loaded)
+    heavy = [p for p, us in q.items() if us > 0.02 * q_sum and b.get(p)]
+    deviation = statistics.median(abs(b[p] / q[p] - 1) for p in heavy) if heavy else 0.0
+    shares = max(abs(100 * b.get(p, 0.0) / b_sum - 100 * us / q_sum) for p, us in q.items())
+    worst = max((b[p] / us for p, us in q.items() if us > 0 and p in b), default=0.0)
+    waits = loaded.cpu_waits
+    excluded = f"{waits.excluded} excluded, {waits.kept_over} kept over" if waits else "no waits"
+    print(
+        f"{name}: headline {headline(loaded) / headline(quiet):.2f}x; layers off by "
+        f"{100 * deviation:.0f}% (median of {len(heavy)}); shares within {shares:.1f} pp; rows/"
+        f"headline {q_sum / headline(quiet):.3f} quiet, {b_sum / headline(loaded):.3f} busy; "
+        f"worst layer {worst:.2f}x; ±N%>100 printed: {bool(OVER_100.search(printed))}; "
+        f"inflated marked: {'(inflated)' in printed}; busy run: {excluded}"
+    )
+
+
+def wait_cost(rounds: int = 30) -> None:
+    """The forward with the two wait reads of a measured iteration, against the forward alone."""
+    import time
+
+    import torch
+    from torch import nn
+
+    from hybridprof.runtime.basics.cpu_wait import WaitClock
+
+    torch.set_num_threads(1)
+    mlp = nn.Sequential(*[nn.Linear(256, 256) for _ in range(400)]).eval()
+    x, clock = torch.rand(32, 256), WaitClock()
+
+    def forward(reads: bool) -> float:
+        start = time.perf_counter()
+        before = clock.read() if reads else None
+        with torch.no_grad():
+            mlp(x)
+        after = clock.read() if reads else None
+        del before, after
+        return time.perf_counter() - start
+
+    for _ in range(3):
+        forward(False)
+    ratios = [forward(True) / forward(False) for _ in range(rounds)]
+    bare = statistics.median(forward(False) for _ in range(5)) * 1e3
+    print(
+        f"[load {loadavg()}] 400-leaf MLP forward {bare:.1f} ms; with the wait reads: "
+        f"{statistics.median(ratios):.4f}x (median of {rounds} rounds); one read "
+        f"{_read_us(clock.read):.2f} us"
+    )
+
+
+def _read_us(read: Callable[[], object]) -> float:
+    import time
+
+    start = time.perf_counter()
+    for _ in range(10_000):
+        read()
+    return (time.perf_counter() - start) / 10_000 * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--busy", type=int, default=2, help="busy processes in the loaded run")
+    parser.add_argument("--cost", action="store_true", help="time the wait reads instead")
+    args = parser.parse_args()
+    if args.cost:
+        wait_cost()
+        return
+    with tempfile.TemporaryDirectory(prefix="hybridprof-busy-") as folder:
+        root = Path(folder)
+        for file, source in MODELS.items():
+            model = root / file
+            model.write_text(source)
+            before = loadavg()
+            quiet, _ = profiled(model, root / f"{file}.quiet.json", args.iters)
+            with busy(args.busy):
+                loaded, printed = profiled(model, root / f"{file}.busy.json", args.iters)
+                during = loadavg()  # the 1-minute average lags: read after the busy run
+            print(f"[load {before} quiet, {during} busy; {os.cpu_count()} cores]", end=" ")
+            compare(file, quiet, loaded, printed)
+
+
+if __name__ == "__main__":
+    main()
