@@ -115,6 +115,11 @@ class MemoryCapture:
 
     # -- once per run
 
+    def forget_breakdown(self) -> None:
+        """The iteration broken down was left out of the run (another process took its core, or
+        compiled code compiled again): the next one replayed is broken down instead."""
+        self.best_above = None
+
     def install(self) -> None:
         """Register the gradient hooks and note the parameters' and buffers' storages."""
         if self._installed:

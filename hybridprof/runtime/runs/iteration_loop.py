@@ -45,6 +45,7 @@ from hybridprof.runtime.basics.stopping import AUTO, IterationRule, unconverged
 from hybridprof.runtime.basics.workload import placed_on, torch_threads
 from hybridprof.runtime.flops.counter import with_work
 from hybridprof.runtime.measures.aggregate import RunFacts, environment
+from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.runs.lanes import Lane, shared_modules
 from hybridprof.runtime.runs.options import ProgressFn, RunOptions
 from hybridprof.runtime.runs.stolen_time import StolenTime, waits_line
@@ -181,9 +182,11 @@ class IterationLoop:
         done = [(lane, lane.measure_once(self.opts.warm_step)) for lane in order]
         kept = [(lane, measure) for lane, measure in done if measure is not None]
         if len(kept) < len(done):
+            _dropped(kept)
             return False
         waits = [lane.driver.step_wait_us for lane in self.lanes]
         if self.stolen.exclude(waits, [lane.driver.step_us for lane in self.lanes]):
+            _dropped(kept)
             return False  # another process had the core: measured again (stolen_time.py)
         for lane, measure in kept:
             lane.keep(measure)
@@ -261,6 +264,14 @@ class IterationLoop:
     def _report(self, phase: str, done: int, total: int | None) -> None:
         if self.progress is not None and total != 0:
             self.progress(phase, done, total)
+
+
+def _dropped(measures: list[tuple[Lane, IterationMeasure]]) -> None:
+    """Measured iterations left out: one whose memory was broken down (what was live at the
+    peak, the timeline) must not stand for the run, so the next one is broken down again."""
+    for lane, measure in measures:
+        if measure.memory is not None and measure.memory.broken_down:
+            lane.forget_breakdown()
 
 
 @contextlib.contextmanager

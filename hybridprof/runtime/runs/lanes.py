@@ -104,6 +104,12 @@ class Lane:
             return None
         return measure
 
+    def forget_breakdown(self) -> None:
+        """The iteration broken down was left out: the next measured one is broken down."""
+        capture = self.driver.config.memory
+        if capture is not None:
+            capture.forget_breakdown()
+
     def keep(self, measure: IterationMeasure) -> None:
         self.measures.add(measure)
         self.iteration_us.append(measure.total_cpu_us or self.driver.step_us)

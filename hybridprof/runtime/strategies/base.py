@@ -66,6 +66,8 @@ class MemoryHooks(Protocol):
 
     def exit(self) -> None: ...
 
+    def forget_breakdown(self) -> None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class StrategyConfig:

@@ -448,3 +448,19 @@ def test_an_inplace_change_of_a_saved_tensor_still_fails_the_backward() -> None:
     refused = pytest.raises(RuntimeError, match="modified by an inplace operation")
     with refused, hybridprof.Profile(model, profile_memory=True):
         model(torch.randn(2, 4)).sum().backward()
+
+
+def test_an_iteration_left_out_for_stolen_time_leaves_the_timeline_to_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first measured iteration is the one broken down (what was live at the peak, the
+    timeline); when it is left out, as another process took its core, the next one is."""
+    from hybridprof.runtime.runs import stolen_time
+
+    calls = iter([True])  # the first round "lost time", every later one not
+    monkeypatch.setattr(stolen_time, "stolen", lambda wait, step: next(calls, False))
+    model, x = mlp(), torch.randn(64, 256)
+    session = hybridprof.profile(model, x, warmup=1, iters=2, backward=True, profile_memory=True)
+    assert session.cpu_waits is not None and session.cpu_waits.excluded == 1
+    device = device_of(session)
+    assert device.timeline is not None and device.peak.categories is not None
