@@ -36,6 +36,7 @@ Verdict = Literal["bad", "good", "inconclusive"]
 Judge = Callable[[str, int], tuple[Verdict, str]]
 DEFAULT_RETRIES = 2
 WATCH_SHARE = 0.1  # of the largest regression's added time: smaller ones are not watched
+CLEAR_STEP = 1.1  # a step whose interval's low end is under this is watched only if none is over
 WHOLE = "(whole iteration)"
 UNPAIRED: dict[str, Verdict] = {"slower": "bad", "inconclusive": "inconclusive"}
 
@@ -153,6 +154,12 @@ def to_watch(result: DiffResult, patterns: Sequence[str] = ()) -> tuple[Watched,
         (x.path, _time_change(x.change("self_cpu_us"), x.change("self_device_us"))) for x in slower
     ]
     watched = tuple(_watched(path, change) for path, change in found if change is not None)
+    clear = tuple(w for w in watched if w.step >= CLEAR_STEP)
+    if clear and not patterns:
+        # a figure BAD barely moved (its interval's low end near x1: a knock-on such as the
+        # root's glue) cannot be placed on either side of its step, and would leave every commit
+        # inconclusive; the clear steps decide
+        watched = clear
     if watched or patterns:
         return watched
     if result.total.verdict == "slower":

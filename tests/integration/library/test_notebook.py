@@ -84,7 +84,10 @@ def test_two_outputs_in_one_notebook_are_separate_frames(executed: Any) -> None:
 
 def test_a_large_model_is_cut_with_a_note(executed: Any) -> None:
     page = framed_page(html_of(executed.cells[3]))
-    assert len(page_rows(page)) == 200
+    # at most 200 lines: the rows kept and a `... N more` line per run of rows left out, so how
+    # many rows fit depends on how the heaviest of 300 like layers lie (timing noise): at least
+    # half, when runs of one row left out alternate with rows kept
+    assert 100 <= len(page_rows(page)) <= 200
     assert "of 300 profiled layers" in page and "write_report" in page
 
 

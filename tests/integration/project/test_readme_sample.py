@@ -25,7 +25,10 @@ def sample_and_model() -> tuple[str, str]:
 def shape(text: str) -> list[str]:
     """Each line with its figures blanked: what every run prints alike."""
     lines = [line for line in text.splitlines() if not line.startswith("warning: ")]
-    figure = re.compile(r"\d+(\.\d+)?(us|ms|s|%)?( ±\d+%)?")
+    # a figure with its interval, in each form an interval takes: ±5%, lopsided -0.6% +30%, or
+    # a range where it is wider than the figure, (39.000us to 15.000ms)
+    interval = r"( ±\d+(\.\d+)?%| -\d+(\.\d+)?% \+\d+(\.\d+)?%| \(\S+ to \S+\))?"
+    figure = re.compile(r"\d+(\.\d+)?(us|ms|s|%)?" + interval)
     blanked = [figure.sub("N", re.sub(r"-{2,}", "-", line)) for line in lines]  # widths vary
     return [re.sub(r"\s+", " ", line).strip() for line in blanked]
 

@@ -117,3 +117,19 @@ def test_without_a_slower_layer_the_whole_iteration_is_watched() -> None:
     assert watched.path == WHOLE
     assert to_watch(result({"conv": change(1.0, 0.9, 1.1, "within noise")})) == ()
     assert to_watch(result({"conv": change(3.0, 2.8, 3.3)}), ["act"]) == ()  # asked, not slower
+
+
+def test_a_figure_bad_barely_moved_is_not_watched_beside_a_clear_step() -> None:
+    """The root's self time x1.53 [1.04, 1.84] beside a conv x3.6 [2.5, 4.2] (seen on a busy
+    machine): watching the root left a good commit inconclusive in 3 runs of 120 pairs (a good
+    side needs its interval under x1.04); the conv alone decides."""
+    at_bad = result({"conv": change(3.6, 2.54, 4.17), "": change(1.53, 1.04, 1.84)})
+    (watched,) = to_watch(at_bad)
+    assert watched.path == "conv"
+    good = sides(
+        result({"conv": change(1.02, 0.97, 1.14), "": change(0.98, 0.94, 1.10)}), [watched]
+    )
+    assert verdict_of(good) == "good"
+    # alone, a small step is still watched: it is all there is
+    (only,) = to_watch(result({"": change(1.53, 1.04, 1.84)}))
+    assert only.path == ""
