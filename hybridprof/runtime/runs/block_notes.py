@@ -56,4 +56,43 @@ def block_warnings(
     return tuple(said)
 
 
-__all__ = ["block_warnings", "converged", "grads_state"]
+def module_ids(model: nn.Module) -> dict[str, int]:
+    """Each module of `model` by its path: what the block patched is what it found at its start."""
+    return {path: id(module) for path, module in model.named_modules()}
+
+
+def changed_modules_warning(before: dict[str, int], model: nn.Module) -> str | None:
+    """What to say when children were added or replaced inside the block: hybridprof measures
+    the modules it found as the block began, so the new ones have no row of their own."""
+    after = module_ids(model)
+    added = _outermost([p for p in after if p not in before])
+    replaced = _outermost([p for p in after if p in before and after[p] != before[p]])
+    if not added and not replaced:
+        return None
+    parts = [f"{_names(added)} added"] if added else []
+    parts += [f"{_names(replaced)} replaced"] if replaced else []
+    return (
+        f"the model's modules changed inside the block ({', '.join(parts)}): "
+        "hybridprof measures the modules it found when the block began, so these have no row "
+        "of their own (their time is their parent's, or in (outside modules)); change the model "
+        "before the block"
+    )
+
+
+def _outermost(paths: list[str]) -> list[str]:
+    """Paths none of whose ancestors is listed (a new child's own children are new too)."""
+    listed = set(paths)
+    return [p for p in paths if not any(a in listed for a in _ancestors(p))]
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _names(paths: list[str]) -> str:
+    shown = ", ".join(paths[:4])
+    return shown + (f" and {len(paths) - 4} more" if len(paths) > 4 else "")
+
+
+__all__ = ["block_warnings", "changed_modules_warning", "converged", "grads_state", "module_ids"]

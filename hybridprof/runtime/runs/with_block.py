@@ -25,7 +25,12 @@ from hybridprof.runtime.compiled.compiled_run import compiled_run
 from hybridprof.runtime.measures.aggregate import RunFacts, environment
 from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.measures.measure_table import MeasureTable
-from hybridprof.runtime.runs.block_notes import block_warnings, grads_state
+from hybridprof.runtime.runs.block_notes import (
+    block_warnings,
+    changed_modules_warning,
+    grads_state,
+    module_ids,
+)
 from hybridprof.runtime.runs.driver import Driver
 from hybridprof.runtime.runs.user_steps import STEPS_PER_SESSION, UserSteps
 from hybridprof.runtime.strategies import spec_of
@@ -72,6 +77,7 @@ class BlockRun:
         # Without profiler events, whether a backward ran is seen by the gradients it changed.
         backward_seen = spec_of(options.strategy).backward
         self._grads = None if backward_seen else grads_state(model)
+        self._modules = module_ids(model)  # a child added or replaced in the block is said
         schedule = options.schedule or EVERY_STEP
         self.steps = UserSteps(self.driver, schedule, options.steps_per_session)
         self.result: IterationResult | None = None  # a block without steps: read when asked
@@ -99,7 +105,10 @@ class BlockRun:
         finally:
             if self.compiled is not None:
                 self.compiled.warmup_done(self.driver.plan.selected_paths())
-        self.said = block_warnings(self.steps, self._grads, self.driver.model)
+        changed = changed_modules_warning(self._modules, self.driver.model)
+        self.said = block_warnings(self.steps, self._grads, self.driver.model) + (
+            (changed,) if changed else ()
+        )
         return tuple(said for said in (self.driver.thread_warning(), *self.said) if said)
 
     def _close(self, failed: bool) -> None:
