@@ -42,19 +42,17 @@ def profile(
     `RunOptions`). `plan` (from `hybridprof analyze`) fixes the selected paths; otherwise `paths`,
     `globs` and `depth` select; by default every module that runs a forward is profiled, so the
     rows (and the session's `outside_cpu_us`) add up to the whole iteration, and `leaves_only=True`
-    selects the leaves alone, as torchprof did. The inputs move to `device`, and so does the
-    model for the run if it is elsewhere (it is moved back after); without `device`, to the
-    model's own device. The model is left exactly as it was. torch runs on one thread for the
-    run unless `threads=N` says otherwise (the caller's setting is put back after), so the figures
-    do not depend on the machine's load; `environment.threads` is the count the model ran with.
+    selects the leaves alone, as torchprof did. The inputs (and the model, moved back after) go
+    to `device`, else to the model's own; the model is left exactly as it was. torch runs on one
+    thread unless `threads=N` (the caller's setting put back after), so the figures do not depend
+    on the load; `environment.threads` is the count the model ran with.
 
     Compiled code (`torch.compile(model)`, `model.compile()`, compiled children) is measured from
     its kernels, in the caller's grad mode, so the model is not compiled again afterwards.
-    `compile=True` (or a `compile_mode`) profiles hybridprof's own `torch.compile` of the model
-    (the model itself is left eager); `compare_eager=True` measures the eager and the compiled
-    model as a paired run (iterations in ABBA order, judged pair by pair; `iters="auto"` until
-    every layer's speed-up is decided) and returns a `SpeedupResult` (both sessions, their
-    diff, per-layer speed-ups) instead of a session.
+    `compile=True` (or a `compile_mode`) profiles hybridprof's own `torch.compile` of it (the
+    model left eager); `compare_eager=True` measures eager and compiled as a paired run (ABBA,
+    judged pair by pair; `iters="auto"` until every speed-up is decided) and returns a
+    `SpeedupResult` (both sessions, their diff, per-layer speed-ups) instead of a session.
     """
     check_option_names(option_fields)
     opts = replace(options or RunOptions(), **option_fields)

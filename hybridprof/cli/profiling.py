@@ -71,12 +71,7 @@ def profile_loaded(
     (`exclude_stolen`: False for a torchrun rank, which must step with the others)."""
     from hybridprof.runtime.runs.fixed import run
 
-    if loaded.inputs is None:
-        raise UsageError(
-            f"no inputs for the model in {model_file.name}: give --input-shape 1,3,224,224 "
-            "(repeat per argument), --inputs NAME (a function in the file returning them), "
-            "or define example_inputs() in the file"
-        )
+    _need_inputs(loaded, model_file)
     options = run_options(args, argv, model_file, loaded.sha256, trace, device)
     options.check()
     warnings: list[str] = []
@@ -105,6 +100,15 @@ def profile_loaded(
             warnings=warnings,
             progress=bar,
             step=step or (setup.step(options) if setup is not None else None),
+        )
+
+
+def _need_inputs(loaded: LoadedModel, model_file: Path) -> None:
+    if loaded.inputs is None:
+        raise UsageError(
+            f"no inputs for the model in {model_file.name}: give --input-shape 1,3,224,224 "
+            "(repeat per argument), --inputs NAME (a function in the file returning them), "
+            "or define example_inputs() in the file"
         )
 
 

@@ -132,18 +132,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     _check_values(args)
     launch = torchrun_launch()
     if launch is not None:
-        if args.plan:
-            raise UsageError("--plan is not supported under torchrun yet; select with --paths")
-        if args.iters == "auto" or args.warmup == "auto" or args.max_time is not None:
-            raise UsageError(
-                "under torchrun every rank runs the same steps: give --warmup and --iters as "
-                "numbers, without --max-time (auto counts would differ between ranks)"
-            )
-        if args.history:
-            raise UsageError(
-                "--history under torchrun: add the merged session with hybridprof "
-                "history add (after hybridprof merge)"
-            )
+        _check_rank_options(args)
         return run_rank(args, argv, launch)
     if args.ddp:
         raise UsageError(
@@ -181,6 +170,22 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         notice(f"{_stopped_by(sigterm)} after {session.iterations}{of} iterations{where}")
         return 143 if sigterm.received else 130
     return 0
+
+
+def _check_rank_options(args: argparse.Namespace) -> None:
+    """What a torchrun rank cannot do: each rank must run the same steps as the others."""
+    if args.plan:
+        raise UsageError("--plan is not supported under torchrun yet; select with --paths")
+    if args.iters == "auto" or args.warmup == "auto" or args.max_time is not None:
+        raise UsageError(
+            "under torchrun every rank runs the same steps: give --warmup and --iters as "
+            "numbers, without --max-time (auto counts would differ between ranks)"
+        )
+    if args.history:
+        raise UsageError(
+            "--history under torchrun: add the merged session with hybridprof "
+            "history add (after hybridprof merge)"
+        )
 
 
 def _stopped_by(sigterm: TerminateHandler) -> str:
