@@ -109,17 +109,18 @@ def test_default_run_gives_every_parent_a_total(one_thread: None) -> None:
 
 
 def test_first_of_identical_layers_does_not_stand_out(one_thread: None) -> None:
-    """Measured without the warm step: the first of 1,000 Linear(16,16) read ~10x the others (the
-    profiler's restart and reading the last iteration's events had left the caches cold)."""
+    """Without the warm step the first of 300 Linear(16,16) reads 11-16x the median layer (the
+    profiler's restart and reading the last iteration's events leave the caches cold); with it,
+    2-4x on this machine's kind (benchmarks/README.md, check_coverage.py --chain)."""
     torch.manual_seed(0)
     chain = nn.Sequential(*[nn.Linear(16, 16) for _ in range(300)]).eval()
     session = profile(chain, torch.randn(4, 16), warmup=2, iters=15)
     layers = [session.record(str(i)) for i in range(300)]
     medians = [r.self_cpu_us.median for r in layers if r is not None]
     assert len(medians) == 300
-    # 3x here, not the 2x scripts/check_coverage.py --chain 1000 shows (1.7-1.9x measured): this
-    # suite shares 2 cores with other work, and the artifact it guards against read ~10x.
-    assert medians[0] < 3 * statistics.median(medians), (medians[:5], statistics.median(medians))
+    # 6x: between what the warm step leaves (up to 4x measured quietly, 3.4x in a CI run) and
+    # the cold start it guards against (11x and more), so load alone does not fail it.
+    assert medians[0] < 6 * statistics.median(medians), (medians[:5], statistics.median(medians))
 
 
 def test_no_gc_pause_inside_a_measured_block() -> None:
