@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
@@ -29,6 +29,7 @@ from hybridprof.planner.module_names import (
     typable,
     typed_parts,
 )
+from hybridprof.planner.weight_holders import held_children
 
 Selector = str | Sequence[str]
 
@@ -201,7 +202,9 @@ def select_targets(
     (`"features.0"`) or torchprof tuples whose first element is the root class name
     (`("AlexNet", "features", "0")`); `globs` are fnmatch patterns (`features.*`, `blocks.*.attn`);
     `depth=N` selects the modules N levels below the root plus any shallower leaf. The union of all
-    selectors is selected. A selector that matches nothing raises `SelectionError`.
+    selectors is selected. A selector that matches nothing raises `SelectionError`. A leaves-only
+    selection also takes a parent that uses a child's weights without calling it (see
+    `weight_holders`): it does that child's work itself.
     """
     return select_among(
         module_targets(model),
@@ -210,7 +213,13 @@ def select_targets(
         depth,
         root_name or type(eager_module(model)).__name__,
         leaves_only,
+        weight_holders(model) if leaves_only else {},
     )
+
+
+def weight_holders(model: nn.Module) -> dict[str, tuple[str, ...]]:
+    """Each module that uses some children's weights without calling them, with those children."""
+    return {path: held for path, module in named_modules(model) if (held := held_children(module))}
 
 
 def select_among(
@@ -220,10 +229,16 @@ def select_among(
     depth: int | None,
     root: str,
     leaves_only: bool = False,
+    holders: Mapping[str, tuple[str, ...]] | None = None,
 ) -> tuple[ModuleTarget, ...]:
-    """Mark `targets` selected or not, with the reason (also used by the static-only planner)."""
+    """Mark `targets` selected or not, with the reason (also used by the static-only planner).
+    `holders`: the parents that use children's weights without calling them (`weight_holders`)."""
     if not paths and not globs and depth is None:
-        choose = _leaf_reason if leaves_only else _complete_reason
+        held = holders or {}
+
+        def choose(t: ModuleTarget) -> tuple[bool, str]:
+            return _leaf_reason(t, held.get(t.path, ())) if leaves_only else _complete_reason(t)
+
         return tuple(replace(t, selected=s, reason=r) for t in targets for s, r in [choose(t)])
     reasons = _selection_reasons(targets, paths or (), globs, depth, root)
     return tuple(
@@ -232,8 +247,12 @@ def select_among(
     )
 
 
-def _leaf_reason(target: ModuleTarget) -> tuple[bool, str]:
-    return (True, "leaf") if target.is_leaf else (False, "not a leaf (--leaves-only)")
+def _leaf_reason(target: ModuleTarget, held: tuple[str, ...]) -> tuple[bool, str]:
+    if target.is_leaf:
+        return True, "leaf"
+    if held:
+        return True, f"uses {', '.join(held)}'s weights without calling it: a leaf in effect"
+    return False, "not a leaf (--leaves-only)"
 
 
 def _complete_reason(target: ModuleTarget) -> tuple[bool, str]:

@@ -135,7 +135,7 @@ def test_attention_counts_for_its_parent_selected_or_not() -> None:
     with FlopCounterMode(display=False, custom_mapping=EXTRA_FORMULAS) as counter:
         model(x)
     attn_flops = sum(counter.get_flop_counts()["Decoder.blocks.0.attn"].values())
-    leaves = _flops_profile(model, x).flops  # leaves: attn (a parent of out_proj) not profiled
+    leaves = _flops_profile(model, x).flops  # attn: a parent whose out_proj never runs
     assert leaves is not None
     attn = leaves.layer("blocks.0.attn")
     assert attn is not None and attn.flops == attn_flops > 0
