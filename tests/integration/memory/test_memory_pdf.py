@@ -55,3 +55,28 @@ def test_the_pdf_draws_the_memory_timeline_and_its_tables(tmp_path: Path) -> Non
     assert near(live, found)  # the curve (and the bars, in the same blue)
     assert near((0xC0, 0x39, 0x2B), found)  # the peak's marker
     assert near((0x5A, 0x9E, 0x4B), found)  # the forward lanes
+
+
+def test_the_pdf_timeline_is_drawn_wide_enough_to_read(tmp_path: Path) -> None:
+    """At half the page (a two-chart figure's width) its lanes spanned a third of the page and its
+    labels printed at about 4pt; it takes the page's width now."""
+    if shutil.which("pdftoppm") is None:
+        pytest.skip("needs pdftoppm (poppler-utils) to look at the pages")
+    from PIL import Image
+
+    path = write_report(layer_memory_session(), tmp_path / "m.pdf")
+    pages = [page.extract_text() for page in PdfReader(io.BytesIO(path.read_bytes())).pages]
+    first = next(i for i, t in enumerate(pages) if "Live bytes over one measured step" in t)
+    subprocess.run(
+        ["pdftoppm", "-png", "-r", "40", "-f", str(first + 1), "-l", str(first + 1), str(path),
+         str(tmp_path / "page")],
+        check=True,
+    )  # fmt: skip
+    with Image.open(next(tmp_path.glob("page*.png"))) as opened:
+        rgb = opened.convert("RGB")
+    live = {tuple(int(LIVE[i : i + 2], 16) for i in (1, 3, 5))}
+    # the curve (its legend swatch at the left): how much of the page's width the plot takes
+    xs = [
+        x for x in range(rgb.width) for y in range(rgb.height) if near(rgb.getpixel((x, y)), live)
+    ]
+    assert xs and (max(xs) - min(xs)) / rgb.width > 0.5, (min(xs), max(xs), rgb.width)

@@ -4,8 +4,10 @@ noise: matching, verdicts, the threshold, fairness warnings, the JSON round trip
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -231,6 +233,25 @@ def test_pdf_has_pages_with_both_identities(tmp_path: Path) -> None:
 
     out = write_diff_report(diff_sessions(run(1), run(2, heavier={"fc2": 1.4})), tmp_path / "d.pdf")
     assert out.read_bytes().startswith(b"%PDF")
+
+
+def test_pdf_bar_chart_is_not_drawn_at_the_screens_width() -> None:
+    """At the screen's 900px the chart filled a page of its own (11pt labels); on paper it takes
+    at most 60% of the page's width, as laid out by weasyprint."""
+    weasyprint = pytest.importorskip("weasyprint")
+    from hybridprof.reporting.page.diff_context import render_diff_page
+
+    page = render_diff_page(diff_sessions(run(1), run(2, heavier={"fc2": 1.4})), "pdf")
+    first = weasyprint.HTML(string=page).render().pages[0]._page_box
+
+    def boxes(box: Any) -> Iterator[Any]:
+        yield box
+        for child in getattr(box, "children", None) or []:
+            yield from boxes(child)
+
+    (figure, *_) = [b for b in boxes(first) if getattr(b, "element_tag", None) == "figure"]
+    content_width = first.width - first.margin_left - first.margin_right
+    assert figure.width / content_width <= 0.6, (figure.width, content_width)
 
 
 def with_ops(session: ProfileSession, path: str, *ops: OpStat) -> ProfileSession:
