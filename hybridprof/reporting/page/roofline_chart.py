@@ -8,6 +8,7 @@ and tooltip goes through `markupsafe.escape` (module paths can hold any characte
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ WIDTH, HEIGHT = 640, 380
 LEFT, RIGHT, TOP, BOTTOM = 64, 24, 16, 44
 LABELLED = 6
 LABEL_CHARS = 26
+CHAR_W = 6.2  # a character's width at font-size 11, for keeping labels apart
 COLORS = {
     "compute": "#3b6ea8",
     "memory": "#d9822b",
@@ -123,17 +125,32 @@ def _axes(x: _Scale, y: _Scale) -> list[str]:
     return parts
 
 
-def _roofs(x: _Scale, y: _Scale, peak: MachinePeak) -> list[str]:
+def _roof_points(x: _Scale, y: _Scale, peak: MachinePeak) -> list[tuple[float, float]]:
+    """The roof in pixels: the memory slope up to the ridge, then the flat compute peak."""
     ridge = peak.gflops / peak.gbps
     start = max(x.lo, y.lo / peak.gbps)  # where the memory roof enters the plot
     points = [(start, start * peak.gbps), (ridge, peak.gflops), (x.hi, peak.gflops)]
-    path = " ".join(f"{x.at(a):.1f},{y.at(b):.1f}" for a, b in points)
+    return [(x.at(a), y.at(b)) for a, b in points]
+
+
+def _roof_labels(x: _Scale, y: _Scale, peak: MachinePeak) -> list[tuple[float, float, str, str]]:
+    """The roof's own labels: (x, baseline y, anchor, text)."""
+    ridge = peak.gflops / peak.gbps
+    at_peak = y.at(peak.gflops)
+    return [
+        (WIDTH - RIGHT - 4, at_peak - 5, "end", f"peak {peak.gflops:.4g} GFLOP/s"),
+        (x.at(ridge) - 6, at_peak + 14, "end", f"{peak.gbps:.4g} GB/s"),
+    ]
+
+
+def _roofs(x: _Scale, y: _Scale, peak: MachinePeak) -> list[str]:
+    path = " ".join(f"{a:.1f},{b:.1f}" for a, b in _roof_points(x, y, peak))
     return [
         f'<polyline points="{path}" fill="none" stroke="#1d232b" stroke-width="1.5"/>',
-        f'<text x="{WIDTH - RIGHT - 4}" y="{y.at(peak.gflops) - 5:.1f}" text-anchor="end">'
-        f"peak {peak.gflops:.4g} GFLOP/s</text>",
-        f'<text x="{x.at(ridge) - 6:.1f}" y="{y.at(peak.gflops) + 14:.1f}" text-anchor="end">'
-        f"{peak.gbps:.4g} GB/s</text>",
+        *(
+            f'<text x="{lx:.1f}" y="{ly:.1f}" text-anchor="{anchor}">{escape(text)}</text>'
+            for lx, ly, anchor, text in _roof_labels(x, y, peak)
+        ),
     ]
 
 
@@ -146,17 +163,47 @@ def _short(label: str) -> str:
     return label if len(label) <= LABEL_CHARS else "…" + label[-(LABEL_CHARS - 1) :]
 
 
-def _label_places(dots: Sequence[Dot], x: _Scale, y: _Scale) -> dict[str, float]:
-    """Label baselines (y) of the labelled dots, heaviest first, skipping any that would overlap a
-    label already placed (layers of one kind often sit on one spot); the tooltip still names it."""
-    placed: dict[str, tuple[float, float]] = {}
+Box = tuple[float, float, float, float]  # left, top, right, bottom, in pixels
+
+
+def text_box(x: float, baseline: float, text: str, anchor: str = "start") -> Box:
+    """Where a label at font-size 11 is drawn (its width estimated per character)."""
+    width = len(text) * CHAR_W
+    left = x - width if anchor == "end" else x
+    return (left, baseline - 10, left + width, baseline + 3)
+
+
+def _overlaps(a: Box, b: Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _crosses(box: Box, line: Sequence[tuple[float, float]]) -> bool:
+    """Whether the polyline passes through `box` (sampled every 2 px along each segment)."""
+    for (x0, y0), (x1, y1) in itertools.pairwise(line):
+        steps = max(1, int(max(abs(x1 - x0), abs(y1 - y0)) / 2))
+        for k in range(steps + 1):
+            px, py = x0 + (x1 - x0) * k / steps, y0 + (y1 - y0) * k / steps
+            if box[0] <= px <= box[2] and box[1] <= py <= box[3]:
+                return True
+    return False
+
+
+def _label_places(dots: Sequence[Dot], x: _Scale, y: _Scale, peak: MachinePeak) -> dict[str, float]:
+    """Label baselines (y) of the labelled dots, heaviest first, above the dot or else below it;
+    a label that would cross the roof, its labels or a label already placed is left off (layers
+    of one kind often sit on one spot, the busiest near the roof); the tooltip still names it."""
+    roof = _roof_points(x, y, peak)
+    taken = [text_box(lx, ly, text, anchor) for lx, ly, anchor, text in _roof_labels(x, y, peak)]
+    placed: dict[str, float] = {}
     for dot in sorted((d for d in dots if d.labelled), key=lambda d: -d.self_us):
         px, py = x.at(dot.intensity), y.at(dot.gflops)
         for label_y in (py - 6, py + 14):
-            if all(abs(label_y - ly) >= 12 or abs(px - lx) >= 90 for lx, ly in placed.values()):
-                placed[dot.path] = (px, label_y)
+            box = text_box(px + 6, label_y, _short(dot.path or "(root)"))
+            if not _crosses(box, roof) and not any(_overlaps(box, t) for t in taken):
+                placed[dot.path] = label_y
+                taken.append(box)
                 break
-    return {path: ly for path, (_, ly) in placed.items()}
+    return placed
 
 
 def _dot(dot: Dot, x: _Scale, y: _Scale, label_y: float | None) -> str:
@@ -182,7 +229,7 @@ def render_roofline(lines: Sequence[LayerRoofline], peak: MachinePeak) -> Markup
     if peak.gflops <= 0 or peak.gbps <= 0:
         return Markup("")
     x, y = _scales(dots, peak)
-    places = _label_places(dots, x, y)
+    places = _label_places(dots, x, y, peak)
     body = "".join(
         [*_axes(x, y), *_roofs(x, y, peak), *(_dot(d, x, y, places.get(d.path)) for d in dots)]
     )
@@ -194,4 +241,4 @@ def render_roofline(lines: Sequence[LayerRoofline], peak: MachinePeak) -> Markup
     )
 
 
-__all__ = ["Dot", "chart_dots", "render_roofline"]
+__all__ = ["Dot", "chart_dots", "render_roofline", "text_box"]

@@ -6,11 +6,17 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from dataclasses import replace
 
 import pytest
 
-from hybridprof.analysis.roofline import inconsistencies, session_rooflines, verdict
+from hybridprof.analysis.roofline import (
+    LayerRoofline,
+    inconsistencies,
+    session_rooflines,
+    verdict,
+)
 from hybridprof.datamodel import (
     LayerWork,
     MachinePeak,
@@ -21,7 +27,13 @@ from hybridprof.datamodel import (
 )
 from hybridprof.reporting.dataframe import render_csv, render_json
 from hybridprof.reporting.page.context import build_context
-from hybridprof.reporting.page.roofline_chart import chart_dots, render_roofline
+from hybridprof.reporting.page.roofline_chart import (
+    _crosses,
+    _overlaps,
+    chart_dots,
+    render_roofline,
+    text_box,
+)
 from hybridprof.reporting.page.roofline_view import MAX_ROWS
 from hybridprof.reporting.page.templates import render_html
 from hybridprof.reporting.text.text_report import render_text_report
@@ -227,3 +239,32 @@ def test_a_model_of_thousands_of_layers_lists_the_heaviest_in_the_roofline_table
     assert any(f"{MAX_ROWS} of 300 layers with the most FLOPs" in n for n in view.notes)
     small = build_context(flops_session()).roofline
     assert small is not None and not any("most FLOPs" in n for n in small.notes)
+
+
+def _roofline_line(path: str, intensity: float, gflops: float, self_us: float) -> LayerRoofline:
+    return LayerRoofline(
+        path, "Linear", 10**6, 10**5, self_us, intensity, gflops, None, None, None, "compute", ""
+    )
+
+
+def test_chart_labels_keep_off_the_roof_and_its_labels() -> None:
+    """Layers near the compute peak (where the busiest sit) had their names drawn across the
+    peak line and over "peak N GFLOP/s"; such a label goes below its dot, or is left off."""
+    lines = [
+        _roofline_line("blocks.0.mlp.fc_up", 50.0, 97.0, 300.0),  # just under the flat roof
+        _roofline_line("blocks.1.mlp.fc_up", 400.0, 96.0, 250.0),  # under the peak's own label
+        _roofline_line("blocks.2.attn.qkv", 9.0, 85.0, 200.0),  # just under the ridge
+        _roofline_line("head", 2.0, 3.0, 100.0),  # far from the roof
+    ]
+    svg = str(render_roofline(lines, PEAK))
+    (points,) = re.findall(r'<polyline points="([^"]+)"', svg)
+    roof = [tuple(map(float, p.split(","))) for p in points.split()]
+    texts = re.findall(r'<text x="([\d.]+)" y="([\d.]+)"( text-anchor="end")?>([^<]+)</text>', svg)
+    roof_labels = [
+        text_box(float(x), float(y), t, "end") for x, y, end, t in texts if end and "GB/s" in t
+    ] + [text_box(float(x), float(y), t, "end") for x, y, end, t in texts if t.startswith("peak")]
+    dots = {t: text_box(float(x), float(y), t) for x, y, end, t in texts if "." in t or t == "head"}
+    assert "head" in dots and len(dots) >= 2  # some are labelled at all
+    for name, box in dots.items():
+        assert not _crosses(box, roof), name
+        assert not any(_overlaps(box, other) for other in roof_labels), name
