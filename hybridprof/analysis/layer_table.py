@@ -49,6 +49,7 @@ from hybridprof.datamodel import (
     Series,
     SourceSpan,
     Stat,
+    UnitComm,
 )
 from hybridprof.datamodel.memory import by_path as memory_by_path
 
@@ -125,6 +126,13 @@ class LayerRow:
     # A compiled session: the modules below this one whose work ran in its fused kernels, named
     # relative to it (`ln_2, mlp.c_fc`).
     fused: tuple[str, ...] = ()
+    # An FSDP2 unit's communication per iteration, one entry per kind it ran (`UnitComm`)
+    comm: tuple[UnitComm, ...] = ()
+
+    def comm_of(self, kind: str) -> UnitComm | None:
+        """Its FSDP2 communication of `kind` ("all_gather", "regather", "copy_out",
+        "reduce_scatter"); None when it ran none (or is no unit)."""
+        return next((c for c in self.comm if c.kind == kind), None)
 
     @property
     def measured(self) -> bool:
@@ -149,6 +157,7 @@ class LayerTable:
     has_flops: bool
     memory: DeviceMemory | None = None  # the model's device, whose figures the rows' `memory` are
     has_compiled: bool = False  # a torch.compile'd model (rows may say what fused)
+    has_fsdp: bool = False  # an FSDP2-sharded model: its units' rows carry their communication
 
     def tree(self) -> tuple[LayerRow, ...]:
         """The rows of the module tree, without the optimizer's and the outside row."""
@@ -196,6 +205,8 @@ def build_layer_table(session: ProfileSession) -> LayerTable:
     rows += _optimizer_rows(session, shares_of)
     if session.compiled is not None:
         rows = _with_fused(rows, session)
+    if session.fsdp:
+        rows = _with_comm(rows, session)
     outside = _outside_row(session, shares_of)
     if session.stability is not None and session.stability.threads_exceed_free_cores:
         rows = [_inflated(row) for row in rows]
@@ -215,6 +226,7 @@ def build_layer_table(session: ProfileSession) -> LayerTable:
         has_flops=session.flops is not None,
         memory=device,
         has_compiled=session.compiled is not None,
+        has_fsdp=bool(session.fsdp),
     )
 
 
@@ -327,6 +339,17 @@ def _with_fused(rows: list[LayerRow], session: ProfileSession) -> list[LayerRow]
         if row.path in fused
         else row
         for row in rows
+    ]
+
+
+def _with_comm(rows: list[LayerRow], session: ProfileSession) -> list[LayerRow]:
+    """Each FSDP2 unit's row with its communication (a unit that is no row of the tree, when
+    the profiled model is not FSDP's root, is not shown)."""
+    by_unit: dict[str, list[UnitComm]] = {}
+    for comm in session.fsdp:
+        by_unit.setdefault(comm.path, []).append(comm)
+    return [
+        replace(row, comm=tuple(by_unit[row.path])) if row.path in by_unit else row for row in rows
     ]
 
 

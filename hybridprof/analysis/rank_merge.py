@@ -36,6 +36,7 @@ from hybridprof.datamodel import (
     Series,
     Stat,
     Straggler,
+    UnitComm,
 )
 from hybridprof.errors import UsageError
 
@@ -78,7 +79,28 @@ def merge_sessions(sessions: Sequence[ProfileSession]) -> ProfileSession:
         collectives=collectives,
         ranks=MergedRanks(len(ordered), summaries, layers, stragglers),
         memory=merge_memory(ordered),
+        fsdp=merged_unit_comm(ordered),
     )
+
+
+def merged_unit_comm(ordered: Sequence[ProfileSession]) -> tuple[UnitComm, ...]:
+    """Each FSDP2 unit's communication across the ranks: the median over ranks of each rank's
+    median time (min and max: the lowest and highest over every rank's iterations), calls and
+    bytes as the median rank has them; a rank without a unit's kind counts 0 for it."""
+    keys = list(dict.fromkeys((c.path, c.kind) for s in ordered for c in s.fsdp))
+    found = [{(c.path, c.kind): c for c in s.fsdp} for s in ordered]
+    merged = []
+    for key in keys:
+        per_rank = [by_key.get(key, UnitComm(*key, 0.0, Stat(0.0, 0.0, 0.0))) for by_key in found]
+        time = Stat(
+            median_or_zero([c.time_us.median for c in per_rank]),
+            min(c.time_us.min for c in per_rank),
+            max(c.time_us.max for c in per_rank),
+        )
+        calls = median_or_zero([c.calls for c in per_rank])
+        nbytes = round(median_or_zero([c.nbytes for c in per_rank]))
+        merged.append(UnitComm(key[0], key[1], calls, time, nbytes))
+    return tuple(merged)
 
 
 def _rank_warnings(ordered: list[ProfileSession]) -> list[str]:

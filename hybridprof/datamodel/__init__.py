@@ -52,6 +52,7 @@ from hybridprof.datamodel.ranks import (
     RankRun,
     RankSummary,
     Straggler,
+    UnitComm,
 )
 from hybridprof.datamodel.schema import DEFAULT_STRATEGY, SCHEMA_VERSION
 from hybridprof.datamodel.session import (
@@ -121,6 +122,7 @@ __all__ = [
     "StopReason",
     "Straggler",
     "TimelineLane",
+    "UnitComm",
     "Verdict",
     "WorkProfile",
 ]

@@ -64,6 +64,26 @@ class CollectiveStat:
 
 
 @dataclass(frozen=True, slots=True)
+class UnitComm:
+    """One FSDP2 unit's communication of one kind, per iteration (a column of the unit's row).
+
+    path: the unit (a module `fully_shard` sharded; "" the root); kind: "all_gather" (forward,
+    prefetches for the unit included), "regather" (backward's all-gather of parameters freed
+    after the forward), "copy_out" (the gathered buffer into the unit's parameters) or
+    "reduce_scatter" (its gradients). time_us: the wall time of FSDP2's ranges of that kind for
+    the unit, on this rank's thread (waiting for other ranks included). nbytes: the bytes they
+    moved per iteration, from the unit's FSDP parameter group (an all-gather's output, a
+    reduce-scatter's input, padding included): calls times the bytes of one; 0 for a copy-out.
+    """
+
+    path: str
+    kind: str
+    calls: float  # per iteration (median)
+    time_us: Stat
+    nbytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class RankLayer:
     """One layer across the ranks of a merged session."""
 

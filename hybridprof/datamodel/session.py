@@ -12,7 +12,7 @@ from hybridprof.datamodel.jsonio import dump, load
 from hybridprof.datamodel.measures import ModuleRecord, Stat
 from hybridprof.datamodel.memory import MemoryProfile
 from hybridprof.datamodel.plan import ProfilePlan
-from hybridprof.datamodel.ranks import CollectiveStat, MergedRanks, RankRun
+from hybridprof.datamodel.ranks import CollectiveStat, MergedRanks, RankRun, UnitComm
 from hybridprof.datamodel.schema import SCHEMA_VERSION, SESSION_KIND
 from hybridprof.datamodel.session_checks import impossible_value
 from hybridprof.datamodel.training import OptimizerRecord, ScheduleInfo
@@ -116,6 +116,7 @@ class ProfileSession(Views):
     max_time_s: float | None = None  # the time limit the iterations ran under, if any
     rank: RankRun | None = None  # one rank of a torch.distributed run
     collectives: tuple[CollectiveStat, ...] = ()
+    fsdp: tuple[UnitComm, ...] = ()  # FSDP2 units' communication (a sharded model)
     ranks: MergedRanks | None = None  # a merged session: records are medians across ranks
     # A profiled training loop (`with Profile(...)` around it; since schema 5): the optimizer's
     # row, the `prof.step()` calls seen and the schedule the steps ran under.

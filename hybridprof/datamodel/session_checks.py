@@ -14,6 +14,7 @@ from typing import Protocol
 from hybridprof.datamodel.compiled import CompileSection
 from hybridprof.datamodel.measures import Stat
 from hybridprof.datamodel.memory import DeviceMemory, MemoryProfile, MemoryTimeline
+from hybridprof.datamodel.ranks import UnitComm
 from hybridprof.datamodel.training import ScheduleInfo
 
 
@@ -34,6 +35,8 @@ class ProfileSession(Protocol):
     def memory(self) -> MemoryProfile | None: ...
     @property
     def compiled(self) -> CompileSection | None: ...
+    @property
+    def fsdp(self) -> tuple[UnitComm, ...]: ...
 
 
 Figure = tuple[str, float | Stat | None]  # (where in the file, a value that is never negative)
@@ -66,6 +69,8 @@ def _never_negative(session: ProfileSession) -> Iterator[Figure]:
     if session.memory is not None:
         for index, device in enumerate(session.memory.devices):
             yield from _device_figures(f"memory.devices[{index}]", device)
+    for index, unit in enumerate(session.fsdp):
+        yield from ((f"fsdp[{index}].{name}", getattr(unit, name)) for name in _UNIT_FIGURES)
 
 
 def _schedule_counts(schedule: ScheduleInfo) -> Iterator[Figure]:
@@ -73,6 +78,7 @@ def _schedule_counts(schedule: ScheduleInfo) -> Iterator[Figure]:
         yield f"schedule.{name}", getattr(schedule, name)
 
 
+_UNIT_FIGURES = ("calls", "time_us", "nbytes")
 _COMPILE_FIGURES = (
     "compile_s",
     "backward_compile_s",

@@ -26,7 +26,7 @@ from hybridprof.datamodel import ProfileSession
 from hybridprof.datamodel.memory import CATEGORIES
 from hybridprof.reporting.column_figures import FrameField
 from hybridprof.reporting.csv_cells import csv_text
-from hybridprof.reporting.layer_columns import BY_KEY, LAYER_COLUMNS, frame_value
+from hybridprof.reporting.layer_columns import BY_KEY, COMM_KEYS, LAYER_COLUMNS, frame_value
 
 # The columns every layer frame has, in order (`reporting.layer_columns` declares each): a
 # quantity the session did not measure is NaN (or 0) there, so readers can rely on the names.
@@ -40,8 +40,8 @@ COLUMNS = (
 )  # fmt: skip
 # The columns whose fields follow them when the session has them: a compiled model's, --flops'
 # and the memory section's (`--profile-memory`, bytes on the model's device; 0 where a row has
-# none).
-WHEN_MEASURED = ("fused", "flops", "intensity", "gflops", "verdict", "mem-peak")
+# none), and an FSDP2-sharded model's communication per unit (NaN and 0 in rows of no unit).
+WHEN_MEASURED = ("fused", "flops", "intensity", "gflops", "verdict", "mem-peak", *COMM_KEYS)
 _FIELDS = {f.name: f for column in LAYER_COLUMNS for f in column.frame}
 WORK_COLUMNS = tuple(f.name for key in WHEN_MEASURED[1:5] for f in BY_KEY[key].frame)
 MEMORY_COLUMNS = tuple(f.name for f in BY_KEY["mem-peak"].frame)
@@ -77,13 +77,14 @@ def session_frame(session: ProfileSession) -> pd.DataFrame:
     bytes), then `fused` for a compiled model, `WORK_COLUMNS` when the session counted FLOPs
     (`run --flops`), and `MEMORY_COLUMNS` when it has the memory section (`--profile-memory`,
     bytes on the model's device; 0 where a row has none). A container that never runs itself
-    (ModuleList) has a row with its children's totals and no calls or self time."""
+    (ModuleList) has a row with its children's totals and no calls or self time; an FSDP2 unit
+    that is not profiled itself has a row with its communication and no times."""
     table = layer_table(session)
     fields = frame_fields(table)
     rows = [
         [frame_value(f, row, table) for f in fields]
         for row in table.rows
-        if row.kind != "unprofiled"
+        if row.kind != "unprofiled" or row.comm  # an FSDP2 unit has figures of its own
     ]
     frame = pd.DataFrame(rows, columns=[f.name for f in fields])
     return _typed(frame, {f.name: f.type for f in fields})

@@ -453,7 +453,77 @@ _WORK: tuple[LayerColumn, ...] = (
         ),
     ),
 )
-LAYER_COLUMNS = (*_ROW_FACTS, *_TIMES, *_MEMORY, *_WORK)
+
+
+# An FSDP2 unit's communication (a sharded model): per iteration, time and bytes of each kind.
+def _comm_us(kind: str) -> Callable[[LayerRow], float | None]:
+    def figure(row: LayerRow) -> float | None:
+        comm = row.comm_of(kind)
+        return comm.time_us.median if comm is not None else None
+
+    return figure
+
+
+def _comm_bytes(kind: str) -> Callable[[LayerRow], int | None]:
+    def figure(row: LayerRow) -> int | None:
+        comm = row.comm_of(kind)
+        return comm.nbytes if comm is not None else None
+
+    return figure
+
+
+def has_fsdp(table: LayerTable) -> bool:
+    return table.has_fsdp
+
+
+def _comm_time(key: str, kind: str, title: str, keep: int, tip: str) -> LayerColumn:
+    return LayerColumn(
+        key,
+        _comm_us(kind),
+        format_time_us,
+        has_fsdp,
+        sort=_comm_us(kind),
+        terminal=OnTerminal(title, keep),
+        text=title,
+        page=OnPage(title, order="num", tip=tip, missing=""),
+        frame=(FrameField(kind + "_us", "float64", _comm_us(kind)),),
+    )
+
+
+def _comm_size(key: str, kind: str, title: str, keep: int, tip: str) -> LayerColumn:
+    return LayerColumn(
+        key,
+        _comm_bytes(kind),
+        format_bytes,
+        has_fsdp,
+        sort=_comm_bytes(kind),
+        terminal=OnTerminal(title, keep),
+        text=title,
+        page=OnPage(title, order="num", tip=tip, missing=""),
+        frame=(FrameField(kind + "_bytes", "int64", _comm_bytes(kind)),),
+    )
+
+
+_WALL = "wall time per iteration of FSDP2's ranges for this unit, waiting for other ranks included"
+_COMM: tuple[LayerColumn, ...] = (
+    _comm_time("gather", "all_gather", "All-gather", 58, f"Forward all-gather: {_WALL}"),
+    _comm_size(
+        "gather-bytes", "all_gather", "Gathered", 57,
+        "Bytes the forward all-gathers gave this rank per iteration (the unit's padded "
+        "unsharded parameters, from its FSDP parameter group)",
+    ),
+    _comm_time("copy-out", "copy_out", "Copy-out", 52, f"All-gather copy-out: {_WALL}"),
+    _comm_time("regather", "regather", "Re-gather", 54, f"Backward all-gather: {_WALL}"),
+    _comm_time("scatter", "reduce_scatter", "Reduce-scatter", 56, f"Gradients: {_WALL}"),
+    _comm_size(
+        "scatter-bytes", "reduce_scatter", "Scattered", 53,
+        "Bytes of gradients this rank reduce-scattered per iteration (from its FSDP parameter "
+        "group)",
+    ),
+)  # fmt: skip
+
+LAYER_COLUMNS = (*_ROW_FACTS, *_TIMES, *_MEMORY, *_WORK, *_COMM)
+COMM_KEYS = tuple(column.key for column in _COMM)
 BY_KEY = {column.key: column for column in LAYER_COLUMNS}
 
 
@@ -531,6 +601,7 @@ _BLANK = {"float64": math.nan, "int64": 0, "str": "", "bool": False}
 __all__ = [
     "ALWAYS",
     "BY_KEY",
+    "COMM_KEYS",
     "LAYER_COLUMNS",
     "FrameField",
     "LayerColumn",

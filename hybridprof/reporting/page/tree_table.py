@@ -28,7 +28,8 @@ from hybridprof.reporting.trust import timing_text
 PAGE_COLUMNS = (
     "name", "class", "calls", "self", "total", "dev-self", "dev-total", "bwd-self", "bwd-total",
     "share", "subtree-share", "mem-self", "mem-peak", "mem-saved", "mem-bwd-peak", "flops",
-    "gflops", "verdict", "spread", "params", "output",
+    "gflops", "verdict", "gather", "gather-bytes", "copy-out", "regather", "scatter",
+    "scatter-bytes", "spread", "params", "output",
 )  # fmt: skip
 
 # Bits of a row's flags in the page's data (report.js reads the same values).

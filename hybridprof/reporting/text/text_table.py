@@ -55,7 +55,8 @@ class TableText(str):
 # The columns in torchprof's order (each where the session has it; `reporting.layer_columns`).
 TEXT_COLUMNS = (
     "self", "total", "bwd-self", "bwd-total", "dev-self", "dev-total", "mem-self", "mem",
-    "dev-mem-self", "dev-mem", "flops", "intensity", "gflops", "verdict", "calls", "fused",
+    "dev-mem-self", "dev-mem", "flops", "intensity", "gflops", "verdict", "gather",
+    "gather-bytes", "copy-out", "regather", "scatter", "scatter-bytes", "calls", "fused",
 )  # fmt: skip
 
 

@@ -49,7 +49,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Literal
 
 from hybridprof.runtime.events import optimizer_fold
 from hybridprof.runtime.events.frames import (
@@ -87,7 +86,7 @@ from hybridprof.runtime.events.links import (
     fold_recompute,
 )
 from hybridprof.runtime.events.training_names import BACKWARD_PREFIX as BACKWARD_PREFIX
-from hybridprof.runtime.events.training_names import RangeNames, Special
+from hybridprof.runtime.events.training_names import CommEntry, NameEntry, RangeNames
 from hybridprof.runtime.events.walk import Walk, add_outside, fold_op
 from hybridprof.runtime.measures.iteration import IterationMeasure, PathMeasure, op_key
 
@@ -219,19 +218,34 @@ _START = itemgetter(_START_I)
 def _open_named(
     event: Event,
     frame: Frame,
-    entry: str | tuple[Special | Literal["node"]],
+    entry: NameEntry,
     walk: Walk,
     last_bwd: list[tuple[int, int] | None],
 ) -> None:
-    """Open what a named event begins: a layer's range, a backward node, an optimizer's part."""
+    """Open what a named event begins: a layer's range, a backward node, an optimizer's part, an
+    FSDP2 unit's communication."""
     if isinstance(entry, str):
         frame[OPT] = None  # a layer's forward is the layer's, wherever it runs
         _open_layer(frame, entry, walk, LAYER if frame[BWD] is None else RECOMPUTE)
+    elif entry is None:
+        return
     elif entry[0] == "node":
         if walk.backward:
             _open_node(event, frame, walk, last_bwd)
+    elif entry[0] == "comm":
+        _note_comm(event, frame, entry, walk)
     else:
         optimizer_fold.open_special(frame, entry[0], walk.measure)
+
+
+def _note_comm(event: Event, frame: Frame, entry: CommEntry, walk: Walk) -> None:
+    """An FSDP2 communication range's wall time, to the unit it names. Its events stay where
+    they are (the enclosing layer's, a backward node's, or outside): this is a figure beside
+    the rows' times, not taken out of them. A gather that autograd runs is backward's re-gather."""
+    _, kind, path = entry
+    if kind == "all_gather" and frame[BWD] is not None:
+        kind = "regather"
+    walk.measure.add_comm(path, kind, (event.end_ns - event.start_ns) / 1000)
 
 
 def _open_layer(frame: Frame, path: str, walk: Walk, kind: int = LAYER) -> None:

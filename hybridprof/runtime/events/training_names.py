@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
+from hybridprof.runtime.events.fsdp_names import CommKind, fsdp_comm
+
 STEP_RANGE = "hybridprof::step"  # one measured step of the with-block
 WARMUP_RANGE = "hybridprof::warmup"  # a warm-up step: run under the profiler, its events dropped
 CLOSURE_RANGE = "hybridprof::closure"  # the closure an optimizer step calls (Lightning's)
@@ -54,20 +56,29 @@ def special_kind(name: str) -> Special | None:
     return None
 
 
-class RangeNames(dict[str, "str | tuple[Special | Literal['node']] | None"]):
+# An FSDP2 communication range, for the walk: ("comm", its kind, the unit's path).
+CommEntry = tuple[Literal["comm"], CommKind, str]
+NameEntry = str | tuple[Special | Literal["node"]] | CommEntry | None
+
+
+class RangeNames(dict[str, NameEntry]):
     """What each event name is for the walk: a layer's path (the range names it starts with), a
-    special range as `(kind,)`, a backward node as `("node",)`, or None (an op). Worked out once
+    special range as `(kind,)`, a backward node as `("node",)`, an FSDP2 communication range as
+    `("comm", kind, unit path)`, or None (an op). Worked out once
     per distinct name: the walk asks per event, and an iteration has a few dozen distinct names
     and thousands of events, so one lookup per event answers every question."""
 
     def __init__(self, layers: Mapping[str, str]) -> None:
         super().__init__(layers)
 
-    def __missing__(self, name: str) -> tuple[Special | Literal["node"]] | None:
+    def __missing__(self, name: str) -> NameEntry:
         kind: Special | Literal["node"] | None = special_kind(name)
         if kind is None and name.startswith(BACKWARD_PREFIX):
             kind = "node"
-        entry = None if kind is None else (kind,)
+        entry: NameEntry = None if kind is None else (kind,)
+        comm = fsdp_comm(name) if entry is None else None
+        if comm is not None:
+            entry = ("comm", *comm)
         self[name] = entry
         return entry
 
@@ -102,6 +113,8 @@ __all__ = [
     "STEP_RANGE",
     "WARMUP_RANGE",
     "ZERO_GRAD_RANGE",
+    "CommEntry",
+    "NameEntry",
     "RangeNames",
     "Special",
     "group_index",

@@ -35,6 +35,7 @@ from hybridprof.datamodel import (
     StopReason,
 )
 from hybridprof.runtime.basics.stopping import Count
+from hybridprof.runtime.measures.fsdp_comm import UnitSizes, unit_comm
 from hybridprof.runtime.measures.iteration import OPTIMIZER_KEY, IterationMeasure
 from hybridprof.runtime.measures.measure_table import (
     OP_FIELDS,
@@ -73,6 +74,7 @@ class RunFacts:
     steps: int = 0  # `prof.step()` calls of a with-block
     schedule: ScheduleInfo | None = None
     cpu_waits: CpuWaits | None = None
+    fsdp_sizes: UnitSizes = ()  # an FSDP2-sharded model's units and their collectives' bytes
 
 
 def build_session(
@@ -121,6 +123,7 @@ def build_session(
         schedule=facts.schedule,
         cpu_waits=facts.cpu_waits,
         memory=table.memory.profile(),
+        fsdp=unit_comm(table.comm, facts.fsdp_sizes),
     )
 
 

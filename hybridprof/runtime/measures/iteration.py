@@ -85,6 +85,15 @@ class OptimizerMeasure:
 
 
 @dataclass(slots=True)
+class CommMeasure:
+    """One FSDP unit's communication of one kind within one iteration: its ranges' calls and
+    wall time (`events/fsdp_names.py` names the kinds)."""
+
+    calls: int = 0
+    time_us: float = 0.0
+
+
+@dataclass(slots=True)
 class IterationMeasure:
     """All paths of one iteration, plus the whole iteration's profiled CPU time.
 
@@ -101,12 +110,21 @@ class IterationMeasure:
     optimizer: OptimizerMeasure | None = None
     backward: bool = False
     memory: IterationMemory | None = None  # with profile_memory, the session strategy's replay
+    # FSDP2's communication ranges: (unit path, kind) -> their calls and time in the iteration
+    comm: dict[tuple[str, str], CommMeasure] = field(default_factory=dict)
 
     def optimizer_measure(self) -> OptimizerMeasure:
         """The iteration's optimizer measure, made on first use."""
         if self.optimizer is None:
             self.optimizer = OptimizerMeasure(PathMeasure(OPTIMIZER_KEY))
         return self.optimizer
+
+    def add_comm(self, path: str, kind: str, time_us: float) -> None:
+        found = self.comm.get((path, kind))
+        if found is None:
+            found = self.comm[(path, kind)] = CommMeasure()
+        found.calls += 1
+        found.time_us += time_us
 
     def path(self, path: str) -> PathMeasure:
         measure = self.paths.get(path)

@@ -26,6 +26,7 @@ import numpy as np
 
 from hybridprof.runtime.measures.iteration import (
     OPTIMIZER_KEY,
+    CommMeasure,
     IterationMeasure,
     OpMeasure,
     OptimizerMeasure,
@@ -53,6 +54,7 @@ class _Iteration:
     outside_cpu_us: float
     backward: bool  # a backward pass ran in it
     optimizer: OptimizerMeasure | None  # its parts and groups (its row is among the paths)
+    comm: dict[tuple[str, str], CommMeasure]  # FSDP2 units' communication (a few per unit)
 
 
 class MeasureTable:
@@ -105,6 +107,7 @@ class MeasureTable:
                 outside_cpu_us=outside_us(measure),
                 backward=measure.backward,
                 optimizer=optimizer,
+                comm=measure.comm,
             )
         )
 
@@ -130,6 +133,11 @@ class MeasureTable:
     def optimizers(self) -> list[OptimizerMeasure | None]:
         """Each iteration's optimizer parts, groups and classes (None: no optimizer ran)."""
         return [it.optimizer for it in self._iterations]
+
+    @property
+    def comm(self) -> list[dict[tuple[str, str], CommMeasure]]:
+        """Each iteration's FSDP2 communication: (unit path, kind) -> its calls and time."""
+        return [it.comm for it in self._iterations]
 
     def row_of(self, path: str) -> int | None:
         return self._path_rows.get(path)

@@ -22,6 +22,7 @@ from hybridprof.runtime.basics.quiet import quiet_fd2
 from hybridprof.runtime.basics.workload import resolve_device
 from hybridprof.runtime.compiled import dynamo_facts
 from hybridprof.runtime.compiled.compiled_run import compiled_run
+from hybridprof.runtime.distributed.fsdp_units import fsdp_unit_bytes
 from hybridprof.runtime.measures.aggregate import RunFacts, environment
 from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.measures.measure_table import MeasureTable
@@ -149,6 +150,7 @@ class BlockRun:
             warnings=self.said,
             steps=steps.steps,
             schedule=schedule.info() if schedule is not None else None,
+            fsdp_sizes=fsdp_unit_bytes(self.driver.model),  # read after the steps set dtypes
         )
         session = self.driver.build_session(measures, facts)
         if self.compiled is not None:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from hybridprof.analysis.rank_merge import merge_sessions
+from hybridprof.analysis.rank_merge import merge_sessions, merged_unit_comm
 from hybridprof.datamodel import (
     CollectiveStat,
     IterationSeries,
@@ -18,6 +18,7 @@ from hybridprof.datamodel import (
     RankRun,
     Series,
     Stat,
+    UnitComm,
 )
 from hybridprof.diff import diff_sessions
 from hybridprof.errors import SessionFileError, UsageError
@@ -317,3 +318,19 @@ def test_merge_prints_the_warning_of_ranks_that_ran_different_numbers_of_iterati
     assert main(["merge", *map(str, files)]) == 0
     out = capsys.readouterr().out
     assert "warning: the ranks ran different numbers of measured iterations (rank 0: 3, " in out
+
+
+def test_fsdp_units_merge_to_the_median_rank_with_the_extremes_of_all() -> None:
+    def with_units(rank: int, gather_us: float) -> ProfileSession:
+        spread = Stat(gather_us, gather_us / 2, gather_us * 2)
+        units = (UnitComm("fc1", "all_gather", 1.0, spread, 800),)
+        if rank == 0:
+            units += (UnitComm("", "reduce_scatter", 1.0, Stat(50.0, 40.0, 60.0), 100),)
+        return replace(rank_session(rank, world=3), fsdp=units)
+
+    merged = merge_sessions([with_units(0, 100.0), with_units(1, 300.0), with_units(2, 200.0)])
+    gather, scatter = merged.fsdp
+    assert (gather.path, gather.kind, gather.nbytes, gather.calls) == ("fc1", "all_gather", 800, 1)
+    assert gather.time_us == Stat(200.0, 50.0, 600.0)
+    assert scatter.time_us == Stat(0.0, 0.0, 60.0)  # ranks 1 and 2 have none: 0 for them
+    assert merged_unit_comm([rank_session(0)]) == ()

@@ -31,6 +31,7 @@ def saved() -> dict[str, Any]:
     data["compiled"] = {"backend": "inductor", "compile_s": 1.5, "frames": 1, "graphs": 2}
     data["schedule"] = {"wait": 1, "warmup": 1, "active": 2, "repeat": 1}
     data["steps"] = 4
+    data["fsdp"] = [{"path": "0", "kind": "all_gather", "calls": 1, "time_us": [5, 4, 6]}]
     return data
 
 
@@ -68,6 +69,7 @@ def put(path: str, value: Any) -> Edit:
 def test_the_saved_session_loads_as_written(saved: dict[str, Any]) -> None:
     session = ProfileSession.from_json(json.dumps(saved))
     assert session.memory is not None and session.memory.devices[0].timeline is not None
+    assert session.fsdp[0].time_us.median == 5 and session.fsdp[0].nbytes == 0
 
 
 BROKEN: dict[str, tuple[Edit, str]] = {
@@ -95,6 +97,8 @@ BROKEN: dict[str, tuple[Edit, str]] = {
     "negative steps": (put("steps", -4), "steps"),
     "negative warmup": (put("warmup", -1), "warmup"),
     "negative duration": (put("duration_s", -2.0), "duration_s"),
+    "negative gathered bytes": (put("fsdp.0.nbytes", -8), "fsdp[0].nbytes"),
+    "negative gather time": (put("fsdp.0.time_us", [5, -4, 6]), "fsdp[0].time_us"),
 }
 
 

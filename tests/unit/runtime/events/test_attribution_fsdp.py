@@ -1,0 +1,59 @@
+"""FSDP2's communication ranges in the walk (hand-made events): each to the unit it names, a
+prefetch to the unit it gathers for, a gather in a backward node as a re-gather, and the rows'
+times as they were."""
+
+from __future__ import annotations
+
+from hybridprof.runtime.events.attribution import BACKWARD_PREFIX, attribute
+from hybridprof.runtime.events.kineto import Event
+
+NAMES = {"blocks.0.fc": "blocks.0.fc", "blocks.1.fc": "blocks.1.fc"}
+
+
+def cpu(name: str, start: int, end: int, *, seq: int = -1) -> Event:
+    return Event("cpu", name, start * 1000, end * 1000, 1, seq, 1)
+
+
+def step() -> list[Event]:
+    return [
+        # forward: each unit's pre-forward gathers it, outside its layers' ranges
+        cpu("FSDP::pre_forward (blocks.0)", 0, 20),
+        cpu("FSDP::all_gather (blocks.0)", 1, 15),
+        cpu("gloo:all_gather", 2, 14),
+        cpu("FSDP::all_gather_copy_out (blocks.0)", 15, 19),
+        cpu("blocks.0.fc", 20, 30),
+        cpu("aten::addmm", 21, 29, seq=1),
+        cpu("FSDP::pre_forward (blocks.1)", 30, 50),
+        cpu("FSDP::all_gather (blocks.1)", 31, 49),
+        cpu("blocks.1.fc", 50, 60),
+        cpu("aten::addmm", 51, 59, seq=2),
+        # backward: blocks.1's node prefetches blocks.0's parameters
+        cpu(BACKWARD_PREFIX + "AddmmBackward0", 70, 100, seq=2),
+        cpu("FSDP::backward_prefetch for blocks.0", 72, 90),
+        cpu("FSDP::all_gather (blocks.0)", 73, 89),
+        cpu(BACKWARD_PREFIX + "RegisterPostBackwardFunctionBackward", 100, 130),
+        cpu("FSDP::post_backward_reduce (blocks.1)", 101, 128),
+    ]
+
+
+def test_each_range_goes_to_the_unit_it_names() -> None:
+    comm = attribute(step(), NAMES, backward=True).measure.comm
+    found = {key: (m.calls, m.time_us) for key, m in comm.items()}
+    assert found == {
+        ("blocks.0", "all_gather"): (1, 14.0),
+        ("blocks.0", "copy_out"): (1, 4.0),
+        ("blocks.1", "all_gather"): (1, 18.0),
+        ("blocks.0", "regather"): (1, 16.0),  # the prefetch in blocks.1's node is blocks.0's
+        ("blocks.1", "reduce_scatter"): (1, 27.0),
+    }
+
+
+def test_the_rows_times_are_as_without_the_ranges() -> None:
+    renamed = [e._replace(name="x" + e.name) if e.name.startswith("FSDP") else e for e in step()]
+    with_ranges = attribute(step(), NAMES, backward=True).measure
+    without = attribute(renamed, NAMES, backward=True).measure
+    assert without.comm == {}
+    assert with_ranges.outside_cpu_us == without.outside_cpu_us
+    for path in NAMES:
+        a, b = with_ranges.paths[path], without.paths[path]
+        assert (a.self_cpu_us, a.backward_self_cpu_us) == (b.self_cpu_us, b.backward_self_cpu_us)
