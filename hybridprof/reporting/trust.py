@@ -160,12 +160,29 @@ def headline_gap_line(table: LayerTable) -> str:
     )
 
 
+def headline_note(table: LayerTable) -> str:
+    """The report header's note on its figure, in one sentence: which statistic it is, and the
+    measured median iteration where that is over 5% off ("" when the totals are as measured)."""
+    if not table.summed:
+        return ""
+    plural = "" if table.iterations == 1 else "s"
+    note = f"Each row is its median over {table.iterations} iteration{plural}, a total the sum "
+    note += "of its rows"
+    headline, measured = table.iteration_us, table.measured_iteration_us
+    if measured > 0 and abs(measured - headline) > HEADLINE_GAP * measured:
+        gap = format_time_us(abs(measured - headline))
+        why = "more: waiting for a CPU, or in no row's median" if measured > headline else "less"
+        note += f"; the median iteration took {format_time_us(measured)} as measured ({gap} {why})"
+    return note + "."
+
+
 __all__ = [
     "HEADLINE_GAP",
     "INFLATED",
     "INTERVAL_NOTE",
     "has_intervals",
     "headline_gap_line",
+    "headline_note",
     "interval_pct",
     "interval_text",
     "iterations_text",

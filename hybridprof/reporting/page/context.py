@@ -38,10 +38,9 @@ from hybridprof.reporting.page.tree_table import (
 from hybridprof.reporting.trust import (
     INTERVAL_NOTE,
     has_intervals,
-    headline_gap_line,
+    headline_note,
     iterations_text,
     stability_text,
-    statistic_line,
 )
 
 Mode = Literal["html", "pdf"]
@@ -145,7 +144,7 @@ def _header(session: ProfileSession, table: LayerTable) -> tuple[HeaderItem, ...
 
     statistic = "the rows' sum" if table.summed else "median"
     total = f"{format_time_us(table.iteration_us)} per iteration ({statistic})"
-    note = _headline_note(table)
+    note = headline_note(table)
     return (
         *(HeaderItem(k, v) for k, v in [*items, *compile_header(session)]),
         HeaderItem("Total profiled time", total, note),
@@ -169,13 +168,6 @@ def _stability(session: ProfileSession) -> StabilityView | None:
     if stability is None:
         return None
     return StabilityView(stability.verdict, stability_text(stability))
-
-
-def _headline_note(table: LayerTable) -> str:
-    """Which statistic the header's figure is, and the measured median iteration where that
-    differs from it by over 5% (the % columns are shares of the header's figure)."""
-    lines = [line for line in (statistic_line(table), headline_gap_line(table)) if line]
-    return " ".join(f"{line[0].upper()}{line[1:]}." for line in lines)
 
 
 def _param_count(session: ProfileSession) -> int:
