@@ -2,7 +2,8 @@
 two busy processes (`while True: pass`) on the same two cores, for a tiny GPT, a small residual
 CNN and the README's net.py, written fresh into a temporary folder.
 
-Prints, per model: the headline (median iteration) busy/quiet, the per-layer self times' median
+Prints, per model: the headline (the rows' sum, what every view states) busy/quiet, the median
+iteration as measured busy/quiet, the per-layer self times' median
 deviation (layers above 2% of the time), the largest share move in points, what the rows add up
 to against the headline in each run, the largest busy/quiet ratio of a layer, whether any
 interval was printed as ±N% over 100, whether the table marked figures inflated, and the waits
@@ -28,6 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from hybridprof.analysis.layer_table import layer_table
 from hybridprof.datamodel import ProfileSession
 from hybridprof.files.storage import load_session
 
@@ -166,11 +168,17 @@ def self_times(session: ProfileSession) -> dict[str, float]:
 
 
 def rows_sum(session: ProfileSession) -> float:
-    outside = session.outside_cpu_us.median if session.outside_cpu_us else 0.0
-    return sum(self_times(session).values()) + outside
+    """Every row's own figure as the table shows it (self medians, the outside row's)."""
+    return sum(r.own_us for r in layer_table(session).rows)
 
 
 def headline(session: ProfileSession) -> float:
+    """The iteration every view states (the layer table's: the rows' sum)."""
+    return layer_table(session).iteration_us
+
+
+def measured(session: ProfileSession) -> float:
+    """The median iteration as measured (a pause in every iteration stays in it)."""
     return statistics.median(session.iteration_cpu_us)
 
 
@@ -184,7 +192,8 @@ def compare(name: str, quiet: ProfileSession, loaded: ProfileSession, printed: s
     waits = loaded.cpu_waits
     excluded = f"{waits.excluded} excluded, {waits.kept_over} kept over" if waits else "no waits"
     print(
-        f"{name}: headline {headline(loaded) / headline(quiet):.2f}x; layers off by "
+        f"{name}: headline {headline(loaded) / headline(quiet):.2f}x (median iteration as "
+        f"measured {measured(loaded) / measured(quiet):.2f}x); layers off by "
         f"{100 * deviation:.0f}% (median of {len(heavy)}); shares within {shares:.1f} pp; rows/"
         f"headline {q_sum / headline(quiet):.3f} quiet, {b_sum / headline(loaded):.3f} busy; "
         f"worst layer {worst:.2f}x; ±N%>100 printed: {bool(OVER_100.search(printed))}; "

@@ -31,9 +31,9 @@ from hybridprof.analysis.tree import (
     inclusive_us,
     outside_label,
     parent_of,
-    share_denominator_us,
     step_self_us,
     step_share_us,
+    subtree_sums,
     total_profiled_us,
     tree_rows,
 )
@@ -144,11 +144,23 @@ class LayerRow:
 @dataclass(frozen=True, slots=True)
 class LayerTable:
     """The rows in tree order (ancestors first, siblings in module order), then the optimizer's
-    (when one ran), the outside row last, and what the shares are of."""
+    (when one ran), the outside row last, and the headline they add up to.
+
+    The headline (`iteration_us`) is the one per-iteration figure every view states: with the
+    outside time measured, the sum of the rows' own figures (each row's median self time,
+    forward plus backward, over the kept iterations; the optimizer's parts; the outside row), so
+    the rows add up to it by construction and a parent's total is its subtree's rows. On a busy
+    machine a pause (another process's time slice) lands in a different layer each iteration:
+    each row's median leaves it out, the median iteration keeps it, so the measured median
+    iteration (`measured_iteration_us`) can be well above the headline; the views say both
+    where they differ. Without the outside time (a table built from layer ranges, an older
+    session), the headline is the measured median iteration and the totals are as measured.
+    """
 
     rows: tuple[LayerRow, ...]
-    shares_of_us: float  # the denominator of every % (see `tree.share_denominator_us`)
-    iteration_us: float  # the median iteration's profiled time
+    shares_of_us: float  # the denominator of every %: the headline
+    iteration_us: float  # the headline: what the rows add up to (see above)
+    measured_iteration_us: float  # the median iteration's profiled time, as measured
     iterations: int
     calls_title: str
     has_backward: bool
@@ -158,6 +170,7 @@ class LayerTable:
     memory: DeviceMemory | None = None  # the model's device, whose figures the rows' `memory` are
     has_compiled: bool = False  # a torch.compile'd model (rows may say what fused)
     has_fsdp: bool = False  # an FSDP2-sharded model: its units' rows carry their communication
+    summed: bool = False  # totals and the headline are sums of the rows (the outside measured)
 
     def tree(self) -> tuple[LayerRow, ...]:
         """The rows of the module tree, without the optimizer's and the outside row."""
@@ -193,16 +206,18 @@ def layer_table(session: ProfileSession) -> LayerTable:
 
 def build_layer_table(session: ProfileSession) -> LayerTable:
     """Every figure of every row of `session`'s layer table, worked out (uncached)."""
-    shares_of = share_denominator_us(session)
+    optimizer = _optimizer_rows(session)
+    shares_of = headline_us(session, optimizer)
     inclusive = inclusive_us(session)
+    totals = _subtree_totals(session)
     targets = {t.path: t for t in session.plan.targets}
     rows = [
-        _row(tree_row, session, shares_of, inclusive, targets.get(tree_row.path))
+        _row(tree_row, session, shares_of, (inclusive, totals), targets.get(tree_row.path))
         for tree_row in tree_rows(session)
     ]
     if session.flops is not None:
         rows = _with_work(rows, session)
-    rows += _optimizer_rows(session, shares_of)
+    rows += [_with_pct(row, shares_of) for row in optimizer]
     if session.compiled is not None:
         rows = _with_fused(rows, session)
     if session.fsdp:
@@ -217,7 +232,8 @@ def build_layer_table(session: ProfileSession) -> LayerTable:
     return LayerTable(
         rows=tuple(rows + ([outside] if outside is not None else [])),
         shares_of_us=shares_of,
-        iteration_us=total_profiled_us(session),
+        iteration_us=shares_of,
+        measured_iteration_us=total_profiled_us(session),
         iterations=session.iterations,
         calls_title=session.calls_title(),
         has_backward=session.backward,
@@ -227,7 +243,68 @@ def build_layer_table(session: ProfileSession) -> LayerTable:
         memory=device,
         has_compiled=session.compiled is not None,
         has_fsdp=bool(session.fsdp),
+        summed=totals is not None,
     )
+
+
+def headline_us(session: ProfileSession, optimizer: list[LayerRow]) -> float:
+    """The per-iteration figure the rows add up to (see `LayerTable`): with the outside time
+    measured, every row's own figure summed (forward and backward self medians, the optimizer's
+    rows' own times, the outside median); else the median iteration as measured."""
+    if session.outside_cpu_us is None:
+        return total_profiled_us(session)
+    own = sum(step_self_us(r) for r in session.records)
+    return own + session.outside_cpu_us.median + sum(r.own_us for r in optimizer)
+
+
+@dataclass(frozen=True, slots=True)
+class _SubtreeTotals:
+    """Per path, its subtree's own figures summed: a parent's totals are its rows' sum."""
+
+    forward: dict[str, float]  # self medians
+    forward_min: dict[str, float]  # self mins and maxes: a bound, not an observed iteration
+    forward_max: dict[str, float]
+    backward: dict[str, float]  # backward self medians
+    rows: dict[str, float]  # how many records the subtree holds (1: a leaf's total is its self)
+
+
+def _subtree_totals(session: ProfileSession) -> _SubtreeTotals | None:
+    """The sums a parent's totals are (None without the outside time: totals as measured)."""
+    if session.outside_cpu_us is None:
+        return None
+    records = session.records
+    return _SubtreeTotals(
+        forward=subtree_sums(records, lambda r: r.self_cpu_us.median),
+        forward_min=subtree_sums(records, lambda r: r.self_cpu_us.min),
+        forward_max=subtree_sums(records, lambda r: r.self_cpu_us.max),
+        backward=subtree_sums(records, lambda r: _median(r.backward_self_cpu_us) or 0.0),
+        rows=subtree_sums(records, lambda r: 1.0),
+    )
+
+
+def _total_cpu(
+    rec: ModuleRecord, path: str, self_cpu: Timing | None, totals: _SubtreeTotals | None
+) -> Timing:
+    """A row's forward total: its subtree's self figures summed (a leaf's is its self time,
+    interval and all; a parent's has no interval of its own: its rows carry theirs)."""
+    if totals is None:
+        series = rec.per_iteration
+        return timing(rec.total_cpu_us, series.total_cpu() if series else None)
+    if totals.rows.get(path, 0.0) <= 1.0 and self_cpu is not None:
+        return self_cpu
+    return Timing(totals.forward[path], totals.forward_min[path], totals.forward_max[path])
+
+
+def _backward_total(rec: ModuleRecord, path: str, totals: _SubtreeTotals | None) -> float | None:
+    if rec.backward_total_cpu_us is None:
+        return None
+    return rec.backward_total_cpu_us.median if totals is None else totals.backward[path]
+
+
+def _with_pct(row: LayerRow, shares_of: float) -> LayerRow:
+    """An optimizer row with its shares of the headline (known once every row's own time is)."""
+    own, subtree = _pct(row.own_us, shares_of), _pct(row.share_us, shares_of)
+    return replace(row, pct_self=own, pct_total=subtree)
 
 
 def timing(stat: Stat, series: Series | None) -> Timing:
@@ -264,7 +341,7 @@ def _row(
     tree_row: TreeRow,
     session: ProfileSession,
     shares_of: float,
-    inclusive: dict[str, float],
+    sums: tuple[dict[str, float], _SubtreeTotals | None],
     target: ModuleTarget | None,
 ) -> LayerRow:
     """One row's figures, with the plan's facts about its module (`target`): its class and
@@ -274,6 +351,9 @@ def _row(
     own = rec if kind == "layer" else None  # figures of its own: calls, self time, ops
     series = rec.per_iteration if rec else None
     own_us = step_self_us(rec) if rec else 0.0
+    inclusive, totals = sums
+    self_cpu = timing(own.self_cpu_us, series.self_cpu_us if series else None) if own else None
+    path = tree_row.path
     share_us = inclusive.get(tree_row.path, step_share_us(rec)) if rec else 0.0
     return LayerRow(
         path=tree_row.path,
@@ -285,10 +365,10 @@ def _row(
         class_name=(rec.class_name if rec else "") or (target.class_name if target else ""),
         record=rec,
         calls_per_iteration=own.calls_per_iteration(session.iterations) if own else None,
-        self_cpu=timing(own.self_cpu_us, series.self_cpu_us if series else None) if own else None,
-        total_cpu=timing(rec.total_cpu_us, series.total_cpu() if series else None) if rec else None,
+        self_cpu=self_cpu,
+        total_cpu=_total_cpu(rec, path, self_cpu, totals) if rec else None,
         backward_self_cpu_us=_median(own.backward_self_cpu_us) if own else None,
-        backward_total_cpu_us=_median(rec.backward_total_cpu_us) if rec else None,
+        backward_total_cpu_us=_backward_total(rec, path, totals) if rec else None,
         self_device_us=_median(own.self_device_us) if own else None,
         total_device_us=_median(rec.total_device_us) if rec else None,
         self_cpu_mem=own.self_cpu_mem if own else None,
@@ -374,45 +454,49 @@ def _outside_row(session: ProfileSession, shares_of: float) -> LayerRow | None:
     )  # fmt: skip
 
 
-def _optimizer_rows(session: ProfileSession, shares_of: float) -> list[LayerRow]:
-    """The `(optimizer)` row, a container of its parts (its total is theirs), then each part, a
-    param group under the step it is a share of."""
+def _optimizer_rows(session: ProfileSession) -> list[LayerRow]:
+    """The `(optimizer)` row, a container of its parts (its total is theirs summed), then each
+    part, a param group under the step it is a share of (shares filled in by `_with_pct`)."""
     optimizer = session.optimizer
     if optimizer is None:
         return []
-    total = timing(optimizer.self_cpu_us, optimizer.per_iteration)
-    device = optimizer.self_device_us.median if optimizer.self_device_us else None
-    head = _extra_row(
-        OPTIMIZER_ROW, OPTIMIZER_ROW, None, "optimizer", bool(optimizer.parts), shares_of
-    )
-    rows = [
-        replace(
-            head,
-            class_name=", ".join(optimizer.classes),
-            total_cpu=total,
-            total_device_us=device,
-            share_us=total.median,
-            pct_total=_pct(total.median, shares_of),
-            op_count=len(optimizer.ops),
-        )
-    ]
+    parts: list[LayerRow] = []
     for part in (p for p in optimizer.parts if not p.within):  # each part, its groups under it
         for row_part in [part, *(p for p in optimizer.parts if p.within == part.name)]:
-            rows.append(_part_row(row_part, optimizer, session.iterations, shares_of))
-    return rows
+            parts.append(_part_row(row_part, optimizer, session.iterations))
+    tops = [r for r in parts if r.depth == 1 and r.total_cpu is not None]
+    measured = timing(optimizer.self_cpu_us, optimizer.per_iteration)
+    total = _sum_timings([r.total_cpu for r in tops if r.total_cpu]) if tops else measured
+    device = optimizer.self_device_us.median if optimizer.self_device_us else None
+    head = replace(
+        _extra_row(OPTIMIZER_ROW, OPTIMIZER_ROW, None, "optimizer", bool(optimizer.parts)),
+        class_name=", ".join(optimizer.classes),
+        total_cpu=total,
+        total_device_us=device,
+        own_us=0.0 if parts else total.median,  # without parts (an older file) it owns its time
+        share_us=total.median,
+        op_count=len(optimizer.ops),
+    )
+    return [head, *parts]
 
 
-def _part_row(
-    part: OptimizerPart, optimizer: OptimizerRecord, iterations: int, shares_of: float
-) -> LayerRow:
-    """One part: its own time (the step's less its param groups'), its total, its calls."""
+def _sum_timings(timings: list[Timing]) -> Timing:
+    """Timings added up: a total that is its rows' sum (no interval of its own)."""
+    if len(timings) == 1:
+        return timings[0]
+    return Timing(
+        sum(t.median for t in timings), sum(t.min for t in timings), sum(t.max for t in timings)
+    )
+
+
+def _part_row(part: OptimizerPart, optimizer: OptimizerRecord, iterations: int) -> LayerRow:
+    """One part: its own time (the step's less its param groups'), its total (its own and its
+    groups' summed), its calls."""
     groups = [p for p in optimizer.parts if p.within == part.name]
     parent = f"{OPTIMIZER_ROW}.{part.within}" if part.within else OPTIMIZER_ROW
-    row = _extra_row(
-        f"{parent}.{part.name}", part.name, parent, "optimizer_part", bool(groups), shares_of
-    )
-    total = timing(part.cpu_us, part.per_iteration)
+    row = _extra_row(f"{parent}.{part.name}", part.name, parent, "optimizer_part", bool(groups))
     own = _less(part, groups)
+    total = _sum_timings([own, *(timing(g.cpu_us, g.per_iteration) for g in groups)])
     return replace(
         row,
         depth=2 if part.within else 1,
@@ -421,8 +505,6 @@ def _part_row(
         total_cpu=total,
         own_us=own.median,
         share_us=total.median,
-        pct_self=_pct(own.median, shares_of),
-        pct_total=_pct(total.median, shares_of),
     )
 
 
@@ -441,16 +523,14 @@ def _less(part: OptimizerPart, groups: list[OptimizerPart]) -> Timing:
     return Timing(median, median, median)
 
 
-def _extra_row(
-    path: str, name: str, parent: str | None, kind: RowKind, children: bool, shares_of: float
-) -> LayerRow:
+def _extra_row(path: str, name: str, parent: str | None, kind: RowKind, children: bool) -> LayerRow:
     """A row that is no module (nothing measured filled in yet)."""
     return LayerRow(
         path=path, name=name, depth=0, parent=parent, kind=kind, has_children=children,
         class_name="", record=None, calls_per_iteration=None, self_cpu=None, total_cpu=None,
         backward_self_cpu_us=None, backward_total_cpu_us=None, self_device_us=None,
         total_device_us=None, self_cpu_mem=None, cpu_mem=None, self_device_mem=None,
-        device_mem=None, own_us=0.0, share_us=0.0, pct_self=_pct(0.0, shares_of), pct_total=None,
+        device_mem=None, own_us=0.0, share_us=0.0, pct_self=None, pct_total=None,
         param_count=0, input_shapes=(), output_shapes=(), aliases=(), source=None, op_count=0,
     )  # fmt: skip
 
@@ -462,6 +542,7 @@ __all__ = [
     "RowKind",
     "Timing",
     "build_layer_table",
+    "headline_us",
     "layer_table",
     "timing",
 ]

@@ -225,39 +225,23 @@ def step_share_us(rec: ModuleRecord) -> float:
     return rec.total_cpu_us.median + backward
 
 
-def share_denominator_us(session: ProfileSession) -> float:
-    """What every percentage is a share of.
-
-    With the outside time measured, the rows' own times (forward and backward self medians) plus
-    the optimizer's parts' and the outside row's medians: the self shares then add up to exactly
-    100%, and stay consistent on
-    a busy machine, where a pause (another process) lands in a different layer each iteration, so
-    each row's median leaves it out while the median iteration keeps it. Without it (a narrowed
-    table built from layer ranges, a session saved before), the median iteration's profiled time.
-    """
-    if session.outside_cpu_us is None:
-        return total_profiled_us(session)
-    own = sum(step_self_us(r) for r in session.records)
-    return own + session.outside_cpu_us.median + optimizer_us(session)
-
-
-def optimizer_us(session: ProfileSession) -> float:
-    """The optimizer's part of an iteration as its rows own it: its parts' medians summed (a
-    param group's is a share of the step's); 0 without an optimizer."""
-    if session.optimizer is None:
-        return 0.0
-    return sum(p.cpu_us.median for p in session.optimizer.parts if not p.within)
-
-
 def inclusive_us(session: ProfileSession) -> dict[str, float]:
     """Per row, the time its share of the iteration counts: with the outside time measured, the
     own times of its subtree (its self and every profiled descendant's, so a parent's share is
     the sum of its rows' shares); else its total, forward plus backward (`step_share_us`)."""
     if session.outside_cpu_us is None:
         return {r.path: step_share_us(r) for r in session.records}
+    return subtree_sums(session.records, step_self_us)
+
+
+def subtree_sums(
+    records: Sequence[ModuleRecord], own: Callable[[ModuleRecord], float]
+) -> dict[str, float]:
+    """Per path (each record's and each of its ancestors'), `own` summed over its subtree's
+    records: the figure a parent's total is when totals are the sums of their rows."""
     sums: dict[str, float] = {}
-    for record in session.records:
-        sums[record.path] = sums.get(record.path, 0.0) + step_self_us(record)
+    for record in records:
+        sums[record.path] = sums.get(record.path, 0.0) + own(record)
     parent = parents_of(sums)
     for path in _deepest_first(parent):  # a subtree is complete before it is added to its parent
         up = parent[path]

@@ -91,24 +91,43 @@ def never_ran_line(session: ProfileSession) -> str:
 
 def summary_line(session: ProfileSession) -> str:
     """One line under the table: what was run, how long a step took, and the heaviest layers."""
-    from hybridprof.datamodel import Series, Stat
     from hybridprof.reporting.format import format_time_us
-    from hybridprof.reporting.trust import iterations_text, time_with_interval
+    from hybridprof.reporting.trust import iterations_text
 
-    top = _heaviest_first(layer_table(session))[:3]
+    table = layer_table(session)
+    top = _heaviest_first(table)[:3]
     tops = ", ".join(f"{r.path or '(root)'} {format_time_us(r.own_us)}" for r in top)
     tops = tops or "none (no selected layer ran; see the warning)"
     kind = "training step" if session.backward else "forward"
     kind += "" if session.iterations == 1 else "s"
-    step = time_with_interval(
-        Stat.of(session.iteration_cpu_us).median, Series.of(session.iteration_cpu_us)
-    )
     return (
-        f"{session.iterations} measured {kind}, median {step} profiled CPU each "
+        f"{session.iterations} measured {kind}, {_headline_text(session, table)} "
         f"(iterations: {iterations_text(session)}; {wall_time(session.duration_s)} in all), "
         f"strategy {session.strategy}; "
         f"heaviest: {tops}"
     )
+
+
+def _headline_text(session: ProfileSession, table: LayerTable) -> str:
+    """The headline as the summary says it: the rows' sum, or the measured median iteration
+    with its interval where the rows cannot add up to the iteration (no outside time)."""
+    from hybridprof.datamodel import Series
+    from hybridprof.reporting.format import format_time_us
+    from hybridprof.reporting.trust import time_with_interval
+
+    if table.summed:
+        return f"{format_time_us(table.iteration_us)} profiled CPU each, the rows' sum"
+    step = time_with_interval(table.measured_iteration_us, Series.of(session.iteration_cpu_us))
+    return f"median {step} profiled CPU each"
+
+
+def headline_lines(session: ProfileSession) -> list[str]:
+    """The lines under the summary that say which statistic the table is, and the measured
+    median iteration where it is not the headline."""
+    from hybridprof.reporting.trust import headline_gap_line, statistic_line
+
+    table = layer_table(session)
+    return [line for line in (statistic_line(table), headline_gap_line(table)) if line]
 
 
 def where_lines(
@@ -126,6 +145,7 @@ def where_lines(
 
     lines = [
         summary_line(session),
+        *headline_lines(session),
         *([TRAIN_MODE_LINE] if session.backward else []),
         *roofline_lines(session),
         *memory_lines(session),

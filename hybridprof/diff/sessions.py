@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from hybridprof.analysis.layer_table import layer_table
 from hybridprof.analysis.stats import CONFIDENCE
 from hybridprof.datamodel import ModuleRecord, OpStat, ProfileSession, Series
 from hybridprof.diff.fairness import comparability, identity, model_warnings
@@ -88,7 +89,7 @@ def diff_sessions(
     shift = shifts.get("self_cpu_us")
     total_shift = _total_shift(base, new, shift, threshold_pct)
     iterations = (_series_or_none(base.iteration_cpu_us), _series_or_none(new.iteration_cpu_us))
-    total = rules.change("iteration_cpu_us", *iterations, total_shift)
+    total = as_headline(rules.change("iteration_cpu_us", *iterations, total_shift), base, new)
     warnings, notes = comparability(base, new)
     warnings = [*model_warnings(base, new, across_models), *warnings]
     warnings += _shift_warnings(shift, total_shift, threshold_pct)
@@ -108,6 +109,25 @@ def diff_sessions(
         pairing=Pairing("ABBA", new.iterations, new.stop_reason) if paired else None,
     )
     return replace(result, gate=decide(result, base, new, unpaired))
+
+
+def as_headline(change: Change, base: ProfileSession, new: ProfileSession) -> Change:
+    """The whole iteration's change stated in each run's headline (its rows' sum, as every other
+    view states it): judged on the measured iterations, its interval scaled by the same factor
+    as its base, so the judged change in % is kept."""
+    base_us, new_us = layer_table(base).iteration_us, layer_table(new).iteration_us
+    if change.base is None or change.new is None or change.base <= 0 or base_us <= 0:
+        return change
+    scale = base_us / change.base
+    return replace(
+        change,
+        base=base_us,
+        new=new_us,
+        delta=new_us - base_us,
+        ratio=new_us / base_us,
+        low=None if change.low is None else change.low * scale,
+        high=None if change.high is None else change.high * scale,
+    )
 
 
 def _rules(pairs: Sequence[Pair], threshold_pct: float, floor: Floor, paired: bool) -> _Rules:

@@ -99,12 +99,12 @@ def torchprof_calls_title(table: LayerTable) -> str:
 
 def share_tip(table: LayerTable) -> str:
     both = " + backward" if table.has_backward else ""
-    return f"Own time (forward{both}) as a share of the median iteration; these add up to 100%"
+    return f"Own time (forward{both}) as a share of the iteration (the rows' sum): they add to 100%"
 
 
 def subtree_share_tip(table: LayerTable) -> str:
     both = " + backward" if table.has_backward else ""
-    return f"Subtree time (forward{both}) as a share of the median iteration"
+    return f"Subtree time (forward{both}) as a share of the iteration (the rows' sum)"
 
 
 # Figures read from a row.

@@ -7,11 +7,14 @@ loaded only when this module is imported (on the first DataFrame asked for). Num
 formatting); a quantity that was not measured (device time without a device, backward time
 without backward) is NaN rather than 0, so a reader can tell "not measured" from "zero".
 
-Shares come from one denominator, the median iteration's profiled time: `pct_self` (own time,
-forward plus backward) adds up to ~100% over the rows, the `(outside modules)` row included;
-`pct_total` is a row's subtree (inclusive) share. A training step's optimizer has rows of its
-own before the outside row: `(optimizer)` (its total, like a container's) and its parts
-(`(optimizer).step`, `(optimizer).step.AdamW group 0`, `(optimizer).clip_grad`, ...).
+Shares come from one denominator, the table's headline (`frame.attrs["iteration_us"]`: the rows'
+own times summed, see `analysis.layer_table.LayerTable`): `pct_self` (own time, forward plus
+backward) adds up to 100% over the rows, the `(outside modules)` row included; `pct_total` is a
+row's subtree (inclusive) share, and a parent's `total_cpu_us` is its subtree's self times summed.
+The median iteration as measured is `frame.attrs["measured_iteration_us"]`. A training step's
+optimizer has rows of its own before the outside row: `(optimizer)` (its total, like a
+container's) and its parts (`(optimizer).step`, `(optimizer).step.AdamW group 0`,
+`(optimizer).clip_grad`, ...).
 """
 
 from __future__ import annotations
@@ -86,8 +89,12 @@ def session_frame(session: ProfileSession) -> pd.DataFrame:
         for row in table.rows
         if row.kind != "unprofiled" or row.comm  # an FSDP2 unit has figures of its own
     ]
-    frame = pd.DataFrame(rows, columns=[f.name for f in fields])
-    return _typed(frame, {f.name: f.type for f in fields})
+    frame = _typed(
+        pd.DataFrame(rows, columns=[f.name for f in fields]), {f.name: f.type for f in fields}
+    )
+    frame.attrs["iteration_us"] = table.iteration_us  # the headline the rows add up to
+    frame.attrs["measured_iteration_us"] = table.measured_iteration_us
+    return frame
 
 
 PEAK_COLUMNS = ("device", "phase", "path", "bytes", *(f"{name}_bytes" for name in CATEGORIES))

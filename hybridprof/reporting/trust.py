@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from hybridprof.analysis.layer_table import Timing
+from hybridprof.analysis.layer_table import LayerTable, Timing
 from hybridprof.analysis.stats import CI_METHOD, CONFIDENCE, Interval, median_ci
 from hybridprof.datamodel import ProfileSession, Series, Stability
 from hybridprof.reporting.format import format_time_us
@@ -129,16 +129,67 @@ def _stop_note(session: ProfileSession) -> str:
     return ""
 
 
+HEADLINE_GAP = 0.05  # a measured median iteration this far from the headline is said beside it
+
+
+def statistic_line(table: LayerTable) -> str:
+    """Which statistic the table shows, in one line ("" when the totals are as measured)."""
+    if not table.summed:
+        return ""
+    plural = "" if table.iterations == 1 else "s"
+    return (
+        f"each row is its median over {table.iterations} iteration{plural}; totals are the sums "
+        "of their rows"
+    )
+
+
+def headline_gap_line(table: LayerTable) -> str:
+    """The measured median iteration beside the headline where they differ by over 5% ("" where
+    they do not, or where the headline is the measured one)."""
+    headline, measured = table.iteration_us, table.measured_iteration_us
+    if not table.summed or measured <= 0 or abs(measured - headline) <= HEADLINE_GAP * measured:
+        return ""
+    gap = format_time_us(abs(measured - headline))
+    if measured > headline:
+        why = f"{gap} of it waiting for a CPU or in no row's median"
+    else:
+        why = f"{gap} less than its rows' medians summed (the iterations varied)"
+    return (
+        f"the median iteration took {format_time_us(measured)} as measured, {why}: "
+        f"the rows' sum ({format_time_us(headline)}) is the headline"
+    )
+
+
+def headline_note(table: LayerTable) -> str:
+    """The report header's note on its figure, in one sentence: which statistic it is, and the
+    measured median iteration where that is over 5% off ("" when the totals are as measured)."""
+    if not table.summed:
+        return ""
+    plural = "" if table.iterations == 1 else "s"
+    note = f"Each row is its median over {table.iterations} iteration{plural}, a total the sum "
+    note += "of its rows"
+    headline, measured = table.iteration_us, table.measured_iteration_us
+    if measured > 0 and abs(measured - headline) > HEADLINE_GAP * measured:
+        gap = format_time_us(abs(measured - headline))
+        why = "more: waiting for a CPU, or in no row's median" if measured > headline else "less"
+        note += f"; the median iteration took {format_time_us(measured)} as measured ({gap} {why})"
+    return note + "."
+
+
 __all__ = [
+    "HEADLINE_GAP",
     "INFLATED",
     "INTERVAL_NOTE",
     "has_intervals",
+    "headline_gap_line",
+    "headline_note",
     "interval_pct",
     "interval_text",
     "iterations_text",
     "pct_text",
     "stability_line",
     "stability_text",
+    "statistic_line",
     "time_with_interval",
     "timing_text",
 ]

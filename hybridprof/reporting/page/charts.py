@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
+from hybridprof.analysis.layer_table import layer_table
 from hybridprof.datamodel import ModuleRecord, ProfileSession
 from hybridprof.reporting.format import format_time_us
 
@@ -155,14 +156,18 @@ def backward_chart(session: ProfileSession, n: int = TOP_LAYERS) -> Chart:
 
 
 def step_chart(session: ProfileSession) -> Chart:
-    """Where a training step goes: the layers' forward and backward, the optimizer, the rest."""
-    forward = sum(r.self_cpu_us.median for r in session.records)
-    backward = sum(r.backward_self_cpu_us.median for r in session.records if r.backward_self_cpu_us)
+    """Where a training step goes: the layers' forward and backward, the optimizer, the rest,
+    as the table's rows own them (so the bars add up to the table's headline)."""
+    table = layer_table(session)
+    forward = sum(r.self_cpu.median for r in table.layers() if r.self_cpu)
+    backward = sum(r.backward_self_cpu_us or 0.0 for r in table.layers())
     bars = [Bar("layers, forward", (forward,)), Bar("layers, backward", (backward,))]
-    if session.optimizer is not None:
-        bars.append(Bar("(optimizer)", (session.optimizer.self_cpu_us.median,)))
-    if session.outside_cpu_us is not None:
-        bars.append(Bar("(outside modules)", (session.outside_cpu_us.median,)))
+    optimizer = table.optimizer()
+    if optimizer:
+        bars.append(Bar("(optimizer)", (optimizer[0].share_us,)))
+    outside = table.outside()
+    if outside is not None:
+        bars.append(Bar(outside.name, (outside.own_us,)))
     return make_chart("step", "Where the step goes (self CPU time, medians)", bars)
 
 

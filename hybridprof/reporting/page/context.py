@@ -38,6 +38,7 @@ from hybridprof.reporting.page.tree_table import (
 from hybridprof.reporting.trust import (
     INTERVAL_NOTE,
     has_intervals,
+    headline_note,
     iterations_text,
     stability_text,
 )
@@ -141,8 +142,9 @@ def _header(session: ProfileSession, table: LayerTable) -> tuple[HeaderItem, ...
     ]
     from hybridprof.reporting.text.compiled_text import compile_header
 
-    total = f"{format_time_us(table.iteration_us)} per iteration (median)"
-    note = _shares_note(table.iteration_us, table.shares_of_us)
+    statistic = "the rows' sum" if table.summed else "median"
+    total = f"{format_time_us(table.iteration_us)} per iteration ({statistic})"
+    note = headline_note(table)
     return (
         *(HeaderItem(k, v) for k, v in [*items, *compile_header(session)]),
         HeaderItem("Total profiled time", total, note),
@@ -166,17 +168,6 @@ def _stability(session: ProfileSession) -> StabilityView | None:
     if stability is None:
         return None
     return StabilityView(stability.verdict, stability_text(stability))
-
-
-def _shares_note(median_us: float, shares_of: float) -> str:
-    """What the % columns are shares of, when that is not the median iteration (within 2%)."""
-    if median_us > 0 and abs(shares_of - median_us) > 0.02 * median_us:
-        return (
-            f"The % columns are shares of {format_time_us(shares_of)}, the rows' medians summed, "
-            f"not of the median iteration's {format_time_us(median_us)}: the iterations varied, "
-            "and pauses landed in different layers."
-        )
-    return ""
 
 
 def _param_count(session: ProfileSession) -> int:

@@ -184,6 +184,10 @@ def fitted_table(
     rows = [r for r in table.tree() if max_depth is None or r.depth <= max_depth]
     lines = ordered_rows(rows if only is None else with_cuts(rows, set(only)), choice.sort, table)
     names, cells = _cells(lines, cols, show_events)
+    optimizer = list(table.optimizer())  # a training step's: its rows are part of the headline
+    for row, prefix in zip(optimizer, tree_prefixes(optimizer), strict=True):
+        names.append(prefix + row.name)
+        cells.append(text_cells(cols)(row))
     outside = table.outside()
     if outside is not None:
         names.append(outside.name)

@@ -9,6 +9,8 @@ outnumber the free cores.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import re
@@ -141,3 +143,76 @@ def test_iterations_that_lost_their_core_to_other_processes_are_excluded(
     if waits.excluded:
         said = [w for w in session.warnings if "to other processes; excluded" in w]
         assert len(said) == 1 and said[0].startswith(f"{waits.excluded} of ")
+
+
+UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def _us(text: str) -> float:
+    """The first time in a cell (`1.920ms ±3%`: 1920.0); 0 for an empty one."""
+    found = re.search(r"(\d+(?:\.\d+)?)(us|ms|s)\b", text)
+    return float(found.group(1)) * UNITS[found.group(2)] if found else 0.0
+
+
+def _terminal_rows_us(stdout: str) -> tuple[float, float]:
+    """The printed table's own times summed (self forward and backward of every row), and the
+    headline the summary line states."""
+    lines = stdout.splitlines()
+    top = next(i for i, x in enumerate(lines) if x.startswith("Module"))
+    header = [c.strip() for c in lines[top].split("|")]
+    body = []
+    for line in lines[top + 2 :]:
+        if "|" not in line:
+            break
+        body.append([c.strip() for c in line.split("|")])
+    own = sum(
+        _us(row[header.index("Self CPU")]) + _us(row[header.index("Self bwd")]) for row in body
+    )
+    said = re.search(r"measured training steps, (\S+) profiled CPU each, the rows' sum", stdout)
+    assert said is not None, stdout
+    return own, _us(said.group(1))
+
+
+def test_under_load_the_rows_add_up_to_the_headline_in_every_view(
+    busy_cores: set[int], tmp_path: Path
+) -> None:
+    """Structural, by construction: whatever the pauses, the headline is the rows' sum (within
+    the 1% the printed rounding allows) in the terminal, the HTML header, the CSV and the
+    DataFrame, and a parent's total is its subtree's rows."""
+    from hybridprof.analysis.layer_table import layer_table
+    from hybridprof.datamodel import ProfileSession
+    from hybridprof.reporting.dataframe import render_csv, session_frame
+
+    session_file, report = tmp_path / "s.json", tmp_path / "r.html"
+    cores = busy_cores
+    command = [sys.executable, "-m", "hybridprof", "run", str(FIXTURES / "run_small.py")]
+    command += ["--backward", "--warmup", "2", "--iters", "8", "-o", str(session_file)]
+    result = subprocess.run(
+        [*command, "--report", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=lambda: os.sched_setaffinity(0, cores),
+        env={**os.environ, "COLUMNS": "250"},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    own, headline = _terminal_rows_us(result.stdout)
+    assert own == pytest.approx(headline, rel=0.01)
+    session = ProfileSession.from_json(session_file.read_text())
+    table = layer_table(session)
+    assert table.iteration_us == pytest.approx(headline, rel=0.001)
+    page = report.read_text()
+    shown = re.search(r"<dt>Total profiled time</dt><dd[^>]*>([^<]+)", page)
+    assert shown is not None and _us(shown.group(1)) == pytest.approx(headline, rel=0.001)
+    frame = session_frame(session)
+    frame_own = frame["self_cpu_us"].sum() + frame["backward_self_cpu_us"].fillna(0.0).sum()
+    assert frame_own == pytest.approx(frame.attrs["iteration_us"], rel=0.01)
+    tops = frame[frame["depth"] == 0]  # the root and the outside row
+    whole = tops["total_cpu_us"].sum() + tops["backward_total_cpu_us"].fillna(0.0).sum()
+    assert whole == pytest.approx(table.iteration_us, rel=0.01)
+    rows = list(csv.DictReader(io.StringIO(render_csv(session))))
+    csv_own = sum(
+        float(r["self_cpu_us"] or 0) + float(r["backward_self_cpu_us"] or 0) for r in rows
+    )
+    assert csv_own == pytest.approx(headline, rel=0.01)

@@ -53,7 +53,11 @@ def test_twenty_steps_with_a_schedule_give_its_ten_active_steps() -> None:
     assert optimizer is not None and optimizer.calls == 10
     assert optimizer.per_iteration is not None and len(optimizer.per_iteration.values) == 10
     step = next(r for r in table.optimizer() if r.name == "step")
-    assert step.total_cpu is not None and step.total_cpu.interval is not None
+    # its own time has an interval; its total is its rows' sum (its own and its param groups')
+    assert step.self_cpu is not None and step.self_cpu.interval is not None
+    groups = [r for r in table.optimizer() if r.parent == step.path]
+    assert step.total_cpu is not None and groups
+    assert step.total_cpu.median == pytest.approx(step.own_us + sum(g.own_us for g in groups))
     assert isinstance(run.prof.converged, bool)
     # each measured step's rows add up to its step range
     for i, whole in enumerate(session.iteration_cpu_us):

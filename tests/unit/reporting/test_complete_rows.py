@@ -115,8 +115,9 @@ def test_shares_stay_whole_when_pauses_inflate_the_median_iteration() -> None:
     assert root["pct_total"] == pytest.approx(96.0)  # the sum of its rows' shares
     header = {h.label: h for h in build_context(session).header}
     total = header["Total profiled time"]
-    assert total.value == "5.000ms per iteration (median)"  # one figure in the header...
-    assert total.note.startswith("The % columns are shares of 1.000ms")  # ...the other explained
+    assert total.value == "1.000ms per iteration (the rows' sum)"  # one figure in the header...
+    measured = "the median iteration took 5.000ms as measured (4.000ms more: waiting for a CPU"
+    assert measured in total.note  # ...the measured one beside it, explained
     html = render_html(session)
-    assert 'title="The % columns are shares of 1.000ms' in html
-    assert '<p class="footnote">* The % columns are shares of 1.000ms' in html
+    assert measured in html
+    assert '<p class="footnote">* Each row is its median over 3 iterations, a total' in html
