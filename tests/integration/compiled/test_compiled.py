@@ -144,15 +144,18 @@ def test_another_backend_is_one_opaque_layer() -> None:
     assert run["next"] == (0, 0, 0, 0)
 
 
-def test_a_model_compiled_before_profiling_is_one_opaque_layer_with_the_fix() -> None:
+def test_a_model_compiled_before_profiling_is_compiled_again_and_mapped() -> None:
     torch.manual_seed(0)
     model = torch.compile(fresh().MLP().eval())
     x = torch.randn(4, 32)
     model(x)  # the user's first call compiled it, without hybridprof's hooks
-    session = hybridprof.profile(model, x, warmup=1, iters=1)
-    assert session.compiled.kernel_map == "opaque"
-    assert "profile it before its first call" in session.compiled.notes[0]
+    run = _profile(model, x)
+    session = run["session"]
+    assert session.compiled.kernel_map == "mapped"
+    assert "compiled it again under its hooks" in session.compiled.notes[0]
+    assert session.record("head").self_cpu_us.median > 0
     assert _adds_up(session) < 0.001
+    assert run["during"][:3] == (1, 1, 0) and run["next"] == (0, 0, 0, 0)
 
 
 def test_compile_true_leaves_the_model_eager_and_compare_eager_lists_every_layer() -> None:
