@@ -309,7 +309,7 @@ class CompiledRun:
         part = self.layout.parts[0]
         mode = f", mode {part.mode}" if part.mode else ""
         took = (
-            f"its compile took {self.warmup.compile_s:.2f} s"
+            f"its compile took {round(self.warmup.compile_s, 3):.2f} s"
             if self.warmup.compile_s
             else "0 s: its compile for an earlier profile in this process was cached"
         )

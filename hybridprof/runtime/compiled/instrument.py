@@ -181,17 +181,18 @@ def _site(node_schedule: Any, kernel_name: str, is_extern: bool) -> CallSite:
 
 
 def _origins(node_schedule: Any, is_extern: bool) -> list[Any]:
-    """Every FX node the site computes: the origins of its buffers (an extern's own)."""
-    buffers = [node_schedule] if is_extern else []
-    for scheduled in () if is_extern else node_schedule:
-        for sub in scheduled.get_nodes() if hasattr(scheduled, "get_nodes") else ():
-            if getattr(sub, "node", None) is not None:
-                buffers.append(sub.node)
+    """Every FX node a generated kernel computes: its buffers' origins (pointwise producers are
+    inlined and recomputed in it). None for an extern call: it runs its one op, and its
+    buffer's origins also list the producers of its inputs' views, which it does not compute."""
+    if is_extern:
+        return []
     found: dict[Any, None] = {}
-    for buffer in buffers:
-        for origin in getattr(buffer, "origins", ()) or ():
-            if getattr(origin, "op", None) == "call_function":
-                found.setdefault(origin)
+    for scheduled in node_schedule:
+        for sub in scheduled.get_nodes() if hasattr(scheduled, "get_nodes") else ():
+            for origin in getattr(getattr(sub, "node", None), "origins", ()) or ():
+                # a view is no work (a view of another layer's output is that layer's)
+                if origin.op == "call_function" and not getattr(origin.target, "is_view", False):
+                    found.setdefault(origin)
     return list(found)
 
 
