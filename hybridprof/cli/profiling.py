@@ -114,12 +114,17 @@ def _need_inputs(loaded: LoadedModel, model_file: Path) -> None:
 
 def _compiling(model: Any) -> str | None:
     """What the warm-up compiles, for the line said while it does ("blocks (inductor)")."""
+    from hybridprof.runtime.compiled.compile_again import warm_paths
     from hybridprof.runtime.compiled.detect import find_compiled
 
     layout = find_compiled(model)
     if layout is None:
         return None
-    return ", ".join(f"{p.path or 'the model'} ({p.backend})" for p in layout.parts)
+    again = warm_paths(model)  # ran compiled already: compiled again, hooked, for the profile
+    return ", ".join(
+        f"{p.path or 'the model'}{' again' if p.path in again else ''} ({p.backend})"
+        for p in layout.parts
+    )
 
 
 def _plan_for(

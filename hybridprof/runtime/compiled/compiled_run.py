@@ -35,6 +35,7 @@ from hybridprof.datamodel import (
 from hybridprof.datamodel.compiled import KernelMapState
 from hybridprof.errors import UsageError
 from hybridprof.runtime.compiled import dynamo_facts
+from hybridprof.runtime.compiled.compile_again import compiled_again, own_recompile
 from hybridprof.runtime.compiled.detect import CompiledLayout, find_compiled
 from hybridprof.runtime.compiled.instrument import SiteRecorder, instrumented, probe
 from hybridprof.runtime.compiled.islands import IslandRanges
@@ -89,6 +90,7 @@ class CompiledRun:
         self._found: list[Rewritten] = []
         self._rewriter: Rewriter | None = None
         self.grad_enabled = False
+        self.again: tuple[str, ...] = ()  # warm parts compiled again for the profile
 
     @property
     def mapping(self) -> bool:
@@ -102,7 +104,8 @@ class CompiledRun:
         if not self.mapping:
             yield
             return
-        with instrumented(self.recorder):
+        with instrumented(self.recorder), compiled_again(self.model) as again:
+            self.again = again
             yield
 
     def step_context(self) -> contextlib.AbstractContextManager[None]:
@@ -147,9 +150,7 @@ class CompiledRun:
         delta = dynamo_facts.since(self._before)
         if not delta.compiled:
             return None
-        if len(self.recorder.sites) > self.kmap.sites:  # a recompile is mapped for later ones
-            self.kmap = KernelMap(self.recorder.sites, self.layout.paths)
-            self._rewriter = None
+        self._map_new_sites()  # a recompile is mapped for later iterations
         reason = "; ".join(delta.recompile_reasons) or "dynamo compiled a new frame"
         self.excluded.append(ExcludedIteration(self.iterations, reason))
         if self._found:
@@ -172,6 +173,7 @@ class CompiledRun:
         backward: bool = False,
         keep_raw: bool = False,
     ) -> Attribution:
+        self._map_new_sites()  # a with-block's steps: the first ones may have compiled
         rewriter = self._rewriter
         if rewriter is None or rewriter.names is not names:
             rewriter = self._rewriter = Rewriter(self.kmap, names, self._opaque_owner())
@@ -181,6 +183,12 @@ class CompiledRun:
         settle(result.measure, found, names.values())
         self._found.append(found)
         return result
+
+    def _map_new_sites(self) -> None:
+        """The map rebuilt when inductor generated code since it was built."""
+        if len(self.recorder.sites) > self.kmap.sites:
+            self.kmap = KernelMap(self.recorder.sites, self.layout.paths)
+            self._rewriter = None
 
     def _opaque_owner(self) -> str | None:
         """Where a compiled region's whole time goes when no kernel can be split (another
@@ -241,7 +249,9 @@ class CompiledRun:
             frames=self.warmup.frames,
             graphs=self.warmup.graphs,
             graph_breaks=breaks,
-            warmup_recompiles=self.warmup.recompile_reasons,
+            warmup_recompiles=tuple(
+                r for r in self.warmup.recompile_reasons if not (self.again and own_recompile(r))
+            ),
             excluded=tuple(self.excluded),
             kernel_map=self._state(),
             call_sites=sum({k: n for f in self._found for k, n in f.graphs.items()}.values()),
@@ -268,7 +278,7 @@ class CompiledRun:
         return "partial" if opaque or unmatched or self.recorder.errors else "mapped"
 
     def notes(self) -> tuple[str, ...]:
-        notes: list[str] = []
+        notes: list[str] = [self._again_note()] if self.again else []
         part = self.layout.parts[0]
         if not self.layout.inductor:
             backends = sorted({p.backend for p in self.layout.parts if p.backend != "inductor"})
@@ -292,6 +302,22 @@ class CompiledRun:
         elif any(f.opaque for f in self._found):
             notes.append("some compiled graphs ran without a kernel map: shown as one layer each")
         return tuple(notes)
+
+    def _again_note(self) -> str:
+        """What was compiled again for the profile, and what it cost (one line)."""
+        where = ", ".join(path or "the model" for path in self.again)
+        part = self.layout.parts[0]
+        mode = f", mode {part.mode}" if part.mode else ""
+        took = (
+            f"its compile took {round(self.warmup.compile_s, 3):.2f} s"
+            if self.warmup.compile_s
+            else "0 s: its compile for an earlier profile in this process was cached"
+        )
+        return (
+            f"{where} ran compiled before the profile, so hybridprof compiled it again under its "
+            f"hooks ({part.backend}{mode}, the user's own backend): {took}; into a cache entry "
+            "of its own: the model's compiled code stays cached and its next call compiles nothing"
+        )
 
     def warnings(self, section: CompileSection) -> tuple[str, ...]:
         said = [

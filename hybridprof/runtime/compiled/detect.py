@@ -86,35 +86,40 @@ def compiled_call_impl(module: nn.Module) -> Any:
     return module.__dict__.get("_compiled_call_impl")
 
 
-def find_compiled(model: nn.Module) -> CompiledLayout | None:
-    """The compiled parts of `model` (None: nothing in it is compiled)."""
+def compiled_roots(model: nn.Module) -> list[tuple[CompiledPart, nn.Module, Any]]:
+    """Each compiled module of `model`: its part, the module, and the dynamo context compiling it
+    (an `OptimizedModule`, or the module whose `_compiled_call_impl` is set), in tree order."""
     if "torch._dynamo" not in sys.modules:
-        return None
-    named = list(every_module(model))
-    parts: list[CompiledPart] = []
-    roots: list[tuple[str, nn.Module]] = []
-    for raw_path, module in named:
+        return []
+    roots: list[tuple[CompiledPart, nn.Module, Any]] = []
+    for raw_path, module in every_module(model):
         path = clean_path(raw_path)
         if is_optimized_module(module):
-            parts.append(_part(path, TORCH_COMPILE, getattr(module, "dynamo_ctx", None)))
-            roots.append((raw_path, module))
+            context = getattr(module, "dynamo_ctx", None)
+            roots.append((_part(path, TORCH_COMPILE, context), module, context))
         elif compiled_call_impl(module) is not None:
-            parts.append(_part(path, MODULE_COMPILE, _context_of(compiled_call_impl(module))))
-            roots.append((raw_path, module))
-    if not parts:
+            context = _context_of(compiled_call_impl(module))
+            roots.append((_part(path, MODULE_COMPILE, context), module, context))
+    return roots
+
+
+def find_compiled(model: nn.Module) -> CompiledLayout | None:
+    """The compiled parts of `model` (None: nothing in it is compiled)."""
+    roots = compiled_roots(model)
+    if not roots:
         return None
     inside: set[int] = set()
-    for _, root in roots:
+    for _, root, _ in roots:
         for sub_path, sub in every_module(root):
             if sub_path:  # the root itself runs eagerly: the wrapper, or Module.__call__
                 inside.add(id(sub))
     paths: dict[str, str] = {}
-    for raw_path, module in named:
+    for raw_path, module in every_module(model):
         paths.setdefault(str(id(module)), clean_path(raw_path))
-    call_impl = {id(m) for _, m in roots if compiled_call_impl(m) is not None}
-    inside.update(id(m) for raw_path, m in roots if raw_path == "")  # compiled as a whole
+    call_impl = {id(m) for _, m, _ in roots if compiled_call_impl(m) is not None}
+    inside.update(id(m) for _, m, _ in roots if m is model)  # compiled as a whole
     return CompiledLayout(
-        parts=tuple(_unique(parts)),
+        parts=tuple(_unique([part for part, _, _ in roots])),
         inside=frozenset(inside),
         call_impl=frozenset(call_impl),
         paths=paths,
@@ -144,7 +149,7 @@ def _context_of(fn: Any) -> Any:
 
 
 def _part(path: str, kind: str, context: Any) -> CompiledPart:
-    backend_obj = _backend_of(context)
+    backend_obj = backend_object(context)
     backend = str(
         getattr(backend_obj, "compiler_name", None)
         or getattr(backend_obj, "__name__", None)
@@ -162,7 +167,8 @@ def _part(path: str, kind: str, context: Any) -> CompiledPart:
     )
 
 
-def _backend_of(context: Any) -> Any:
+def backend_object(context: Any) -> Any:
+    """The backend a dynamo context compiles with (the object dynamo's cache entries keep)."""
     if context is None:
         return None
     dynamo = sys.modules["torch._dynamo.eval_frame"]
@@ -194,7 +200,9 @@ __all__ = [
     "TORCH_COMPILE",
     "CompiledLayout",
     "CompiledPart",
+    "backend_object",
     "clean_path",
+    "compiled_roots",
     "find_compiled",
     "is_optimized_module",
     "mode_of",

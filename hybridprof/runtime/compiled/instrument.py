@@ -7,9 +7,9 @@ fused C++ or Triton kernel `node_schedule` is its scheduler nodes, for an extern
 `addmm`, convolution, attention) the `ExternKernel`. `codegen.cpp` and `codegen.triton` import it
 by name, so it is replaced in those two namespaces as well as in `debug` (where `ir.py` and
 `scheduler.py` import it from when they call it). The hook records, per call site, the graph,
-the event name the profiler will show, and the module of each FX node the site writes
-(`nn_module_stack`, or `fwd_nn_module_stack` on a backward graph's nodes); it never raises into a
-compile.
+the event name the profiler will show, the module of each FX node the site writes
+(`nn_module_stack`, or `fwd_nn_module_stack` on a backward graph's nodes), and of each node it
+computes (its buffers' origins: what it fused); it never raises into a compile.
 
 The map exists only if codegen runs while the hook is in: hybridprof must own the compile (its
 warm-up), and inductor's FX-graph cache and AOTAutograd's cache must not answer it (a cache hit
@@ -59,6 +59,10 @@ class CallSite:
     extern: bool
     event: str  # the profiler event name this call produces
     written: tuple[Stack, ...]  # per FX node the site writes: its module
+    # per FX node the site computes (inductor's origins: also producers inlined into it, such as
+    # embedding lookups, which write nothing): its module. They name what a kernel fused, never
+    # where its time goes.
+    origins: tuple[Stack, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +176,24 @@ def _site(node_schedule: Any, kernel_name: str, is_extern: bool) -> CallSite:
         extern=is_extern,
         event=expected_event(node_schedule, kernel_name, is_extern, graph_id),
         written=tuple(dict.fromkeys(_stack(node) for node in written)),
+        origins=tuple(dict.fromkeys(_stack(node) for node in _origins(node_schedule, is_extern))),
     )
+
+
+def _origins(node_schedule: Any, is_extern: bool) -> list[Any]:
+    """Every FX node a generated kernel computes: its buffers' origins (pointwise producers are
+    inlined and recomputed in it). None for an extern call: it runs its one op, and its
+    buffer's origins also list the producers of its inputs' views, which it does not compute."""
+    if is_extern:
+        return []
+    found: dict[Any, None] = {}
+    for scheduled in node_schedule:
+        for sub in scheduled.get_nodes() if hasattr(scheduled, "get_nodes") else ():
+            for origin in getattr(getattr(sub, "node", None), "origins", ()) or ():
+                # a view is no work (a view of another layer's output is that layer's)
+                if origin.op == "call_function" and not getattr(origin.target, "is_view", False):
+                    found.setdefault(origin)
+    return list(found)
 
 
 def _written(node_schedule: Any, is_extern: bool) -> list[Any]:

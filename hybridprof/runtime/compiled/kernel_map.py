@@ -6,8 +6,9 @@ relative to the compiled frame's `self` (`L['self'].attn` -> `attn`). Dynamo doe
 a frame on the module instance, so `Block.forward` compiled for `blocks.0` also runs for
 `blocks.1`: when the region runs inside a layer's range, the relative names rooted there name the
 right instance. A site writing nodes of one module is that module's; nodes of several modules (a
-fused kernel) go to their lowest common ancestor, with the modules it fused; nodes outside every
-module (the frame's own code) go to the frame's module.
+fused kernel) go to their lowest common ancestor; nodes outside every module (the frame's own
+code) go to the frame's module. The modules it fused are those of every node it computes
+(inductor's origins, producers it inlined included) below or beside that owner.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class SiteTargets:
     absolute: tuple[str, ...]  # paths by module identity ("" for the frame's own code)
     relative: tuple[str, ...] | None  # paths relative to the frame's self; None: not all are
     shim: str | None = None  # with cpp_wrapper an extern runs as `aoti_torch_cpu_<op>...`
+    # the modules of every node it computes (inductor's origins), in both forms: what it fused
+    computed: tuple[tuple[str, ...], tuple[str, ...] | None] = ((), None)
     _cache: dict[str, Target] = field(default_factory=dict)
 
     def matches(self, name: str) -> bool:
@@ -64,15 +67,36 @@ class SiteTargets:
         key = "\0" if owner is None else owner
         found = self._cache.get(key)
         if found is None:
-            paths = list(self.absolute)
-            if owner is not None and self.relative is not None:
-                rooted = [_join(owner, rel) for rel in self.relative]
-                if all(p in known for p in rooted):
-                    paths = rooted
+            paths = _rooted(self.absolute, self.relative, owner, known)
             path = common_ancestor(paths) if paths else (owner or "")
-            fused = tuple(sorted(p for p in set(paths) if p != path)) if len(set(paths)) > 1 else ()
+            # What it fused: the modules of the nodes it writes, and of every node it computes
+            # (a producer inlined into it writes nothing, but its work is in this kernel); not
+            # the owner's ancestors (the frame code around a layer is no layer's work it took).
+            computed = _rooted(*self.computed, owner, known)
+            spanned = {p for p in (*paths, *computed) if not _within(path, p)}
+            fused = tuple(sorted(spanned))
             found = self._cache[key] = Target(path, fused)
         return found
+
+
+def _rooted(
+    absolute: tuple[str, ...],
+    relative: tuple[str, ...] | None,
+    owner: str | None,
+    known: frozenset[str],
+) -> list[str]:
+    """A site's modules: relative to the frame's self rooted at `owner` where all are known
+    there (the instance the region ran for), else by module identity."""
+    if owner is not None and relative is not None:
+        rooted = [_join(owner, rel) for rel in relative]
+        if all(p in known for p in rooted):
+            return rooted
+    return list(absolute)
+
+
+def _within(path: str, ancestor: str) -> bool:
+    """`path` is `ancestor` or below it."""
+    return not ancestor or path == ancestor or path.startswith(ancestor + ".")
 
 
 class KernelMap:
@@ -88,8 +112,11 @@ class KernelMap:
             shim = (
                 f"_{site.event.split('::', 1)[1]}" if site.extern and "::" in site.event else None
             )
+            computed = _paths(site.origins, paths)
             self.by_graph[(site.graph_id, site.backward)].append(
-                SiteTargets(site.event, site.kernel, site.extern, absolute, relative, shim)
+                SiteTargets(
+                    site.event, site.kernel, site.extern, absolute, relative, shim, computed
+                )
             )
             self.graphs_of_compile[(site.compile_id, site.backward)].add(site.graph_id)
             count += 1

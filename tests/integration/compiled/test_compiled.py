@@ -144,15 +144,18 @@ def test_another_backend_is_one_opaque_layer() -> None:
     assert run["next"] == (0, 0, 0, 0)
 
 
-def test_a_model_compiled_before_profiling_is_one_opaque_layer_with_the_fix() -> None:
+def test_a_model_compiled_before_profiling_is_compiled_again_and_mapped() -> None:
     torch.manual_seed(0)
     model = torch.compile(fresh().MLP().eval())
     x = torch.randn(4, 32)
     model(x)  # the user's first call compiled it, without hybridprof's hooks
-    session = hybridprof.profile(model, x, warmup=1, iters=1)
-    assert session.compiled.kernel_map == "opaque"
-    assert "profile it before its first call" in session.compiled.notes[0]
+    run = _profile(model, x)
+    session = run["session"]
+    assert session.compiled.kernel_map == "mapped"
+    assert "compiled it again under its hooks" in session.compiled.notes[0]
+    assert session.record("head").self_cpu_us.median > 0
     assert _adds_up(session) < 0.001
+    assert run["during"][:3] == (1, 1, 0) and run["next"] == (0, 0, 0, 0)
 
 
 def test_compile_true_leaves_the_model_eager_and_compare_eager_lists_every_layer() -> None:
@@ -416,3 +419,30 @@ def test_a_compiled_function_calling_a_profiled_model_breaks_no_graph_and_is_sai
     _, graphs, breaks, _ = delta(before, counters())
     assert (graphs, breaks) == (1, 0)
     assert any("a torch.compile'd function called it" in w for w in prof.session().warnings)
+
+
+class _Embeddings(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tok = torch.nn.Embedding(100, 32)
+        self.pos = torch.nn.Embedding(16, 32)
+        self.ln = torch.nn.LayerNorm(32)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.ln(self.tok(idx) + self.pos(torch.arange(idx.shape[1])))
+
+
+def test_a_fused_row_names_the_lookups_inlined_into_its_kernel() -> None:
+    # The layer norm's kernel also does both lookups (inductor inlines them; they write nothing):
+    # its time stays the layer norm's, and its row names both embeddings.
+    # (Under no_grad: with gradients on, the kernel also writes the sum the norm's backward
+    # needs, the frame's own code, so the root holds it, and names ln, pos and tok.)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        session = hybridprof.profile(
+            torch.compile(_Embeddings().eval()), torch.randint(0, 100, (2, 16)), warmup=1, iters=1
+        )
+    assert session.compiled.kernel_map == "mapped"
+    assert session.compiled.fused_of("ln") == ("pos", "tok")
+    assert session.record("ln").self_cpu_us.median > 0
+    assert _adds_up(session) < 0.001

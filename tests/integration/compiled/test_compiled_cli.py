@@ -27,7 +27,10 @@ def test_compare_eager_prints_and_saves_the_comparison(tmp_path: Path) -> None:
     assert "compiling the model (inductor) in warm-up" in table  # said as it starts, and ends:
     assert "compiled the model (inductor): warm-up took" in table  # a log is not silent meanwhile
     lines = {line.split()[0]: line for line in table.splitlines() if line.strip()}
-    assert lines["attn"].rstrip().split()[-1].endswith("x")  # eager, compiled, speed-up
+    speedup = [
+        c for c in lines["attn"].split() if c.endswith("x") and c[:-1].replace(".", "").isdigit()
+    ]
+    assert speedup  # eager, compiled, speed-up (then what it fused, if anything)
     for name in ("compare.html", "compare.json", "session.json"):
         assert (tmp_path / "out" / name).is_file(), name
     diff = json.loads((tmp_path / "out" / "compare.json").read_text())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hybridprof.runtime.compiled.kernel_map import common_ancestor
+from hybridprof.runtime.compiled.kernel_map import SiteTargets, Target, common_ancestor
 
 
 @pytest.mark.parametrize(
@@ -26,3 +26,28 @@ def test_a_fused_kernel_goes_to_the_deepest_module_holding_all_it_computed(
     paths: list[str], owner: str
 ) -> None:
     assert common_ancestor(paths) == owner
+
+
+KNOWN = frozenset({"", "emb", "emb.tok", "emb.pos", "emb.ln", "blocks", "blocks.0", "blocks.0.ln"})
+
+
+@pytest.mark.parametrize(
+    ("written", "computed", "target"),
+    [
+        # the lookups inlined into the layer norm's kernel: named, the time stays the norm's
+        (("emb.ln",), ("emb.tok", "emb.pos", "emb.ln"), Target("emb.ln", ("emb.pos", "emb.tok"))),
+        (("emb.ln",), ("emb.ln",), Target("emb.ln")),
+        # the frame code around a layer (its ancestor) is no layer's work the kernel took
+        (("blocks.0.ln",), ("blocks.0", "blocks.0.ln"), Target("blocks.0.ln")),
+        (
+            ("emb.tok", "emb.ln"),
+            ("emb.tok", "emb.pos"),
+            Target("emb", ("emb.ln", "emb.pos", "emb.tok")),
+        ),
+    ],
+)
+def test_a_kernel_names_every_module_it_computed_but_its_time_follows_what_it_writes(
+    written: tuple[str, ...], computed: tuple[str, ...], target: Target
+) -> None:
+    site = SiteTargets("k", "k", False, written, None, computed=(computed, None))
+    assert site.target(None, KNOWN) == target
