@@ -210,6 +210,7 @@ def test_compare_eager_is_a_paired_run_in_abba_order_judged_pair_by_pair() -> No
 
 def test_compare_eager_takes_auto_counts_and_judges_each_layer_on_its_pairs() -> None:
     from hybridprof.diff.pair_ratios import PAIRED_METHOD
+    from hybridprof.reporting.text.speedup_text import render_speedup
 
     torch.manual_seed(0)
     eager = fresh().MLP().eval()
@@ -234,6 +235,11 @@ def test_compare_eager_takes_auto_counts_and_judges_each_layer_on_its_pairs() ->
         if change.quantity == "self_cpu_us" and change.paired is not None
     }
     assert "head" in paired and paired["head"].pairs == diff.pairing.pairs
+    # the speed-ups carry intervals from the same pairs; the printed table shows them
+    head = next(row for row in comparison.rows() if row.path == "head")
+    assert head.interval is not None and head.interval[0] <= head.speedup <= head.interval[1]
+    assert comparison.iteration_interval() is not None
+    assert "95% interval" in render_speedup(comparison)
 
 
 def test_a_training_step_attributes_backward_kernels() -> None:
