@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch import nn
 
 # A forward that reaches its children in a way the source does not spell out by name.
@@ -27,8 +28,8 @@ _INDIRECT = re.compile(r"\b(children|named_children|modules|named_modules)\(|_mo
 
 def held_children(module: nn.Module) -> tuple[str, ...]:
     """The children of `module` whose parameters its forward uses without calling them."""
-    if "forward" in vars(module):  # an instance-level forward: no class source to read
-        return ()
+    if "forward" in vars(module) or isinstance(module, torch.jit.ScriptModule):
+        return ()  # an instance-level or TorchScript forward: no Python class source to read
     source = _forward_source(type(module).forward)
     if source is None or _INDIRECT.search(source):
         return ()

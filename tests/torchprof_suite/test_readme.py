@@ -106,7 +106,10 @@ def test_quickstart_show_events_and_raw_examples() -> None:
     ]
     rows = table_rows(table)
     assert rows["AlexNet"] == ["", "", "", "", ""]
-    assert rows["0"][-1] == "1" and rows["0"][0].endswith(("us", "ms"))
+    # a busy machine marks the with-block's times "(inflated)" (torch's threads outnumber the
+    # free cores): a figure all the same
+    figure = rows["0"][0].removesuffix(" (inflated)")
+    assert rows["0"][-1] == "1" and figure.endswith(("us", "ms"))
 
     with_events = run(SHOW_EVENTS, namespace)
     assert "aten::conv2d" in with_events and "aten::clamp_min_" in with_events

@@ -261,6 +261,11 @@ def rest_line(diff: DiffResult, named: int) -> str:
     rest = len(diff.layers) - named
     if not rest:
         return "(-v: how each layer was judged, with its ops)"
+    if not named and all(layer.verdict == "within noise" for layer in diff.layers):
+        return (
+            f"no layer changed beyond noise and the threshold ({rest} within noise): -v says "
+            "how each was judged, --all lists every layer"
+        )
     verdicts: dict[str, int] = {}
     for layer in diff.layers:
         if layer.verdict not in ("slower", "faster") or layer.knock_on:

@@ -188,10 +188,11 @@ def test_a_transformer_step_with_adamw_peaks_where_the_events_do_and_its_parts_a
     device = device_of(p.session())
     peak = device.peak
     assert peak.phase in ("backward", "optimizer")
-    # Within 0.1%: the two runs are separate steps, and where a few small blocks (a scalar, a
-    # dropout generator's state) are freed relative to the peak varies with what ran before the
-    # test in the same process (seen: 512 bytes of 19 MB in one full-suite order).
-    assert peak.above_start_bytes == pytest.approx(expected_above, rel=1e-3)
+    # Within 1% (the promise of docs/memory.md; an Embedding model once read +6% to +17%): the two
+    # runs are separate steps, and where a few blocks are freed relative to the peak varies with
+    # what ran before the test in the same process (seen in full-suite orders: 512 bytes, and once
+    # 128 KiB, 0.7%, of 19 MB).
+    assert peak.above_start_bytes == pytest.approx(expected_above, rel=1e-2)
     assert peak.categories is not None
     assert abs(peak.categories.total() - peak.live_bytes) <= 0.02 * peak.live_bytes
     param_bytes = sum(t.numel() * 4 for t in model.parameters())
