@@ -76,11 +76,21 @@ def _adds_up(session: ProfileSession) -> float:
     return abs(rows - iteration) / iteration
 
 
+def _changed(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> list[str]:
+    """Which module attributes are not the objects they were (path.name), to say in a failure."""
+    return [
+        f"{path}.{name}"
+        for path in sorted(set(before) | set(after))
+        for name in sorted(set(before.get(path, {})) | set(after.get(path, {})))
+        if before.get(path, {}).get(name) != after.get(path, {}).get(name)
+    ]
+
+
 @pytest.fixture(scope="module", params=["torch.compile", "model.compile"])
 def warm(request: pytest.FixtureRequest) -> dict[str, Any]:
     model, x = _warm_model(request.param)
     state, before = _state(model), counters()
-    session = hybridprof.profile(model, x, warmup=1, iters=3)
+    session = hybridprof.profile(model, x, warmup=1, iters=7)  # a median that one pause leaves
     during = delta(before, counters())
     after_state = _state(model)
     next_call = _next_call(model, x)
@@ -90,6 +100,7 @@ def warm(request: pytest.FixtureRequest) -> dict[str, Any]:
         "session": session,
         "during": during,
         "same": state == after_state,
+        "changed": _changed(state, after_state),
         "next": next_call,
         "again": again,
         "again_during": delta(before, counters()),
@@ -121,7 +132,7 @@ def test_dynamo_left_as_it_was(warm: dict[str, Any]) -> None:
     frames, graphs, breaks, _ = warm["during"]
     assert (frames, graphs, breaks) == (1, 1, 0)  # one compile of hybridprof's, no graph break
     assert warm["next"] == ((0, 0, 0, 0), 0)  # the user's compiled code: still cached
-    assert warm["same"]  # every module's attributes the very objects they were
+    assert warm["same"], warm["changed"]  # every module's attributes the very objects they were
 
 
 def test_a_second_profile_reuses_hybridprofs_compile(warm: dict[str, Any]) -> None:
@@ -140,7 +151,8 @@ def test_a_profile_block_with_steps_maps_warm_code() -> None:
             model(x)  # the first one compiles hybridprof's entry, in the block
             prof.step()
     assert delta(before, counters())[2] == 0
-    assert _state(model) == state
+    after = _state(model)
+    assert after == state, _changed(state, after)
     assert _next_call(model, x) == ((0, 0, 0, 0), 0)
     session = prof.session()
     assert session.compiled.kernel_map == "mapped"
