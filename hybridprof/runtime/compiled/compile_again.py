@@ -128,12 +128,32 @@ def _swaps(model: nn.Module) -> list[tuple[str, _Swap]]:
         options: dict[str, Any] = {"fullgraph": part.fullgraph, "dynamic": part.dynamic}
         backend = hooked_backend(user_backend)
         if part.kind == MODULE_COMPILE:  # what `Module.compile()` itself compiles
-            new = torch.compile(module._call_impl, backend=backend, **options)
+            with _attributes_kept(module):
+                new = torch.compile(module._call_impl, backend=backend, **options)
         else:  # a new wrapper's entry: the same choice of frame as the user's wrapper made
             eager: nn.Module = module.__dict__["_modules"]["_orig_mod"]
-            new = torch.compile(eager, backend=backend, **options).__dict__[attribute]
+            with _attributes_kept(eager), _attributes_kept(module):
+                new = torch.compile(eager, backend=backend, **options).__dict__[attribute]
         swaps.append((part.path, _Swap(module, attribute, new)))
     return swaps
+
+
+@contextlib.contextmanager
+def _attributes_kept(module: nn.Module) -> Iterator[None]:
+    """The module's attributes as they were after the block: a wrapper of `torch.compile` may
+    write to what it compiles (Lightning, once imported, sets `_compile_kwargs` on the wrapper it
+    returns, which an OptimizedModule passes on to the model itself), and the model must be left
+    exactly as it was."""
+    before = dict(vars(module))
+    try:
+        yield
+    finally:
+        now = vars(module)
+        for name in [name for name in now if name not in before]:
+            del now[name]
+        for name, value in before.items():
+            if now.get(name) is not value:
+                now[name] = value
 
 
 def _forward_attribute(module: nn.Module) -> str:
