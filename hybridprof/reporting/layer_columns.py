@@ -476,32 +476,33 @@ def has_fsdp(table: LayerTable) -> bool:
     return table.has_fsdp
 
 
-def _comm_time(key: str, kind: str, title: str, keep: int, tip: str) -> LayerColumn:
+def _comm_column(key: str, kind: str, title: str, keep: int, tip: str, size: bool) -> LayerColumn:
+    """One FSDP2 column: the unit's time of `kind` per iteration, or (`size`) its bytes."""
+    figure = _comm_bytes(kind) if size else _comm_us(kind)
+    field = (
+        FrameField(kind + "_bytes", "int64", figure)
+        if size
+        else (FrameField(kind + "_us", "float64", figure))
+    )
     return LayerColumn(
         key,
-        _comm_us(kind),
-        format_time_us,
+        figure,
+        format_bytes if size else format_time_us,
         has_fsdp,
-        sort=_comm_us(kind),
+        sort=figure,
         terminal=OnTerminal(title, keep),
         text=title,
         page=OnPage(title, order="num", tip=tip, missing=""),
-        frame=(FrameField(kind + "_us", "float64", _comm_us(kind)),),
+        frame=(field,),
     )
+
+
+def _comm_time(key: str, kind: str, title: str, keep: int, tip: str) -> LayerColumn:
+    return _comm_column(key, kind, title, keep, tip, size=False)
 
 
 def _comm_size(key: str, kind: str, title: str, keep: int, tip: str) -> LayerColumn:
-    return LayerColumn(
-        key,
-        _comm_bytes(kind),
-        format_bytes,
-        has_fsdp,
-        sort=_comm_bytes(kind),
-        terminal=OnTerminal(title, keep),
-        text=title,
-        page=OnPage(title, order="num", tip=tip, missing=""),
-        frame=(FrameField(kind + "_bytes", "int64", _comm_bytes(kind)),),
-    )
+    return _comm_column(key, kind, title, keep, tip, size=True)
 
 
 _WALL = "wall time per iteration of FSDP2's ranges for this unit, waiting for other ranks included"

@@ -28,6 +28,16 @@ def near(colour: tuple[int, int, int], found: set[tuple[int, int, int]]) -> bool
     return any(sum(abs(a - b) for a, b in zip(colour, c, strict=True)) < 40 for c in found)
 
 
+def page_image(pdf: Path, index: int, folder: Path, dpi: int) -> Path:
+    """Page `index` (0-based) of `pdf` as a PNG in `folder`, through pdftoppm."""
+    subprocess.run(
+        ["pdftoppm", "-png", "-r", str(dpi), "-f", str(index + 1), "-l", str(index + 1), str(pdf),
+         str(folder / "page")],
+        check=True,
+    )  # fmt: skip
+    return next(folder.glob("page*.png"))
+
+
 def test_the_pdf_draws_the_memory_timeline_and_its_tables(tmp_path: Path) -> None:
     path = write_report(layer_memory_session(), tmp_path / "m.pdf")
     reader = PdfReader(io.BytesIO(path.read_bytes()))
@@ -44,12 +54,7 @@ def test_the_pdf_draws_the_memory_timeline_and_its_tables(tmp_path: Path) -> Non
     if shutil.which("pdftoppm") is None:
         pytest.skip("needs pdftoppm (poppler-utils) to look at the pages")
     first = next(i for i, t in enumerate(pages) if "Live bytes over one measured step" in t)
-    subprocess.run(
-        ["pdftoppm", "-png", "-r", "60", "-f", str(first + 1), "-l", str(first + 1), str(path),
-         str(tmp_path / "page")],
-        check=True,
-    )  # fmt: skip
-    image = next(tmp_path.glob("page*.png"))
+    image = page_image(path, first, tmp_path, dpi=60)
     found = colours(image)
     live = tuple(int(LIVE[i : i + 2], 16) for i in (1, 3, 5))
     assert near(live, found)  # the curve (and the bars, in the same blue)
@@ -67,12 +72,7 @@ def test_the_pdf_timeline_is_drawn_wide_enough_to_read(tmp_path: Path) -> None:
     path = write_report(layer_memory_session(), tmp_path / "m.pdf")
     pages = [page.extract_text() for page in PdfReader(io.BytesIO(path.read_bytes())).pages]
     first = next(i for i, t in enumerate(pages) if "Live bytes over one measured step" in t)
-    subprocess.run(
-        ["pdftoppm", "-png", "-r", "40", "-f", str(first + 1), "-l", str(first + 1), str(path),
-         str(tmp_path / "page")],
-        check=True,
-    )  # fmt: skip
-    with Image.open(next(tmp_path.glob("page*.png"))) as opened:
+    with Image.open(page_image(path, first, tmp_path, dpi=40)) as opened:
         rgb = opened.convert("RGB")
     live = {tuple(int(LIVE[i : i + 2], 16) for i in (1, 3, 5))}
     # the curve (its legend swatch at the left): how much of the page's width the plot takes
