@@ -28,7 +28,12 @@ from hybridprof.reporting.text.fitted_table import TableChoice, fitted_table
 from hybridprof.reporting.trust import INFLATED
 from tests.paths import FIXTURES
 
-BUSY_LOOP = "import time\nend = time.time() + 120\nwhile time.time() < end:\n    pass\n"
+# It says "spinning" once it runs, so a test's run starts only when both compete for the cores (a
+# short run finished before the children's Python had started, and recorded no wait at all).
+BUSY_LOOP = (
+    "import time\nprint('spinning', flush=True)\nend = time.time() + 120\n"
+    "while time.time() < end:\n    pass\n"
+)
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "sched_setaffinity") or not Path("/proc/loadavg").exists(),
@@ -47,10 +52,14 @@ def busy_cores() -> Iterator[set[int]]:
         subprocess.Popen(
             [sys.executable, "-c", BUSY_LOOP],
             preexec_fn=lambda: os.sched_setaffinity(0, cores),
+            stdout=subprocess.PIPE,
+            text=True,
         )
         for _ in range(2)
     ]
     try:
+        for loop in loops:
+            assert loop.stdout is not None and loop.stdout.readline().strip() == "spinning"
         yield cores
     finally:
         for loop in loops:
