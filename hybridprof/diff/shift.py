@@ -23,9 +23,12 @@ A knock-on change is the other case where a layer moves without a change of its 
 one that got heavier runs in caches that layer filled (measured without any profiler, stepping both
 variants in turn: the ReLU and LayerNorm after a Linear that does 4x the work ran slower).
 A slower or faster layer whose own work is identical in both runs (class, calls, parameter count,
-input and output shapes, its ops and their call counts) is marked knock-on when some other layer's
-own work did change and its change stays under KNOCK_ON_MAX_PCT; reports list it apart from the
-regressions.
+input and output shapes, its ops and their call counts, and the parameters of its children not
+profiled, whose work runs in its self time) is marked knock-on when some other layer's own work
+did change and its change stays under KNOCK_ON_MAX_PCT; reports list it apart from the
+regressions. Every other layer's verdict carries what of its own work changed
+(`own_work_changes`), so a GELU inside a widened MLP reads as "its input grew", not as an
+unchanged layer slower.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hybridprof.analysis.stats import CONFIDENCE, median_ci, median_or_zero
-from hybridprof.datamodel import ModuleRecord
+from hybridprof.datamodel import ModuleRecord, ProfilePlan
 
 MIN_SHIFT_LAYERS = 5  # fewer matched layers: no shift is estimated, verdicts stay absolute
 SPREAD_K = 3.0  # a layer moving more than 3 robust standard deviations from the shift stands out
@@ -79,19 +82,87 @@ def same_own_work(
 ) -> bool:
     """True when a layer did the same work in both runs: the same class, calls per iteration,
     parameters, input and output shapes, and ops with the same calls per iteration."""
-    if (base.class_name, base.param_count, base.input_shapes, base.output_shapes) != (
-        new.class_name,
-        new.param_count,
-        new.input_shapes,
-        new.output_shapes,
+    return not own_work_changes(base, new, base_iterations, new_iterations)
+
+
+def unprofiled_params(plan: ProfilePlan) -> dict[str, int]:
+    """Per selected path, the parameters of its descendants that no selected layer nearer to
+    them covers: their work runs in its self time (a Block profiled at --depth 2 holds its MLP's
+    matmuls), so a wider MLP is a change of the Block's own work."""
+    selected = {t.path for t in plan.targets if t.selected}
+    params: dict[str, int] = {}
+    for t in plan.targets:
+        if t.selected or not t.param_count:
+            continue
+        holder = _nearest_selected_ancestor(t.path, selected)
+        if holder is not None:
+            params[holder] = params.get(holder, 0) + t.param_count
+    return params
+
+
+def _nearest_selected_ancestor(path: str, selected: set[str]) -> str | None:
+    while path:
+        path = path.rpartition(".")[0]
+        if path in selected:
+            return path
+    return None
+
+
+OPS_SAID = 3  # op differences a layer's own-work line names; the rest are counted
+
+
+def own_work_changes(
+    base: ModuleRecord,
+    new: ModuleRecord,
+    base_iterations: int,
+    new_iterations: int,
+    children_params: tuple[int, int] = (0, 0),
+) -> tuple[str, ...]:
+    """What of a layer's own work differs between the runs, each in a few words (`input 2x16x128
+    -> 2x16x512`); empty when it did the same work. A layer whose input grew does more work
+    with the same code: its verdict says so, rather than read as an unchanged layer slower.
+    `children_params`: in each run, the parameters of its descendants not profiled
+    (`unprofiled_params`), whose work is in its self time."""
+    said = []
+    if base.class_name != new.class_name:
+        said.append(f"class {base.class_name} -> {new.class_name}")
+    if base.param_count != new.param_count:
+        said.append(f"parameters {base.param_count:,} -> {new.param_count:,}")
+    if children_params[0] != children_params[1]:
+        before, after = children_params
+        said.append(f"parameters of its children not profiled {before:,} -> {after:,}")
+    for what, old, now in (
+        ("input", base.input_shapes, new.input_shapes),
+        ("output", base.output_shapes, new.output_shapes),
     ):
-        return False
+        if old != now:
+            said.append(f"{what} {_shapes(old)} -> {_shapes(now)}")
     if not _same_rate(base.calls, base_iterations, new.calls, new_iterations):
-        return False
-    # OpStat.calls are per iteration already.
+        old_rate = base.calls / max(base_iterations, 1)
+        new_rate = new.calls / max(new_iterations, 1)
+        said.append(f"calls per iteration {old_rate:g} -> {new_rate:g}")
+    ops = _op_changes(base, new)
+    if ops:
+        more = f" and {len(ops) - OPS_SAID} more" if len(ops) > OPS_SAID else ""
+        said.append("ops " + ", ".join(ops[:OPS_SAID]) + more)
+    return tuple(said)
+
+
+def _shapes(shapes: tuple[str, ...]) -> str:
+    return ", ".join(shapes) if shapes else "(not recorded)"
+
+
+def _op_changes(base: ModuleRecord, new: ModuleRecord) -> list[str]:
+    """Each op whose calls per iteration differ (OpStat.calls are per iteration already)."""
     base_ops = {(o.name, o.backward): o.calls for o in base.ops}
     new_ops = {(o.name, o.backward): o.calls for o in new.ops}
-    return base_ops == new_ops
+    changed = []
+    for name, backward in sorted(base_ops.keys() | new_ops.keys()):
+        old, now = base_ops.get((name, backward), 0), new_ops.get((name, backward), 0)
+        if old != now:
+            side = " (backward)" if backward else ""
+            changed.append(f"{name}{side} x{old} -> x{now}")
+    return changed
 
 
 def _same_rate(base_calls: int, base_iterations: int, new_calls: int, new_iterations: int) -> bool:
@@ -104,5 +175,7 @@ __all__ = [
     "SPREAD_K",
     "RunShift",
     "estimate_shift",
+    "own_work_changes",
     "same_own_work",
+    "unprofiled_params",
 ]
