@@ -40,9 +40,9 @@ from hybridprof.diff.result import (
 from hybridprof.diff.shift import (
     KNOCK_ON_MAX_PCT,
     RunShift,
+    around_layers,
     estimate_shift,
     own_work_changes,
-    unprofiled_params,
 )
 
 
@@ -209,13 +209,13 @@ def _mark_knock_on(
 ) -> list[LayerDiff]:
     """Say what of each matched layer's own work changed, and mark the slower/faster layers
     whose own work is unchanged as knock-on, when another layer's own work changed (added,
-    removed, or different ops, shapes, calls or parameters, those of its children not profiled
-    included)."""
-    base_children, new_children = unprofiled_params(base.plan), unprofiled_params(new.plan)
+    removed, or different ops, shapes, calls or parameters, with what its record does not hold:
+    its unprofiled children's parameters, its profiled children's shapes)."""
+    base_around, new_around = around_layers(base), around_layers(new)
 
     def changes_of(b: ModuleRecord, n: ModuleRecord) -> tuple[str, ...]:
-        children = (base_children.get(b.path, 0), new_children.get(n.path, 0))
-        return own_work_changes(b, n, base.iterations, new.iterations, children)
+        around = (base_around[b.path], new_around[n.path])
+        return own_work_changes(b, n, base.iterations, new.iterations, around)
 
     changes = [changes_of(b, n) if b is not None and n is not None else None for b, n, _ in pairs]
     layers = [replace(layer, own_work=c) for layer, c in zip(layers, changes, strict=True)]

@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hybridprof.analysis.stats import CONFIDENCE, median_ci, median_or_zero
-from hybridprof.datamodel import ModuleRecord, ProfilePlan
+from hybridprof.datamodel import ModuleRecord, ProfileSession
 
 MIN_SHIFT_LAYERS = 5  # fewer matched layers: no shift is estimated, verdicts stay absolute
 SPREAD_K = 3.0  # a layer moving more than 3 robust standard deviations from the shift stands out
@@ -85,30 +85,52 @@ def same_own_work(
     return not own_work_changes(base, new, base_iterations, new_iterations)
 
 
-def unprofiled_params(plan: ProfilePlan) -> dict[str, int]:
-    """Per selected path, the parameters of its descendants that no selected layer nearer to
-    them covers: their work runs in its self time (a Block profiled at --depth 2 holds its MLP's
-    matmuls), so a wider MLP is a change of the Block's own work."""
-    selected = {t.path for t in plan.targets if t.selected}
+Shapes = tuple[tuple[str, ...], tuple[str, ...]]  # a layer's input and output shapes
+
+
+@dataclass(frozen=True, slots=True)
+class AroundLayer:
+    """What of a layer's own work its record does not hold. The parameters of its descendants
+    that are not profiled: their work runs in its self time (a Block profiled at --depth 2 holds
+    its MLP's matmuls). The shapes its profiled children take and give (path relative to it):
+    its own code handles those tensors between their calls (nanoGPT's MLP runs `F.gelu` on its
+    `fc`'s output)."""
+
+    unprofiled_params: int = 0
+    children: tuple[tuple[str, Shapes], ...] = ()
+
+
+def around_layers(session: ProfileSession) -> dict[str, AroundLayer]:
+    """Per profiled path, what `AroundLayer` holds for it in this session."""
+    profiled = {r.path for r in session.records}
     params: dict[str, int] = {}
-    for t in plan.targets:
-        if t.selected or not t.param_count:
-            continue
-        holder = _nearest_selected_ancestor(t.path, selected)
-        if holder is not None:
+    for t in session.plan.targets:
+        # A selected layer that never ran did no work, in no one's self time.
+        holder = None if t.selected or t.path in profiled else _nearest_ancestor(t.path, profiled)
+        if holder is not None and t.param_count:
             params[holder] = params.get(holder, 0) + t.param_count
-    return params
+    children: dict[str, list[tuple[str, Shapes]]] = {}
+    for r in session.records:
+        parent = _nearest_ancestor(r.path, profiled)
+        if parent is not None:
+            name = r.path[len(parent) + 1 :] if parent else r.path
+            children.setdefault(parent, []).append((name, (r.input_shapes, r.output_shapes)))
+    return {
+        path: AroundLayer(params.get(path, 0), tuple(sorted(children.get(path, []))))
+        for path in profiled
+    }
 
 
-def _nearest_selected_ancestor(path: str, selected: set[str]) -> str | None:
+def _nearest_ancestor(path: str, among: set[str]) -> str | None:
+    """The closest proper ancestor of `path` in `among` (the root is ""), None if none is."""
     while path:
         path = path.rpartition(".")[0]
-        if path in selected:
+        if path in among:
             return path
     return None
 
 
-OPS_SAID = 3  # op differences a layer's own-work line names; the rest are counted
+OPS_SAID = 3  # op (and children's shape) differences a line names; the rest are counted
 
 
 def own_work_changes(
@@ -116,21 +138,23 @@ def own_work_changes(
     new: ModuleRecord,
     base_iterations: int,
     new_iterations: int,
-    children_params: tuple[int, int] = (0, 0),
+    around: tuple[AroundLayer, AroundLayer] = (AroundLayer(), AroundLayer()),
 ) -> tuple[str, ...]:
     """What of a layer's own work differs between the runs, each in a few words (`input 2x16x128
     -> 2x16x512`); empty when it did the same work. A layer whose input grew does more work
     with the same code: its verdict says so, rather than read as an unchanged layer slower.
-    `children_params`: in each run, the parameters of its descendants not profiled
-    (`unprofiled_params`), whose work is in its self time."""
+    `around`: in each run, what its record does not hold (`around_layers`)."""
     said = []
     if base.class_name != new.class_name:
         said.append(f"class {base.class_name} -> {new.class_name}")
     if base.param_count != new.param_count:
         said.append(f"parameters {base.param_count:,} -> {new.param_count:,}")
-    if children_params[0] != children_params[1]:
-        before, after = children_params
-        said.append(f"parameters of its children not profiled {before:,} -> {after:,}")
+    before, after = around
+    if before.unprofiled_params != after.unprofiled_params:
+        said.append(
+            f"parameters of its children not profiled {before.unprofiled_params:,} -> "
+            f"{after.unprofiled_params:,}"
+        )
     for what, old, now in (
         ("input", base.input_shapes, new.input_shapes),
         ("output", base.output_shapes, new.output_shapes),
@@ -141,11 +165,27 @@ def own_work_changes(
         old_rate = base.calls / max(base_iterations, 1)
         new_rate = new.calls / max(new_iterations, 1)
         said.append(f"calls per iteration {old_rate:g} -> {new_rate:g}")
-    ops = _op_changes(base, new)
-    if ops:
-        more = f" and {len(ops) - OPS_SAID} more" if len(ops) > OPS_SAID else ""
-        said.append("ops " + ", ".join(ops[:OPS_SAID]) + more)
+    said += _listed("its children's shapes ", _children_changes(before, after))
+    said += _listed("ops ", _op_changes(base, new))
     return tuple(said)
+
+
+def _listed(title: str, changes: list[str]) -> list[str]:
+    if not changes:
+        return []
+    more = f" and {len(changes) - OPS_SAID} more" if len(changes) > OPS_SAID else ""
+    return [title + ", ".join(changes[:OPS_SAID]) + more]
+
+
+def _children_changes(before: AroundLayer, after: AroundLayer) -> list[str]:
+    """The profiled children (in both runs) whose input or output shapes differ."""
+    old, new = dict(before.children), dict(after.children)
+    changed = []
+    for name in sorted(old.keys() & new.keys()):
+        for what, a, b in zip(("input", "output"), old[name], new[name], strict=True):
+            if a != b:
+                changed.append(f"{name} {what} {_shapes(a)} -> {_shapes(b)}")
+    return changed
 
 
 def _shapes(shapes: tuple[str, ...]) -> str:
@@ -173,9 +213,10 @@ __all__ = [
     "KNOCK_ON_MAX_PCT",
     "MIN_SHIFT_LAYERS",
     "SPREAD_K",
+    "AroundLayer",
     "RunShift",
+    "around_layers",
     "estimate_shift",
     "own_work_changes",
     "same_own_work",
-    "unprofiled_params",
 ]

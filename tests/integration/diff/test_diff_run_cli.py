@@ -190,7 +190,8 @@ def test_one_wider_mlp_says_what_of_each_layers_own_work_changed(
     """Issue 37's pair: the GPT against the same with block 2's MLP 4x wider. Whatever the
     timings say, the comparison knows what changed: the GELU in the wider MLP got a 4x input
     (the same code doing more work, so never knock-on), the other blocks' layers did the same
-    work; profiled at --depth 2, block 2's self time holds its MLP, whose parameters grew."""
+    work; with the parents, the MLP passes the wider tensors between its children; profiled at
+    --depth 2, block 2's self time holds its MLP, whose parameters grew."""
     base = tmp_path / "base.py"
     shutil.copy(FIXTURES / "gpt_blocks.py", base)
     new = tmp_path / "new.py"
@@ -222,6 +223,9 @@ def test_one_wider_mlp_says_what_of_each_layers_own_work_changed(
         "parameters 4,224 -> 16,896",
         "output 2x16x128 -> 2x16x512",
     ]
+    parents = own_work("--with-parents")  # the MLP's own code passes the wider tensors on
+    assert parents["blocks.2.mlp"][0].startswith("its children's shapes act input 2x16x128 -> ")
+    assert parents["blocks.2"] == [] and parents["blocks.1.mlp"] == []
     blocks = own_work("--depth", "2")
     assert blocks["blocks.2"] == ["parameters of its children not profiled 12,704 -> 37,664"]
     assert blocks["blocks.1"] == [] and blocks["tok"] == []

@@ -300,3 +300,17 @@ def test_a_version_3_diff_loads_with_own_work_not_compared() -> None:
     loaded = DiffResult.from_json(json.dumps(old))
     assert all(layer.own_work is None for layer in loaded.layers)
     assert "own work" not in render_diff_text(loaded, verbose=True)
+
+
+def test_a_parent_whose_own_op_works_on_a_grown_child_output_is_not_knock_on() -> None:
+    """nanoGPT's MLP runs `F.gelu` on its `fc`'s output in its own forward: widened, the parent's
+    ops, calls and shapes are the same, yet its own gelu works on a 4x tensor. The shapes its
+    children take and give are its own work too."""
+    base, new = _widened(1, {"blocks.1.fc": 4.0, "blocks.1": 1.3})
+    grown = tuple(
+        replace(r, output_shapes=("8x256",)) if r.path == "blocks.1.fc" else r for r in new.records
+    )
+    diff = diff_sessions(base, replace(new, records=grown))
+    parent = _layer_of(diff, "blocks.1")
+    assert parent.verdict == "slower" and not parent.knock_on
+    assert parent.own_work == ("its children's shapes fc output 8x64 -> 8x256",)
