@@ -248,6 +248,8 @@ def test_an_activation_whose_input_grew_is_slower_and_says_why() -> None:
     line = next(x for x in render_diff_text(diff).splitlines() if "blocks.1.act" in x)
     assert line.endswith("own work changed: input 8x64 -> 8x256; output 8x64 -> 8x256"), line
     assert "own work changed: input 8x64 -> 8x256" in render_diff_text(diff, verbose=True)
+    page = render_diff_html(diff)  # in the summary's list and under the layer in the table
+    assert page.count("own work changed: input 8x64 -&gt; 8x256") == 2
     neighbour = _layer_of(diff, "blocks.2.fc")  # its work the same: knock-on, as before
     assert neighbour.knock_on and neighbour.own_work == ()
 
