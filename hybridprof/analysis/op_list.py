@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hybridprof.datamodel import OpStat
+from hybridprof.errors import BadValueError
 
 MAX_EVENTS = 8  # ops a layer lists by default (`display(show_events=True)`, `report --show-events`)
 
@@ -35,8 +36,7 @@ class OpList:
 
 def op_list(ops: Sequence[OpStat], max_events: int | None = MAX_EVENTS) -> OpList:
     """The ops a table lists of `ops` (at most `max_events`; None: all) and the rest summed."""
-    if max_events is not None and max_events < 0:
-        raise ValueError(f"max_events must be 0 or more (None: every op), got {max_events}")
+    check_max_events(max_events)
     ordered = sorted(ops, key=_heaviest_first)
     if max_events is None or len(ordered) <= max_events:
         return OpList(tuple(ordered), ())
@@ -46,6 +46,11 @@ def op_list(ops: Sequence[OpStat], max_events: int | None = MAX_EVENTS) -> OpLis
     alone = [group[0] for group in passes if len(group) == 1]
     listed = sorted([*ordered[:max_events], *alone], key=_heaviest_first)
     return OpList(tuple(listed), tuple(_left_out(group) for group in passes if len(group) > 1))
+
+
+def check_max_events(max_events: int | None) -> None:
+    if max_events is not None and (isinstance(max_events, bool) or max_events < 0):
+        raise BadValueError(f"max_events must be 0 or more (None: every op), got {max_events!r}")
 
 
 def _heaviest_first(op: OpStat) -> tuple[float, str]:
@@ -66,4 +71,4 @@ def _left_out(ops: list[OpStat]) -> LeftOut:
     return LeftOut(len(ops), summed)
 
 
-__all__ = ["MAX_EVENTS", "LeftOut", "OpList", "op_list"]
+__all__ = ["MAX_EVENTS", "LeftOut", "OpList", "check_max_events", "op_list"]

@@ -41,7 +41,7 @@ from typing import Any
 
 from torch import nn
 
-from hybridprof.analysis.op_list import MAX_EVENTS
+from hybridprof.analysis.op_list import MAX_EVENTS, check_max_events
 from hybridprof.datamodel import ProfilePlan, ProfileSession
 from hybridprof.errors import BadValueError
 from hybridprof.planner.module_tree import Selector, is_scripted, tree_plan
@@ -261,6 +261,7 @@ class Profile:
         torchprof's table, layer rows only."""
         from hybridprof.reporting.text.text_table import TableText, render_text
 
+        check_max_events(max_events)
         if not self._profiled():
             why = "enabled=False" if not self.enabled else "not entered yet"
             if self.exited:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import torch
 from torch import nn
 
@@ -81,3 +82,7 @@ def test_a_training_blocks_ops_fit_a_screen_and_every_op_stays_reachable() -> No
     assert len(rows) - len(rests) + sum(rests) == ops
     every = prof.display(show_events=True, max_events=None)
     assert len(_op_rows(every)) == ops and not _REST.search(every)
+    with pytest.raises(
+        ValueError, match=r"max_events must be 0 or more \(None: every op\), got -1"
+    ):
+        prof.display(max_events=-1)

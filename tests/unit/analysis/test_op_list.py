@@ -42,6 +42,8 @@ def test_none_lists_every_op_and_few_ops_need_no_summary() -> None:
     assert op_list(FORWARD[:MAX_EVENTS]).left_out == ()
     with pytest.raises(ValueError, match="max_events must be 0 or more"):
         op_list(FORWARD, -1)
+    with pytest.raises(ValueError, match="got True"):
+        op_list(FORWARD, True)  # type: ignore[arg-type]  # a bool is no count
 
 
 def test_device_time_counts_in_the_order() -> None:
