@@ -234,3 +234,6 @@ def test_a_layer_lists_its_heaviest_ops_and_a_row_for_the_rest() -> None:
     assert rest_bwd[titles.index("Self CPU total")] == ""
     every = str(render_text(session, show_events=True, max_events=None))
     assert all(o.name in every for o in forward + backward) and "more ops" not in every
+    from hybridprof.reporting.text.text_report import render_text_report
+
+    assert every in render_text_report(session)  # the .txt report lists every op
