@@ -41,6 +41,7 @@ from typing import Any
 
 from torch import nn
 
+from hybridprof.analysis.op_list import MAX_EVENTS, check_max_events
 from hybridprof.datamodel import ProfilePlan, ProfileSession
 from hybridprof.errors import BadValueError
 from hybridprof.planner.module_tree import Selector, is_scripted, tree_plan
@@ -248,15 +249,19 @@ class Profile:
             self._layer_session = self._build_session(block, [result.layer_measure()])
         return self._layer_session
 
-    def display(self, show_events: bool = False) -> str:
-        """The torchprof-style tree table (with one row per op under each layer if show_events):
-        a str that also shows as the table where a value's repr is shown (a notebook cell).
+    def display(self, show_events: bool = False, max_events: int | None = MAX_EVENTS) -> str:
+        """The torchprof-style tree table (with each layer's ops under it if show_events): a str
+        that also shows as the table where a value's repr is shown (a notebook cell).
+
+        A layer lists its `max_events` heaviest ops (8 by default) and one `... K more ops
+        (time)` row per pass for the rest; `max_events=None` lists every op, as torchprof did.
 
         A block that trained adds the backward columns, the `(optimizer)` rows and the
         `(outside modules)` row, so the rows add up to the steps; a forward-only block prints
         torchprof's table, layer rows only."""
         from hybridprof.reporting.text.text_table import TableText, render_text
 
+        check_max_events(max_events)
         if not self._profiled():
             why = "enabled=False" if not self.enabled else "not entered yet"
             if self.exited:
@@ -266,7 +271,9 @@ class Profile:
             )
         session = self._table_session(show_events)
         trained = session.backward or session.optimizer is not None
-        return render_text(session, show_events=show_events, outside_row=trained)
+        return render_text(
+            session, show_events=show_events, outside_row=trained, max_events=max_events
+        )
 
     def __str__(self) -> str:
         return self.display()

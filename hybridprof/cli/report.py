@@ -7,6 +7,7 @@ examples:
   hybridprof report hybridprof-out/session.json -o report.pdf
   hybridprof report session.json -o layers.csv -o layers.html --force
   hybridprof report session.json --show-events --max-depth 2
+  hybridprof report session.json --show-events --max-events 0   # every op of every layer
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from hybridprof.analysis.op_list import MAX_EVENTS
 from hybridprof.cli.common import (
     add_common_options,
     add_table_options,
@@ -50,6 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--show-events", action="store_true", help="printed table: one row per op under each layer"
     )
     parser.add_argument(
+        "--max-events",
+        type=int,
+        default=MAX_EVENTS,
+        metavar="N",
+        help="printed table with --show-events: each layer's N heaviest ops, the rest in one "
+        f"'... K more ops' row per pass; 0 lists every op (default: {MAX_EVENTS})",
+    )
+    parser.add_argument(
         "--max-depth",
         type=int,
         metavar="N",
@@ -72,6 +82,8 @@ def render(args: argparse.Namespace) -> int:
     """Check every output first, then read the session, then write each report."""
     if args.max_depth is not None and args.max_depth < 0:
         raise UsageError(f"--max-depth must be 0 (the root only) or more, got {args.max_depth}")
+    if args.max_events < 0:
+        raise UsageError(f"--max-events must be 0 (every op) or more, got {args.max_events}")
     files = [Path(o) for o in args.output if not is_stdout(o)]
     choice = table_choice(args)
     for output in files:
@@ -85,7 +97,8 @@ def render(args: argparse.Namespace) -> int:
     if isinstance(session, DiffResult):
         return render_saved_diff(session, files, printed, args.force)
     if printed:
-        emit(printed_lines(session, choice, args.show_events, args.max_depth))
+        max_events = args.max_events or None  # 0: every op
+        emit(printed_lines(session, choice, args.show_events, args.max_depth, max_events))
     for output in files:
         written = write_report(session, output, force=args.force)
         emit([f"report: {written}"])
@@ -93,7 +106,11 @@ def render(args: argparse.Namespace) -> int:
 
 
 def printed_lines(
-    session: ProfileSession, choice: TableChoice, show_events: bool, max_depth: int | None
+    session: ProfileSession,
+    choice: TableChoice,
+    show_events: bool,
+    max_depth: int | None,
+    max_events: int | None = MAX_EVENTS,
 ) -> list[str]:
     """What `report` prints of a session: a noisy run's warning above the table, the table fitted
     to the terminal, what to know of it, the FLOPs and verdicts of a --flops run, the ranks."""
@@ -102,7 +119,9 @@ def printed_lines(
     from hybridprof.reporting.text.ranks_text import rank_lines
     from hybridprof.reporting.trust import stability_line
 
-    fitted = fitted_table(session, choice, show_events=show_events, max_depth=max_depth)
+    fitted = fitted_table(
+        session, choice, show_events=show_events, max_depth=max_depth, max_events=max_events
+    )
     noisy = stability_line(session)
     above = [f"warning: {noisy}"] if noisy else []
     return [*above, fitted.text, *fitted.notes(), *roofline_lines(session), *rank_lines(session)]

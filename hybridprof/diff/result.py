@@ -13,8 +13,8 @@ from hybridprof.diff.shift import RunShift
 
 DIFF_KIND = "hybridprof-diff"
 # 2: run-wide shifts, knock-on layers; 3: paired runs, the min-delta floor, "inconclusive" and
-# the gate's answer (files of versions 1 and 2 still load)
-DIFF_SCHEMA_VERSION = 3
+# the gate's answer; 4: what of each layer's own work changed (files of versions 1 to 3 load)
+DIFF_SCHEMA_VERSION = 4
 DEFAULT_THRESHOLD_PCT = 5.0
 METHOD = (
     "95% confidence interval of the difference of medians, from each run's distribution-free "
@@ -112,6 +112,9 @@ class LayerDiff:
     ops: tuple[OpChange, ...] = ()  # only for a changed, added or removed layer
     # Slower or faster with its own work unchanged, while another layer's changed: not its own.
     knock_on: bool = False
+    # What of its own work differs between the runs (`diff.shift.own_work_changes`): () the same
+    # work; None not compared (an added or removed layer, a file of version 3 or older).
+    own_work: tuple[str, ...] | None = None
 
     @property
     def path(self) -> str:

@@ -37,7 +37,13 @@ from hybridprof.diff.result import (
     OpChange,
     Pairing,
 )
-from hybridprof.diff.shift import KNOCK_ON_MAX_PCT, RunShift, estimate_shift, same_own_work
+from hybridprof.diff.shift import (
+    KNOCK_ON_MAX_PCT,
+    RunShift,
+    around_layers,
+    estimate_shift,
+    own_work_changes,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +90,7 @@ def diff_sessions(
     rules = _rules(pairs, threshold_pct, floor, paired and unpaired is None)
     shifts = {} if rules.paired else run_shifts(pairs)
     layers = [_layer_diff(b, n, rule, rules, shifts) for b, n, rule in pairs]
-    layers = _mark_knock_on(layers, pairs, base.iterations, new.iterations)
+    layers = _mark_knock_on(layers, pairs, base, new)
     layers.sort(key=_layer_order)
     shift = shifts.get("self_cpu_us")
     total_shift = _total_shift(base, new, shift, threshold_pct)
@@ -199,14 +205,21 @@ def _shift_warnings(
 
 
 def _mark_knock_on(
-    layers: list[LayerDiff], pairs: Sequence[Pair], base_iterations: int, new_iterations: int
+    layers: list[LayerDiff], pairs: Sequence[Pair], base: ProfileSession, new: ProfileSession
 ) -> list[LayerDiff]:
-    """Mark the slower/faster layers whose own work is unchanged as knock-on, when another
-    layer's own work changed (added, removed, or different ops, shapes or calls)."""
-    same = [
-        b is not None and n is not None and same_own_work(b, n, base_iterations, new_iterations)
-        for b, n, _ in pairs
-    ]
+    """Say what of each matched layer's own work changed, and mark the slower/faster layers
+    whose own work is unchanged as knock-on, when another layer's own work changed (added,
+    removed, or different ops, shapes, calls or parameters, with what its record does not hold:
+    its unprofiled children's parameters, its profiled children's shapes)."""
+    base_around, new_around = around_layers(base), around_layers(new)
+
+    def changes_of(b: ModuleRecord, n: ModuleRecord) -> tuple[str, ...]:
+        around = (base_around[b.path], new_around[n.path])
+        return own_work_changes(b, n, base.iterations, new.iterations, around)
+
+    changes = [changes_of(b, n) if b is not None and n is not None else None for b, n, _ in pairs]
+    layers = [replace(layer, own_work=c) for layer, c in zip(layers, changes, strict=True)]
+    same = [c == () for c in changes]
     changed_elsewhere = any(
         not unchanged and layer.verdict in ("slower", "faster", "added", "removed")
         for layer, unchanged in zip(layers, same, strict=True)

@@ -570,6 +570,28 @@ def op_cells(
     return cells
 
 
+# The op columns whose figures include nested ops: a sum over ops would count a nested op twice.
+OP_INCLUSIVE_COLUMNS = frozenset({"total", "bwd-total", "dev-total", "mem", "dev-mem"})
+
+
+def op_rest_cells(
+    columns: Sequence[LayerColumn], shown: Callable[[LayerColumn], bool] = lambda _: True
+) -> Callable[[OpStat], list[str]]:
+    """The cells of a `... K more ops` row, given its ops summed into one OpStat: the self
+    figures and calls (so each self column still adds up to the layer's), the inclusive ones
+    empty."""
+    plain = op_cells(columns, shown)
+    inclusive = [i for i, c in enumerate(columns) if c.key in OP_INCLUSIVE_COLUMNS]
+
+    def cells(summed: OpStat) -> list[str]:
+        row = plain(summed)
+        for i in inclusive:
+            row[i] = ""
+        return row
+
+    return cells
+
+
 def cell(column: LayerColumn, row: LayerRow) -> str:
     return text_cells([column])(row)[0]
 
@@ -612,6 +634,7 @@ __all__ = [
     "cell",
     "frame_value",
     "op_cells",
+    "op_rest_cells",
     "page_cell",
     "present",
     "text_cells",

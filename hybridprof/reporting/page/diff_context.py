@@ -25,11 +25,13 @@ from hybridprof.reporting.text.diff_text import (
     gate_lines,
     interval_text,
     layer_title,
+    own_work_text,
     pairing_line,
     shift_lines,
     signed_pct,
     signed_time,
     verdict_label,
+    with_own_work,
 )
 
 DIFF_TEMPLATE = "diff.html.j2"
@@ -54,6 +56,7 @@ class Row:
     cells: tuple[Cell, ...]
     ops: tuple[str, ...]
     css_class: str  # v-slower, v-within-noise, ... (+ knock-on)
+    own_work: str = ""  # what of its own work changed, or that none did ("": not compared)
 
 
 COLUMNS = (
@@ -95,6 +98,7 @@ def _row(layer: LayerDiff, columns: tuple[tuple[str, str], ...]) -> Row:
         tuple(cells),
         ops,
         f"v-{layer.verdict.replace(' ', '-')}" + (" knock-on" if layer.knock_on else ""),
+        own_work_text(layer) if layer.verdict != "within noise" else "",
     )
 
 
@@ -204,7 +208,7 @@ def _tops(diff: DiffResult) -> list[tuple[str, list[str]]]:
         (
             title,
             [
-                f"{layer_title(x)}: {change_text(c)}"
+                with_own_work(f"{layer_title(x)}: {change_text(c)}", x)
                 for x in group[:5]
                 if (c := x.change("self_cpu_us")) is not None
             ],

@@ -75,6 +75,24 @@ def change_text(change: Change) -> str:
     return text + f", 95% CI {interval_text(change)}): {change.verdict}"
 
 
+def own_work_text(layer: LayerDiff) -> str:
+    """Why a layer's time moved, as far as its own work tells: what of it changed (its input
+    grew, say: the same code doing more work), or that it is the same; "" when not compared."""
+    if layer.own_work is None:
+        return ""
+    if not layer.own_work:
+        return "own work unchanged (same ops, calls and shapes)"
+    return "own work changed: " + "; ".join(layer.own_work)
+
+
+def with_own_work(text: str, layer: LayerDiff) -> str:
+    """A slower or faster layer's line, with what of its own work changed after it."""
+    if layer.verdict not in ("slower", "faster") or layer.knock_on:
+        return text
+    said = own_work_text(layer)
+    return f"{text}; {said}" if said else text
+
+
 def verdict_label(layer: LayerDiff) -> str:
     """`slower`, or `slower (knock-on)` when its own work did not change."""
     return f"{layer.verdict} (knock-on)" if layer.knock_on else layer.verdict
@@ -176,7 +194,7 @@ def summary_lines(diff: DiffResult) -> list[str]:
         for layer in layers[:TOP]:
             found = layer.change("self_cpu_us")
             shown = change_text(found) if found else layer.verdict
-            lines.append(f"  {title}: {layer_title(layer)}: self {shown}")
+            lines.append(with_own_work(f"  {title}: {layer_title(layer)}: self {shown}", layer))
     return lines
 
 
@@ -200,6 +218,8 @@ def layer_lines(layer: LayerDiff) -> list[str]:
         lines.append(
             f"    {QUANTITY_TITLES.get(change.quantity, change.quantity)}: " + change_text(change)
         )
+    if own_work_text(layer):
+        lines.append(f"    {own_work_text(layer)}")
     if layer.ops:
         lines.append("    ops (self CPU per iteration):")
         lines.extend(op_lines(layer.ops))
@@ -232,7 +252,8 @@ def brief_lines(diff: DiffResult) -> list[str]:
     for title, layers in (("slower", diff.regressions()), ("faster", diff.improvements())):
         for layer in layers[:BRIEF_LAYERS]:
             found = layer.change("self_cpu_us")
-            lines.append(f"  {title}: {layer_title(layer)}: self {brief_change(found)}")
+            line = f"  {title}: {layer_title(layer)}: self {brief_change(found)}"
+            lines.append(with_own_work(line, layer))
         if len(layers) > BRIEF_LAYERS:
             lines.append(f"  ... and {len(layers) - BRIEF_LAYERS} more {title} (-v lists them)")
         named += len(layers)

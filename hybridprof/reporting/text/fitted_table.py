@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
+from hybridprof.analysis.op_list import MAX_EVENTS
 from hybridprof.analysis.tree import CutRows, with_cuts
 from hybridprof.datamodel import ProfileSession
 from hybridprof.errors import UsageError
@@ -25,12 +26,11 @@ from hybridprof.reporting.layer_columns import (
     BY_KEY,
     LayerColumn,
     OnTerminal,
-    op_cells,
     present,
     text_cells,
     title,
 )
-from hybridprof.reporting.text.text_table import TableText, op_names, tree_prefixes
+from hybridprof.reporting.text.text_table import TableText, op_rows, tree_prefixes
 
 MIN_NAME = 16  # the Module column is never cut narrower
 MODULE_ORDER = "module"
@@ -177,13 +177,15 @@ def fitted_table(
     show_events: bool = False,
     max_depth: int | None = None,
     only: Collection[str] | None = None,
+    max_events: int | None = MAX_EVENTS,
 ) -> FittedTable:
-    """The tree table for a terminal (see the module docstring)."""
+    """The tree table for a terminal (see the module docstring); with `show_events`, each layer's
+    heaviest `max_events` ops (None: every op) and a `... K more ops` row for the rest."""
     table = layer_table(session)
     cols, missing = chosen_columns(table, choice.columns)
     rows = [r for r in table.tree() if max_depth is None or r.depth <= max_depth]
     lines = ordered_rows(rows if only is None else with_cuts(rows, set(only)), choice.sort, table)
-    names, cells = _cells(lines, cols, show_events)
+    names, cells = _cells(lines, cols, show_events, max_events)
     optimizer = list(table.optimizer())  # a training step's: its rows are part of the headline
     for row, prefix in zip(optimizer, tree_prefixes(optimizer), strict=True):
         names.append(prefix + row.name)
@@ -205,12 +207,15 @@ def fitted_table(
 
 
 def _cells(
-    rows: list[Line], cols: list[LayerColumn], show_events: bool
+    rows: list[Line], cols: list[LayerColumn], show_events: bool, max_events: int | None
 ) -> tuple[list[str], list[list[str]]]:
     names: list[str] = []
     cells: list[list[str]] = []
     row_cells = text_cells(cols)
-    op_row_cells = op_cells(cols, lambda c: printed(c).ops)
+
+    def on_terminal(column: LayerColumn) -> bool:
+        return printed(column).ops
+
     for row, prefix in zip(rows, tree_prefixes(rows), strict=True):
         if isinstance(row, CutRows):  # rows left out: no figures of its own
             names.append(prefix + row.label)
@@ -219,9 +224,9 @@ def _cells(
         names.append(prefix + row.name)
         cells.append(row_cells(row))
         if show_events and row.record is not None and row.kind == "layer":
-            for op, name in zip(row.record.ops, op_names(row.record.ops, prefix), strict=True):
+            for name, *op_row in op_rows(row.record.ops, prefix, cols, max_events, on_terminal):
                 names.append(name)
-                cells.append(op_row_cells(op))
+                cells.append(op_row)
     return names, cells
 
 

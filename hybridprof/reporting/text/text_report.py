@@ -36,7 +36,9 @@ def render_text_report(session: ProfileSession) -> str:
     if session.stability is not None:
         stability = session.stability
         lines.append(f"stability: {stability.verdict}: {stability_text(stability)}")
-    lines += ["", render_text(session, show_events=True), *roofline_section(session)]
+    # A file is searched, not read on one screen: it lists every op of every layer.
+    every_op = render_text(session, show_events=True, max_events=None)
+    lines += ["", every_op, *roofline_section(session)]
     lines += memory_section(session)
     if session.compiled is not None:
         from hybridprof.reporting.text.compiled_text import compile_lines

@@ -5,9 +5,11 @@ Self CPU Mem, CPU Mem (and Self CUDA Mem, CUDA Mem with a device) only when memo
 Number of Calls (per iteration when the session has several). With backward, the backward self and
 total time follow the forward ones. Times are per-iteration medians, formatted as torchprof did
 (us/ms/s, B/KB/MB); where the session kept enough iterations, the CPU times carry their 95%
-confidence interval (`84.200us ±3%`, see `reporting.trust`). `show_events` adds one row per op
-under each layer (backward ops carry their own forward-looking columns: an op's self/total is its
-time, in whichever pass it ran).
+confidence interval (`84.200us ±3%`, see `reporting.trust`). `show_events` adds the ops under
+each layer, heaviest first (a backward op's times under the backward columns): at most
+`max_events` of them (`analysis.op_list`; None lists every op), and for the rest one
+`... K more ops (time)` row per pass holding their summed self figures, so each self column still
+adds up to the layer's.
 
 A last row, `(outside modules)`, holds the profiled time in no profiled module (the loss, backward
 glue, code around the model), so the Self CPU column adds up to the whole iteration; a container
@@ -21,17 +23,19 @@ empty cell.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from hybridprof.analysis.layer_table import LayerTable, layer_table
+from hybridprof.analysis.op_list import MAX_EVENTS, LeftOut, op_list
 from hybridprof.analysis.tree import TreeNode
 from hybridprof.datamodel import OpStat, ProfileSession
-from hybridprof.reporting.format import visible
+from hybridprof.reporting.format import format_time_us, visible
 from hybridprof.reporting.layer_columns import (
     BY_KEY,
     LayerColumn,
     op_cells,
+    op_rest_cells,
     present,
     text_cells,
     title,
@@ -71,9 +75,11 @@ def render_text(
     max_depth: int | None = None,
     outside_row: bool = True,
     only: Collection[str] | None = None,
+    max_events: int | None = MAX_EVENTS,
 ) -> TableText:
     """The tree table as one string (no trailing newline); `outside_row=False` leaves out the
-    `(outside modules)` row (torchprof's table had none), `only` keeps just those paths' rows."""
+    `(outside modules)` row (torchprof's table had none), `only` keeps just those paths' rows,
+    `max_events` is how many ops a layer lists with `show_events` (None: every one)."""
     table = layer_table(session)
     cols = columns(table)
     cells = text_cells(cols)
@@ -86,12 +92,12 @@ def render_text(
     for row, prefix in zip(rows, tree_prefixes(rows), strict=True):
         body.append([prefix + row.name, *cells(row)])
         if show_events and row.record is not None and row.kind == "layer":
-            body.extend(_op_rows(row.record.ops, prefix, cols))
+            body.extend(op_rows(row.record.ops, prefix, cols, max_events))
     optimizer = list(table.optimizer())
     for row, prefix in zip(optimizer, tree_prefixes(optimizer), strict=True):
         body.append([prefix + row.name, *cells(row)])
         if show_events and row.kind == "optimizer" and session.optimizer is not None:
-            body.extend(_op_rows(session.optimizer.ops, prefix, cols))
+            body.extend(op_rows(session.optimizer.ops, prefix, cols, max_events))
     outside = table.outside()
     if outside_row and outside is not None:
         body.append([outside.name, *cells(outside)])
@@ -99,19 +105,38 @@ def render_text(
     return TableText(format_table(header, body))
 
 
-def _op_rows(ops: tuple[OpStat, ...], prefix: str, cols: list[LayerColumn]) -> list[list[str]]:
-    names, cells = op_names(ops, prefix), op_cells(cols)
-    return [[name, *cells(op)] for op, name in zip(ops, names, strict=True)]
+def op_rows(
+    ops: Sequence[OpStat],
+    prefix: str,
+    cols: Sequence[LayerColumn],
+    max_events: int | None,
+    shown: Callable[[LayerColumn], bool] = lambda _: True,
+) -> list[list[str]]:
+    """A layer's op rows (name, then one cell per column; `shown` columns carry op figures): its
+    heaviest `max_events` ops, then a `... K more ops (time)` row per pass for the rest
+    (`analysis.op_list`)."""
+    chosen = op_list(ops, max_events)
+    lead = op_lead(prefix)
+    cells, rest_cells = op_cells(cols, shown), op_rest_cells(cols, shown)
+    rows = [[lead + _short(op.name), *cells(op)] for op in chosen.listed]
+    return rows + [
+        [lead + left_out_name(rest), *rest_cells(rest.summed)] for rest in chosen.left_out
+    ]
+
+
+def left_out_name(rest: LeftOut) -> str:
+    what = "backward op" if rest.summed.backward else "op"
+    plural = "" if rest.ops == 1 else "s"
+    return f"... {rest.ops} more {what}{plural} ({format_time_us(rest.summed.self_cpu_us)})"
 
 
 OP_NAME_MAX = 48  # longer op names (autograd's `evaluate_function: ...`) are cut in the middle
 
 
-def op_names(ops: tuple[OpStat, ...], prefix: str) -> list[str]:
+def op_lead(prefix: str) -> str:
     """Ops hang under their layer: the layer's tree line continued, then the op name indented
     (cut in the middle past OP_NAME_MAX, so its start and its end show)."""
-    lead = prefix.replace("├──", "│  ").replace("└──", "   ") + "    "
-    return [lead + _short(op.name) for op in ops]
+    return prefix.replace("├──", "│  ").replace("└──", "   ") + "    "
 
 
 def _short(name: str) -> str:
@@ -157,7 +182,9 @@ __all__ = [
     "TableText",
     "columns",
     "format_table",
-    "op_names",
+    "left_out_name",
+    "op_lead",
+    "op_rows",
     "render_text",
     "tree_prefixes",
 ]

@@ -168,3 +168,19 @@ def test_a_negative_max_depth_is_refused(
     lines = capsys.readouterr().out.splitlines()  # a noisy run's warning may come first
     header = next(i for i, line in enumerate(lines) if line.startswith("Module "))
     assert lines[header + 2].startswith("Sequential ")  # the root row, under the header
+
+
+def test_show_events_lists_the_heaviest_ops_and_max_events_0_every_one(
+    saved: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--show-events` lists each layer's heaviest ops and a `... K more ops` row for the rest
+    (`--max-events N`); `--max-events 0` lists every op; a negative count is refused."""
+    assert main(["report", str(saved), "--show-events", "--max-events", "1"]) == 0
+    few = capsys.readouterr().out
+    assert "more ops (" in few
+    assert main(["report", str(saved), "--show-events", "--max-events", "0"]) == 0
+    every = capsys.readouterr().out
+    assert "more ops" not in every and len(every.splitlines()) > len(few.splitlines())
+    assert "aten::addmm" in every and "aten::linear" in every
+    assert main(["report", str(saved), "--show-events", "--max-events", "-1"]) == 2
+    assert "--max-events must be 0 (every op) or more, got -1" in error_line(capsys)

@@ -182,3 +182,50 @@ def test_a_44_layer_model_s_answer_fits_one_screen(
     main([*argv, "--iters", "8", "-v"])
     detailed = capsys.readouterr().out
     assert "ops (self CPU per iteration):" in detailed and "method: paired" in detailed
+
+
+def test_one_wider_mlp_says_what_of_each_layers_own_work_changed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 37's pair: the GPT against the same with block 2's MLP 4x wider. Whatever the
+    timings say, the comparison knows what changed: the GELU in the wider MLP got a 4x input
+    (the same code doing more work, so never knock-on), the other blocks' layers did the same
+    work; with the parents, the MLP passes the wider tensors between its children; profiled at
+    --depth 2, block 2's self time holds its MLP, whose parameters grew."""
+    base = tmp_path / "base.py"
+    shutil.copy(FIXTURES / "gpt_blocks.py", base)
+    new = tmp_path / "new.py"
+    new.write_text(
+        base.read_text().replace(
+            "def build_model():\n    return GPT()",
+            "def build_model():\n    model = GPT()\n    model.blocks[2].mlp = MLP(32, 16 * 32)\n"
+            "    return model",
+        )
+    )
+    argv = ["diff", "--run", str(base), str(new), "--warmup", "1", "--iters", "4", "--force"]
+
+    def own_work(*extra: str) -> dict[str, list[str] | None]:
+        saved = tmp_path / "diff.json"
+        main([*argv, *extra, "--report", str(saved)])
+        capsys.readouterr()
+        return {
+            layer["new_path"]: layer["own_work"]
+            for layer in json.loads(saved.read_text())["layers"]
+        }
+
+    leaves = own_work()
+    assert leaves["blocks.2.mlp.act"] == [
+        "input 2x16x128 -> 2x16x512",
+        "output 2x16x128 -> 2x16x512",
+    ]
+    assert leaves["blocks.1.mlp.act"] == [] and leaves["blocks.2.ln2"] == []
+    assert leaves["blocks.2.mlp.fc"] == [
+        "parameters 4,224 -> 16,896",
+        "output 2x16x128 -> 2x16x512",
+    ]
+    parents = own_work("--with-parents")  # the MLP's own code passes the wider tensors on
+    assert parents["blocks.2.mlp"][0].startswith("its children's shapes act input 2x16x128 -> ")
+    assert parents["blocks.2"] == [] and parents["blocks.1.mlp"] == []
+    blocks = own_work("--depth", "2")
+    assert blocks["blocks.2"] == ["parameters of its children not profiled 12,704 -> 37,664"]
+    assert blocks["blocks.1"] == [] and blocks["tok"] == []

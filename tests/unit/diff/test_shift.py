@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -17,7 +18,7 @@ from hybridprof.datamodel import (
     Stability,
     Stat,
 )
-from hybridprof.diff import DiffResult, diff_sessions
+from hybridprof.diff import DiffResult, LayerDiff, diff_sessions
 from hybridprof.diff.shift import MIN_SHIFT_LAYERS, estimate_shift, same_own_work
 from hybridprof.reporting.diff_data import render_diff_csv
 from hybridprof.reporting.page.diff_context import render_diff_html
@@ -202,3 +203,116 @@ def test_shifts_round_trip_and_a_version_1_diff_still_loads() -> None:
     loaded = DiffResult.from_json(json.dumps(old))
     assert loaded.shifts == () and not any(layer.knock_on for layer in loaded.layers)
     assert math.isclose(loaded.total.delta, diff.total.delta)
+
+
+# Issue 37's scenario: one block's MLP made 4x wider. Its GELU runs the same code on a 4x input;
+# its Block's own work (two adds) is the same; profiled at a depth that stops at the Block, the
+# Block's self time holds the wider MLP's matmuls.
+BLOCK = ("blocks.1", "Block", 20.0)
+
+
+def _widened(seed: int, scale: dict[str, float]) -> tuple[ProfileSession, ProfileSession]:
+    """Base and new runs of LAYERS plus the Block (two adds), new with blocks.1.fc's own work
+    changed (4x the calls of its op) and the times of `scale`."""
+    layers = (*LAYERS, BLOCK)
+    new = _run(seed + 1, layers=layers, scale=scale, op_calls={"blocks.1.fc": 4})
+    return _adds(_run(seed, layers=layers)), _adds(new)
+
+
+def _adds(session: ProfileSession) -> ProfileSession:
+    records = tuple(
+        replace(r, ops=(op("aten::add", 2, r.self_cpu_us.median, r.self_cpu_us.median),))
+        if r.class_name == "Block"
+        else r
+        for r in session.records
+    )
+    return replace(session, records=records)
+
+
+def _layer_of(diff: DiffResult, path: str) -> LayerDiff:
+    return next(layer for layer in diff.layers if layer.path == path)
+
+
+def test_an_activation_whose_input_grew_is_slower_and_says_why() -> None:
+    base, new = _widened(1, {"blocks.1.fc": 4.0, "blocks.1.act": 1.4, "blocks.2.fc": 1.2})
+    grown = tuple(
+        replace(r, input_shapes=("8x256",), output_shapes=("8x256",))
+        if r.path == "blocks.1.act"
+        else r
+        for r in new.records
+    )
+    diff = diff_sessions(base, replace(new, records=grown))
+    act = _layer_of(diff, "blocks.1.act")
+    assert act.verdict == "slower" and not act.knock_on  # more work: its own change
+    assert act.own_work == ("input 8x64 -> 8x256", "output 8x64 -> 8x256")
+    line = next(x for x in render_diff_text(diff).splitlines() if "blocks.1.act" in x)
+    assert line.endswith("own work changed: input 8x64 -> 8x256; output 8x64 -> 8x256"), line
+    assert "own work changed: input 8x64 -> 8x256" in render_diff_text(diff, verbose=True)
+    page = render_diff_html(diff)  # in the summary's list and under the layer in the table
+    assert page.count("own work changed: input 8x64 -&gt; 8x256") == 2
+    neighbour = _layer_of(diff, "blocks.2.fc")  # its work the same: knock-on, as before
+    assert neighbour.knock_on and neighbour.own_work == ()
+
+
+def test_a_block_whose_own_adds_did_not_change_is_knock_on_and_a_big_move_says_so() -> None:
+    base, new = _widened(1, {"blocks.1.fc": 4.0, "blocks.1": 1.25})
+    block = _layer_of(diff_sessions(base, new), "blocks.1")
+    assert block.verdict == "slower" and block.knock_on and block.own_work == ()
+    # +751%: over KNOCK_ON_MAX_PCT a move is the layer's own, and the line says its work is
+    # the same, so the reader knows it is not a change of its code or its input.
+    base, new = _widened(1, {"blocks.1.fc": 4.0, "blocks.1": 8.51})
+    diff = diff_sessions(base, new)
+    block = _layer_of(diff, "blocks.1")
+    assert block.verdict == "slower" and not block.knock_on
+    line = next(x for x in render_diff_text(diff).splitlines() if "blocks.1 [Block]" in x)
+    assert line.endswith("; own work unchanged (same ops, calls and shapes)"), line
+
+
+def test_a_block_holding_its_unprofiled_mlp_is_not_knock_on_when_the_mlp_widened() -> None:
+    """At --depth 2 the Block is profiled and its MLP is not: the wider MLP's matmuls are in the
+    Block's self time. Its own ops, calls and shapes are the same, so it read as knock-on of
+    another change and the regression was hidden; the parameters of its children not profiled
+    tell the change."""
+    layers = (*LAYERS, BLOCK)
+    scale = {"blocks.3.fc": 4.0, "blocks.1": 1.3}
+    base = _run(1, layers=layers)
+    new = _run(2, layers=layers, scale=scale, op_calls={"blocks.3.fc": 4})
+    mlp = target("blocks.1.mlp.fc", "Linear", leaf=False)  # selected=False: not profiled
+    base = replace(
+        base, plan=replace(base.plan, targets=(*base.plan.targets, replace(mlp, param_count=4160)))
+    )
+    new = replace(
+        new, plan=replace(new.plan, targets=(*new.plan.targets, replace(mlp, param_count=16640)))
+    )
+    diff = diff_sessions(base, new)
+    block = _layer_of(diff, "blocks.1")
+    assert block.verdict == "slower" and not block.knock_on
+    assert block.own_work == ("parameters of its children not profiled 4,160 -> 16,640",)
+    assert "blocks.1" in {layer.path for layer in diff.regressions()}
+
+
+def test_a_version_3_diff_loads_with_own_work_not_compared() -> None:
+    base, new = _widened(1, {"blocks.1.fc": 4.0})
+    diff = diff_sessions(base, new)
+    assert DiffResult.from_json(diff.to_json()) == diff
+    old = json.loads(diff.to_json())
+    old["schema_version"] = 3
+    for layer in old["layers"]:
+        layer.pop("own_work")
+    loaded = DiffResult.from_json(json.dumps(old))
+    assert all(layer.own_work is None for layer in loaded.layers)
+    assert "own work" not in render_diff_text(loaded, verbose=True)
+
+
+def test_a_parent_whose_own_op_works_on_a_grown_child_output_is_not_knock_on() -> None:
+    """nanoGPT's MLP runs `F.gelu` on its `fc`'s output in its own forward: widened, the parent's
+    ops, calls and shapes are the same, yet its own gelu works on a 4x tensor. The shapes its
+    children take and give are its own work too."""
+    base, new = _widened(1, {"blocks.1.fc": 4.0, "blocks.1": 1.3})
+    grown = tuple(
+        replace(r, output_shapes=("8x256",)) if r.path == "blocks.1.fc" else r for r in new.records
+    )
+    diff = diff_sessions(base, replace(new, records=grown))
+    parent = _layer_of(diff, "blocks.1")
+    assert parent.verdict == "slower" and not parent.knock_on
+    assert parent.own_work == ("its children's shapes fc output 8x64 -> 8x256",)

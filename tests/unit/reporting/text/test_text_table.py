@@ -147,9 +147,9 @@ def test_events_follow_their_layer() -> None:
     lines = render_text(session(profile_memory=True), show_events=True).splitlines()
     conv = next(i for i, line in enumerate(lines) if line.startswith("│   ├── 0"))
     assert [line.split("|")[0].strip(" │") for line in lines[conv + 1 : conv + 4]] == [
-        "aten::mkldnn_convolution",
-        "aten::conv2d",
+        "aten::mkldnn_convolution",  # heaviest first
         "aten::empty",
+        "aten::conv2d",
     ]
     assert "-2.00 KB" in lines[-1]
 
@@ -200,3 +200,40 @@ def test_backward_events_sit_under_the_backward_columns_and_long_names_are_cut()
     assert fwd[titles.index("Self CPU (backward)")] == ""
     assert "autograd::engine::evalu…" in cells[0] and cells[0].endswith("AccumulateGrad")
     assert len(cells[0]) <= 4 + 4 + 48
+
+
+def test_a_layer_lists_its_heaviest_ops_and_a_row_for_the_rest() -> None:
+    """A training step's layer runs 20 or more ops: the table lists the heaviest `max_events`
+    and one `... K more ops (time)` row per pass whose self cells hold the rest's sum (so the
+    column adds up), its total cells empty (ops nest); max_events=None lists every op."""
+    from tests.sessions import backward_session, op
+
+    session = backward_session()
+    forward = tuple(op(f"aten::f{i:02d}", 1, 20.0 - i, 30.0) for i in range(12))
+    backward = tuple(op(f"aten::b{i:02d}", 2, 10.0 - i, 40.0, bwd=True) for i in range(6))
+    records = tuple(
+        replace(r, ops=forward + backward) if r.path == "fc1" else r for r in session.records
+    )
+    session = replace(session, records=records)
+    header, *lines = str(render_text(session, show_events=True, max_events=4)).splitlines()
+    titles = [t.strip() for t in header.split(" | ")]
+    ops = [line for line in lines if any(k in line for k in ("aten::f", "aten::b", "more "))]
+    assert [line.split("|")[0].strip(" │") for line in ops] == [
+        "aten::f00",
+        "aten::f01",
+        "aten::f02",
+        "aten::f03",
+        "... 8 more ops (100.000us)",
+        "... 6 more backward ops (45.000us)",
+    ]
+    rest, rest_bwd = ([c.strip() for c in line.split(" | ")] for line in ops[-2:])
+    assert rest[titles.index("Self CPU total")] == "100.000us"  # 16 + 15 + ... + 9
+    assert rest[titles.index("CPU total")] == ""
+    assert rest_bwd[titles.index("Self CPU (backward)")] == "45.000us"
+    assert rest_bwd[titles.index("CPU total (backward)")] == ""
+    assert rest_bwd[titles.index("Self CPU total")] == ""
+    every = str(render_text(session, show_events=True, max_events=None))
+    assert all(o.name in every for o in forward + backward) and "more ops" not in every
+    from hybridprof.reporting.text.text_report import render_text_report
+
+    assert every in render_text_report(session)  # the .txt report lists every op
