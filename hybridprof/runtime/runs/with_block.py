@@ -22,6 +22,7 @@ from hybridprof.runtime.basics.quiet import quiet_fd2
 from hybridprof.runtime.basics.workload import resolve_device
 from hybridprof.runtime.compiled import dynamo_facts
 from hybridprof.runtime.compiled.compiled_run import compiled_run
+from hybridprof.runtime.compiled.detect import compiled_wrapper_of
 from hybridprof.runtime.distributed.fsdp_units import fsdp_unit_bytes
 from hybridprof.runtime.measures.aggregate import RunFacts, environment
 from hybridprof.runtime.measures.iteration import IterationMeasure
@@ -63,7 +64,11 @@ class BlockRun:
             plan, device, profile_memory=options.profile_memory, keep_raw_events=True, training=True
         )
         self._dynamo = dynamo_facts.snapshot()  # a compiled caller is seen by what dynamo did
-        self.compiled = compiled_run(model, options.strategy)
+        # A caller's compiled wrapper around the model is what runs: its compiled code is mapped
+        # as if the wrapper were profiled, and the modules inside it are never patched (dynamo
+        # guards on them: a patch would make the wrapper compile again inside the block).
+        wrapper = compiled_wrapper_of(model)
+        self.compiled = compiled_run(wrapper if wrapper is not None else model, options.strategy)
         if self.compiled is not None:  # kernels of compiled code, mapped by a compile in the block
             config = replace(config, compiled=self.compiled)
         self.driver = Driver(
