@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +88,10 @@ def compiled_call_impl(module: nn.Module) -> Any:
     return module.__dict__.get("_compiled_call_impl")
 
 
+# The `torch.compile` wrappers hybridprof made itself (compile_again.py): never the caller's.
+OWN_WRAPPERS: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+
+
 def compiled_wrapper_of(model: nn.Module) -> nn.Module | None:
     """The `torch.compile(model)` wrapper that the caller keeps and calls while `model` itself is
     eager (a loop's `compiled = torch.compile(model)` with `Profile(model)`, the Hugging Face
@@ -99,10 +104,9 @@ def compiled_wrapper_of(model: nn.Module) -> nn.Module | None:
     wrapper_type = dynamo.OptimizedModule
     found = None
     for obj in gc.get_objects():  # type() never runs user code, unlike isinstance on a proxy
-        if (
-            issubclass(type(obj), wrapper_type)
-            and obj.__dict__["_modules"].get("_orig_mod") is model
-        ):
+        if not issubclass(type(obj), wrapper_type) or obj in OWN_WRAPPERS:
+            continue
+        if obj.__dict__["_modules"].get("_orig_mod") is model:
             found = obj  # gc lists objects oldest first: keep the newest wrapper
     return found
 

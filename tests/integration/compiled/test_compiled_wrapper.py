@@ -107,3 +107,25 @@ def test_the_hf_trainer_with_torch_compile_and_the_callback_has_layer_rows(
         assert record.backward_self_cpu_us is not None, path
         assert record.backward_self_cpu_us.median > 0, path
     assert session.optimizer is not None
+
+
+def test_a_wrapper_kept_but_not_called_in_the_block_is_said_with_the_fix() -> None:
+    torch.manual_seed(0)
+    model = fresh().MLP()
+    compiled = torch.compile(model)
+    x = torch.randn(4, 32)
+    compiled(x)  # compiled once, then the loop calls the model itself
+    with hybridprof.Profile(model) as prof:
+        for _ in range(2):
+            model(x)
+            prof.step()
+    session = prof.session()
+    assert session.warnings[0].startswith("the model has a torch.compile wrapper")
+    assert "del compiled" in session.warnings[0]
+    assert not any("no compiled code ran" in w for w in session.warnings)
+    del compiled  # as the warning says: then the block profiles the eager model
+    with hybridprof.Profile(model) as prof:
+        for _ in range(2):
+            model(x)
+            prof.step()
+    assert prof.session().records
