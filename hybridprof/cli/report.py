@@ -30,8 +30,16 @@ from hybridprof.cli.destinations import check_outputs, is_stdout
 from hybridprof.cli.terminal import emit
 from hybridprof.datamodel import ProfileSession
 from hybridprof.diff import DiffResult
+from hybridprof.diff.speedup import SpeedupSummary
 from hybridprof.errors import UsageError
-from hybridprof.reporting import known_extensions, renderer_for, write_diff_report, write_report
+from hybridprof.reporting import (
+    known_extensions,
+    renderer_for,
+    speedup_renderer_for,
+    write_diff_report,
+    write_report,
+    write_speedup_report,
+)
 from hybridprof.reporting.text.fitted_table import TableChoice
 
 
@@ -96,6 +104,8 @@ def render(args: argparse.Namespace) -> int:
     session = load_session_or_diff(args.session)
     if isinstance(session, DiffResult):
         return render_saved_diff(session, files, printed, args.force)
+    if isinstance(session, SpeedupSummary):
+        return render_saved_speedup(session, files, printed, args.force)
     if printed:
         max_events = args.max_events or None  # 0: every op
         emit(printed_lines(session, choice, args.show_events, args.max_depth, max_events))
@@ -135,5 +145,22 @@ def render_saved_diff(diff: DiffResult, outputs: list[Path], printed: bool, forc
         emit([render_diff_text(diff).rstrip("\n")])
     for output in outputs:
         written = write_diff_report(diff, output, force=force)
+        emit([f"report: {written}"])
+    return 0
+
+
+def render_saved_speedup(
+    summary: SpeedupSummary, outputs: list[Path], printed: bool, force: bool
+) -> int:
+    """An eager-vs-compiled comparison (`run --compare-eager`'s compare.json), printed or written
+    again as .html, .json or .txt."""
+    for output in outputs:
+        speedup_renderer_for(output)  # every format known before any file is written
+    if printed:
+        from hybridprof.reporting.text.speedup_text import render_speedup
+
+        emit([render_speedup(summary).rstrip("\n")])
+    for output in outputs:
+        written = write_speedup_report(summary, output, force=force)
         emit([f"report: {written}"])
     return 0

@@ -24,13 +24,14 @@ def run_speedup(
 ) -> ProfileSession:
     """Both lanes measured, the speed-up printed, and the comparison written to `files` (own
     names, checked before the run: replaced only over a comparison hybridprof wrote)."""
-    from hybridprof.reporting import write_diff_report
+    from hybridprof.reporting import write_speedup_report
     from hybridprof.reporting.text.speedup_text import render_speedup
 
     result = setup.measure_speedup(inputs, plan, options, progress=progress)
-    print(render_speedup(result), file=sys.stderr, end="")
+    summary = result.summary()  # one set of figures for the terminal and both files
+    print(render_speedup(summary), file=sys.stderr, end="")
     make_folders(files)
     for path in files:
-        written = write_diff_report(result.diff, path, own=True)
+        written = write_speedup_report(summary, path, own=True)
         print(f"comparison: {written}", file=sys.stderr)
     return result.compiled  # type: ignore[no-any-return]

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from hybridprof.datamodel.schema import PLAN_KIND, SESSION_KIND
 from hybridprof.diff.result import DIFF_KIND
+from hybridprof.diff.speedup import SPEEDUP_KIND
 from hybridprof.errors import OutputError
 
 # The tag every HTML report of hybridprof's carries in its <head> (reports/templates/base.html.j2).
@@ -50,7 +51,7 @@ def expected_kind(path: Path) -> str:
     if path.name.endswith(".plan.json"):
         return PLAN_KIND
     if path.name.endswith(SPEEDUP_JSON):
-        return DIFF_KIND
+        return SPEEDUP_KIND
     return _REPORT_KINDS.get(path.suffix.lower(), SESSION_KIND)
 
 
@@ -131,7 +132,9 @@ def _json_by_hybridprof(data: bytes, kind: str) -> bool:
     if not isinstance(parsed, dict):
         return False
     version = parsed.get("schema_version")
-    return parsed.get("kind") == kind and type(version) is int
+    # a compare.json of an older hybridprof was the two-session diff
+    kinds = (SPEEDUP_KIND, DIFF_KIND) if kind == SPEEDUP_KIND else (kind,)
+    return parsed.get("kind") in kinds and type(version) is int
 
 
 def _json_report_rows(parsed: object) -> bool:
@@ -150,7 +153,13 @@ def _no_follow(path: str, flags: int) -> int:
 
 
 def _kind_name(kind: str) -> str:
-    names = {SESSION_KIND: "session", PLAN_KIND: "plan", DIFF_KIND: "comparison", "html": "report"}
+    names = {
+        SESSION_KIND: "session",
+        PLAN_KIND: "plan",
+        DIFF_KIND: "comparison",
+        SPEEDUP_KIND: "comparison",
+        "html": "report",
+    }
     return names.get(kind, f"{kind} report")
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from hybridprof.datamodel import ProfilePlan, ProfileSession
 from hybridprof.diff import DIFF_KIND, DiffResult
+from hybridprof.diff.speedup import SPEEDUP_KIND, SpeedupSummary
 from hybridprof.errors import SessionFileError
 
 # A session of 10,000 layers is 6.5 MB; a file 40 times that is not one hybridprof wrote, and
@@ -125,13 +126,17 @@ def load_diff(path: str | Path) -> DiffResult:
         return DiffResult.from_json(text)
 
 
-def load_session_or_diff(path: str | Path) -> ProfileSession | DiffResult:
-    """A saved session or a saved comparison, told apart by the "kind" its JSON holds (whatever
-    the layout: compact, indented, keys sorted); the file is read once (it may be a pipe)."""
+def load_session_or_diff(path: str | Path) -> ProfileSession | DiffResult | SpeedupSummary:
+    """A saved session, a saved comparison or an eager-vs-compiled comparison (compare.json),
+    told apart by the "kind" its JSON holds (whatever the layout: compact, indented, keys
+    sorted); the file is read once (it may be a pipe)."""
     text = read_text(path, "session")
     with _naming(path):
-        if _kind_of(text) == DIFF_KIND:
+        kind = _kind_of(text)
+        if kind == DIFF_KIND:
             return DiffResult.from_json(text)
+        if kind == SPEEDUP_KIND:
+            return SpeedupSummary.from_json(text)
         return ProfileSession.from_json(text)
 
 

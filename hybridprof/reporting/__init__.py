@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 from hybridprof.datamodel import ProfileSession
 from hybridprof.datamodel.views import register_view
 from hybridprof.diff import DiffResult
+from hybridprof.diff.speedup import SpeedupResult, SpeedupSummary
 from hybridprof.errors import UsageError
 from hybridprof.files.outputs import check_output_path, write_atomic
 
@@ -100,6 +101,41 @@ def write_report(
     return write_atomic(path, renderer.render(session), force, own=own, replace_users=replace_users)
 
 
+# The eager-vs-compiled comparison (`--compare-eager`): extension -> (module, class).
+_SPEEDUP_REGISTRY: dict[str, tuple[str, str]] = {
+    ".html": ("hybridprof.reporting.page.speedup_page", "SpeedupHtmlRenderer"),
+    ".htm": ("hybridprof.reporting.page.speedup_page", "SpeedupHtmlRenderer"),
+    ".json": ("hybridprof.reporting.speedup_data", "SpeedupJsonRenderer"),
+    ".txt": ("hybridprof.reporting.text.speedup_text", "SpeedupTextRenderer"),
+}
+
+
+class SpeedupRenderer(Protocol):
+    extensions: tuple[str, ...]
+    binary: bool
+
+    def render(self, summary: SpeedupSummary) -> str | bytes: ...
+
+
+def speedup_renderer_for(path: str | Path) -> SpeedupRenderer:
+    renderer: SpeedupRenderer = _renderer_from(_SPEEDUP_REGISTRY, path, "speed-up report")
+    return renderer
+
+
+def write_speedup_report(
+    result: SpeedupResult | SpeedupSummary,
+    path: str | Path,
+    force: bool = False,
+    own: bool = False,
+) -> Path:
+    """The eager-vs-compiled comparison (what `profile(..., compare_eager=True)` returns, or its
+    summary) as .html, .json or .txt, written atomically (`own` as for `write_diff_report`)."""
+    renderer = speedup_renderer_for(path)
+    check_output_path(path, force, own=own)
+    summary = result.summary() if isinstance(result, SpeedupResult) else result
+    return write_atomic(path, renderer.render(summary), force, own=own)
+
+
 def diff_extensions() -> tuple[str, ...]:
     return tuple(sorted(_DIFF_REGISTRY))
 
@@ -149,11 +185,14 @@ install_views()
 __all__ = [
     "DiffRenderer",
     "Renderer",
+    "SpeedupRenderer",
     "diff_extensions",
     "diff_renderer_for",
     "install_views",
     "known_extensions",
     "renderer_for",
+    "speedup_renderer_for",
     "write_diff_report",
     "write_report",
+    "write_speedup_report",
 ]

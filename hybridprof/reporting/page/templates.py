@@ -37,6 +37,11 @@ def _read_template(name: str) -> str:
         ) from exc
 
 
+def read_template(name: str) -> str:
+    """One of the reports' own files (a template, a stylesheet, a script) as text."""
+    return _read_template(name)
+
+
 @functools.cache
 def template_env() -> jinja2.Environment:
     """The one jinja2 Environment of the reports (autoescape on, StrictUndefined)."""

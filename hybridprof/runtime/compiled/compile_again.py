@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import sys
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ from torch import nn
 
 from hybridprof.runtime.compiled.detect import (
     MODULE_COMPILE,
+    OWN_WRAPPERS,
     CompiledPart,
     backend_object,
     compiled_roots,
@@ -133,7 +135,9 @@ def _swaps(model: nn.Module) -> list[tuple[str, _Swap]]:
         else:  # a new wrapper's entry: the same choice of frame as the user's wrapper made
             eager: nn.Module = module.__dict__["_modules"]["_orig_mod"]
             with _attributes_kept(eager), _attributes_kept(module):
-                new = torch.compile(eager, backend=backend, **options).__dict__[attribute]
+                own = torch.compile(eager, backend=backend, **options)
+            OWN_WRAPPERS.add(typing.cast(nn.Module, own))  # not the caller's wrapper
+            new = own.__dict__[attribute]
         swaps.append((part.path, _Swap(module, attribute, new)))
     return swaps
 

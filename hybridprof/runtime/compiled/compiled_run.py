@@ -141,6 +141,12 @@ class CompiledRun:
             self.islands = IslandRanges(paths) if paths else None
         self._rewriter = None  # rebuilt with the new map on first use
 
+    def keep_only(self, model: nn.Module) -> None:
+        """Once the block has ended, hold the inner model instead of the caller's compiled
+        wrapper of it (the same modules, the same paths): a wrapper the caller deletes is then
+        neither kept alive by the profile nor found by the next block."""
+        self.model = model
+
     def begin_iteration(self) -> None:
         self.iterations += 1
         self._before = dynamo_facts.snapshot()

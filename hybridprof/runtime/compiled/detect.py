@@ -12,7 +12,9 @@ compiled anything has no compiled code (and importing dynamo costs ~1 s).
 
 from __future__ import annotations
 
+import gc
 import sys
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +86,29 @@ def is_optimized_module(module: nn.Module) -> bool:
 def compiled_call_impl(module: nn.Module) -> Any:
     """The `module.compile()` entry of a module (None when it was not compiled that way)."""
     return module.__dict__.get("_compiled_call_impl")
+
+
+# The `torch.compile` wrappers hybridprof made itself (compile_again.py): never the caller's.
+OWN_WRAPPERS: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+
+
+def compiled_wrapper_of(model: nn.Module) -> nn.Module | None:
+    """The `torch.compile(model)` wrapper that the caller keeps and calls while `model` itself is
+    eager (a loop's `compiled = torch.compile(model)` with `Profile(model)`, the Hugging Face
+    Trainer's `torch_compile=True` with the callback): the newest live `OptimizedModule` whose
+    `_orig_mod` is `model`, found in one scan of the live objects (tens of milliseconds), made
+    only when dynamo is loaded and `model` has no compiled code of its own. None: no wrapper."""
+    dynamo = sys.modules.get("torch._dynamo.eval_frame")
+    if dynamo is None or is_optimized_module(model) or compiled_roots(model):
+        return None
+    wrapper_type = dynamo.OptimizedModule
+    found = None
+    for obj in gc.get_objects():  # type() never runs user code, unlike isinstance on a proxy
+        if not issubclass(type(obj), wrapper_type) or obj in OWN_WRAPPERS:
+            continue
+        if obj.__dict__["_modules"].get("_orig_mod") is model:
+            found = obj  # gc lists objects oldest first: keep the newest wrapper
+    return found
 
 
 def compiled_roots(model: nn.Module) -> list[tuple[CompiledPart, nn.Module, Any]]:

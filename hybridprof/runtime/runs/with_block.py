@@ -22,6 +22,7 @@ from hybridprof.runtime.basics.quiet import quiet_fd2
 from hybridprof.runtime.basics.workload import resolve_device
 from hybridprof.runtime.compiled import dynamo_facts
 from hybridprof.runtime.compiled.compiled_run import compiled_run
+from hybridprof.runtime.compiled.detect import compiled_wrapper_of
 from hybridprof.runtime.distributed.fsdp_units import fsdp_unit_bytes
 from hybridprof.runtime.measures.aggregate import RunFacts, environment
 from hybridprof.runtime.measures.iteration import IterationMeasure
@@ -51,6 +52,15 @@ class BlockOptions:
     optimizers: Sequence[Any] = ()  # their state is told apart with profile_memory
 
 
+# A wrapper that is kept but no longer called: the model ran eagerly, through no patched module.
+WRAPPER_NOT_CALLED = (
+    "the model has a torch.compile wrapper (compiled = torch.compile(model)), so the block "
+    "measured what runs through it, and no layer ran there: if the loop called the model itself, "
+    "delete the wrapper before the block (del compiled) to profile the eager model, or call the "
+    "wrapper"
+)
+
+
 class BlockRun:
     """One with-block's run (see the module docstring)."""
 
@@ -63,7 +73,13 @@ class BlockRun:
             plan, device, profile_memory=options.profile_memory, keep_raw_events=True, training=True
         )
         self._dynamo = dynamo_facts.snapshot()  # a compiled caller is seen by what dynamo did
-        self.compiled = compiled_run(model, options.strategy)
+        # A caller's compiled wrapper around the model is what runs: its compiled code is mapped
+        # as if the wrapper were profiled, and the modules inside it are never patched (dynamo
+        # guards on them: a patch would make the wrapper compile again inside the block).
+        wrapper = compiled_wrapper_of(model)
+        self._through_wrapper = wrapper is not None
+        self.compiled = compiled_run(wrapper if wrapper is not None else model, options.strategy)
+        del wrapper  # held by the compiled run alone, until the block ends
         if self.compiled is not None:  # kernels of compiled code, mapped by a compile in the block
             config = replace(config, compiled=self.compiled)
         self.driver = Driver(
@@ -106,6 +122,7 @@ class BlockRun:
         finally:
             if self.compiled is not None:
                 self.compiled.warmup_done(self.driver.plan.selected_paths())
+                self.compiled.keep_only(self.driver.model)
         changed = changed_modules_warning(self._modules, self.driver.model)
         self.said = block_warnings(self.steps, self._grads, self.driver.model) + (
             (changed,) if changed else ()
@@ -153,6 +170,8 @@ class BlockRun:
             fsdp_sizes=fsdp_unit_bytes(self.driver.model),  # read after the steps set dtypes
         )
         session = self.driver.build_session(measures, facts)
+        if self._through_wrapper and not session.records:  # no compiled code ran either
+            return replace(session, warnings=(WRAPPER_NOT_CALLED, *session.warnings))
         if self.compiled is not None:
             return self.compiled.finish(session)
         said = dynamo_facts.compiled_caller_warning(self._dynamo)

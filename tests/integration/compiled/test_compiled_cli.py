@@ -33,8 +33,19 @@ def test_compare_eager_prints_and_saves_the_comparison(tmp_path: Path) -> None:
     assert speedup  # eager, compiled, speed-up (then what it fused, if anything)
     for name in ("compare.html", "compare.json", "session.json"):
         assert (tmp_path / "out" / name).is_file(), name
-    diff = json.loads((tmp_path / "out" / "compare.json").read_text())
-    assert (diff["base"]["label"], diff["new"]["label"]) == ("eager", "compiled")
+    saved = json.loads((tmp_path / "out" / "compare.json").read_text())
+    assert saved["kind"] == "hybridprof-speedup"
+    assert (saved["eager"]["label"], saved["compiled"]["label"]) == ("eager", "compiled")
+    assert (saved["eager"]["threads"], saved["compiled"]["threads"]) == (1, 1)
+    paths = {row["path"] for row in saved["rows"]}
+    assert "" in paths and any(p.rpartition(".")[2] == "attn" for p in paths)
+    # the page states the terminal's headline, and `report` renders the saved comparison again
+    headline = next(line for line in table.splitlines() if line.startswith("iteration (median)"))
+    page = (tmp_path / "out" / "compare.html").read_text()
+    assert headline.removeprefix("iteration (median): ") in page
+    again = hybridprof("report", "out/compare.json", "-o", "again.html", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "again.html").read_text() == page
     session = json.loads((tmp_path / "out" / "session.json").read_text())
     assert session["compiled"]["compiled_by"] == "hybridprof"
     assert "graph" in done.stdout and "in no layer's time" in done.stdout
