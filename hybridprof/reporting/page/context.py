@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hybridprof.analysis.layer_table import LayerTable, layer_table
-from hybridprof.analysis.tree import OPTIMIZER_ROW
+from hybridprof.analysis.tree import OPTIMIZER_ROW, outside_label
 from hybridprof.datamodel import (
     FindingKind,
     OpStat,
@@ -219,11 +219,13 @@ def _top_op_tables(
 
 
 def _ops_by_row(session: ProfileSession) -> dict[str, tuple[OpStat, ...]]:
-    """Each row's ops by its path: the records', and the optimizer row's (a module path has
-    priority: a module may be named like the row)."""
+    """Each row's ops by its path: the records', the optimizer row's and the outside row's (a
+    module path has priority: a module may be named like the row)."""
     ops = {rec.path: rec.ops for rec in session.records if rec.ops}
     if session.optimizer is not None and session.optimizer.ops:
         ops.setdefault(OPTIMIZER_ROW, session.optimizer.ops)
+    if session.outside_ops and session.outside_cpu_us is not None:
+        ops.setdefault(outside_label(session), session.outside_ops)
     return ops
 
 
@@ -279,8 +281,15 @@ def _row_views(table: LayerTable) -> list[RowView]:
 def _with_session_notes(notes: list[str], session: ProfileSession) -> list[str]:
     """The notes under the table: what ± means (when shown) first, the compile's last."""
     from hybridprof.reporting.text.compiled_text import compile_notes
+    from hybridprof.reporting.text.text_table import outside_line
 
-    return [*([INTERVAL_NOTE] if has_intervals(session) else []), *notes, *compile_notes(session)]
+    outside = outside_line(session)
+    return [
+        *([INTERVAL_NOTE] if has_intervals(session) else []),
+        *notes,
+        *([outside] if outside else []),
+        *compile_notes(session),
+    ]
 
 
 def build_context(

@@ -30,7 +30,7 @@ from hybridprof.reporting.layer_columns import (
     text_cells,
     title,
 )
-from hybridprof.reporting.text.text_table import TableText, op_names, tree_prefixes
+from hybridprof.reporting.text.text_table import TableText, op_names, outside_line, tree_prefixes
 
 MIN_NAME = 16  # the Module column is never cut narrower
 MODULE_ORDER = "module"
@@ -192,6 +192,12 @@ def fitted_table(
     if outside is not None:
         names.append(outside.name)
         cells.append(text_cells(cols)(outside))
+        if show_events:
+            op_row_cells = op_cells(cols, lambda c: printed(c).ops)
+            ops = session.outside_ops
+            for op, name in zip(ops, op_names(ops, ""), strict=True):
+                names.append(name)
+                cells.append(op_row_cells(op))
     titles = [title(printed(c).title, table) for c in cols]
     kept = list(range(len(cols)))
     if choice.width is not None and choice.columns is None:
@@ -199,6 +205,9 @@ def fitted_table(
     header = [title(printed(BY_KEY["name"]).title, table), *(titles[i] for i in kept)]
     body = [[name, *(row[i] for i in kept)] for name, row in zip(names, cells, strict=True)]
     text = _format(header, body, choice.width)
+    note = outside_line(session)
+    if note is not None:  # one line, however wide: it is read, not lined up
+        text += "\n" + visible(note)
     left_out = tuple(t for i, t in enumerate(titles) if i not in kept)
     order = order_text(choice.sort, table)
     return FittedTable(TableText(text), left_out, order, choice.width, tuple(missing))
