@@ -36,12 +36,14 @@ def heaviest_outside_ops(session: ProfileSession) -> list[OpStat]:
     return found[:SHOWN_OPS]
 
 
-# What the with-block's own ranges in no layer stand for: their self time is the user's Python
-# between the statements of a step (the names are `runtime.events.training_names`'s; the analysis
-# layer cannot import the runtime, and a test checks that the two agree).
+# What the with-block's own ranges in no layer stand for: their self time is the time on the
+# stepping thread between events (the loop's and the forwards' Python, hooks, autograd's engine
+# between nodes), which a `run` iteration, having no such range, does not count at all. The names
+# are `runtime.events.training_names`'s: the analysis layer cannot import the runtime, and a test
+# checks that the two agree.
 RANGE_WORDS = {
-    "hybridprof::step": "your Python between statements",
-    "hybridprof::closure": "the optimizer closure's Python",
+    "hybridprof::step": "time between ops: Python, autograd's engine",
+    "hybridprof::closure": "the closure's time between ops",
 }
 # An autograd node's event, named by the engine: `<this prefix><Node>`; the note names the node.
 _NODE_PREFIX = "autograd::engine::evaluate_function: "

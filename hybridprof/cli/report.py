@@ -105,7 +105,14 @@ def printed_lines(
     fitted = fitted_table(session, choice, show_events=show_events, max_depth=max_depth)
     noisy = stability_line(session)
     above = [f"warning: {noisy}"] if noisy else []
-    return [*above, fitted.text, *fitted.notes(), *roofline_lines(session), *rank_lines(session)]
+    return [
+        *above,
+        fitted.text,
+        *fitted.under,
+        *fitted.notes(),
+        *roofline_lines(session),
+        *rank_lines(session),
+    ]
 
 
 def render_saved_diff(diff: DiffResult, outputs: list[Path], printed: bool, force: bool) -> int:

@@ -61,6 +61,9 @@ class FittedTable:
     order: str  # the rows' order, in words
     width: int | None = None
     missing: tuple[str, ...] = ()  # columns asked for that this run has no data for
+    # The line right under the table that says what its `(outside modules)` row holds (one
+    # line however wide: it is read, not lined up with the columns); empty when none is said.
+    under: tuple[str, ...] = ()
 
     def notes(self) -> list[str]:
         """What a reader should know about the table: its order, and what was left out."""
@@ -205,12 +208,11 @@ def fitted_table(
     header = [title(printed(BY_KEY["name"]).title, table), *(titles[i] for i in kept)]
     body = [[name, *(row[i] for i in kept)] for name, row in zip(names, cells, strict=True)]
     text = _format(header, body, choice.width)
-    note = outside_line(session)
-    if note is not None:  # one line, however wide: it is read, not lined up
-        text += "\n" + visible(note)
     left_out = tuple(t for i, t in enumerate(titles) if i not in kept)
     order = order_text(choice.sort, table)
-    return FittedTable(TableText(text), left_out, order, choice.width, tuple(missing))
+    note = outside_line(session)
+    under = (visible(note),) if note is not None else ()
+    return FittedTable(TableText(text), left_out, order, choice.width, tuple(missing), under)
 
 
 def _cells(

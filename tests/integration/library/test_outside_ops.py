@@ -100,19 +100,20 @@ def test_with_the_parents_selected_their_add_is_theirs() -> None:
 def test_the_tables_show_the_ops_and_one_line_says_what_the_row_is(
     profiled: hybridprof.Profile, leaves: ProfileSession
 ) -> None:
-    text = fitted_table(leaves, TableChoice(), show_events=True).text
-    lines = text.splitlines()
+    fitted = fitted_table(leaves, TableChoice(), show_events=True)
+    lines = fitted.text.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("(outside profiled modules)"))
-    under = lines[at + 1 : at + 1 + len(leaves.outside_ops)]
+    under = lines[at + 1 :]
+    assert len(under) == len(leaves.outside_ops)  # the row's ops hang under it, the table's last
     assert any(line.strip().startswith("aten::add ") for line in under)
     assert any("MseLossBackward0" in line for line in under)
-    note = lines[-1]
+    (note,) = fitted.under
     assert note.startswith("(outside profiled modules) holds ") and "%" in note
     assert "inline ops of the unprofiled parents blocks.0, blocks.1" in note
     assert "leaves_only=False" in note and "the loss" in note
-    plain = fitted_table(leaves, TableChoice()).text.splitlines()
-    assert plain[-1] == note  # the line shows without show_events too
-    assert not any(line.strip().startswith("aten::add ") for line in plain)
+    plain = fitted_table(leaves, TableChoice())
+    assert plain.under == (note,)  # the line shows without show_events too
+    assert plain.text.splitlines()[-1].startswith("(outside profiled modules) ")
     shown = profiled.display(show_events=True).splitlines()  # the library's table
     assert shown[-1] == note
     assert any(line.strip().startswith("aten::mse_loss ") for line in shown)
@@ -123,8 +124,7 @@ def test_the_html_and_the_ops_frame_carry_the_outside_ops(leaves: ProfileSession
     data = page.split('id="hp-ops">', 1)[1].split("</script>", 1)[0]
     ops = json.loads(data)["(outside profiled modules)"]
     assert {(o[0], o[-1]) for o in ops} >= {("aten::add", False), (LOSS_NODE, True)}
-    note = fitted_table(leaves, TableChoice()).text.splitlines()[-1]
-    assert note.startswith("(outside profiled modules) holds ")
+    (note,) = fitted_table(leaves, TableChoice()).under
     assert note.replace("'", "&#39;") in page  # the same line, among the notes under the table
     frame = ops_frame(leaves)
     outside = frame[frame["path"] == "(outside profiled modules)"]
@@ -146,7 +146,7 @@ def test_the_outside_ops_are_saved_and_an_older_file_loads_without_them(
     data["schema_version"] = 7
     older = ProfileSession.from_json(json.dumps(data))
     assert older.outside_ops == () and older.outside_cpu_us == leaves.outside_cpu_us
-    assert fitted_table(older, TableChoice()).text.splitlines()[-1].startswith("(outside")
+    assert fitted_table(older, TableChoice()).under == ()  # no ops to say it with
 
 
 def test_a_negative_outside_op_time_is_refused(leaves: ProfileSession) -> None:

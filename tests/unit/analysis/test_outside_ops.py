@@ -27,15 +27,15 @@ def test_the_note_names_the_heaviest_ops_with_their_share_of_the_row() -> None:
     )
 
 
-def test_the_step_range_is_said_as_the_users_python() -> None:
+def test_the_step_range_is_said_as_the_time_between_ops() -> None:
     session = replace(
         small_session(),
         outside_cpu_us=Stat(50.0, 50.0, 50.0),
         outside_ops=(op(STEP_RANGE, 1, 50.0, 900.0),),
     )
     assert outside_note(session) == (
-        "hybridprof::step (your Python between statements) 100%: the code around the model "
-        "(the loss)"
+        "hybridprof::step (time between ops: Python, autograd's engine) 100%: the code around "
+        "the model (the loss)"
     )
     assert set(RANGE_WORDS) == {STEP_RANGE, CLOSURE_RANGE}  # the runtime's names
 
