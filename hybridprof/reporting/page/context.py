@@ -35,6 +35,7 @@ from hybridprof.reporting.page.tree_table import (
     page_columns,
     row_view,
 )
+from hybridprof.reporting.text.text_table import outside_line
 from hybridprof.reporting.trust import (
     INTERVAL_NOTE,
     has_intervals,
@@ -113,6 +114,7 @@ class ReportContext:
     never_called: tuple[str, ...]
     notes: tuple[str, ...]
     order: str = ""  # the layer table's order, said above it
+    outside: str = ""  # what the table's `(outside modules)` row holds, said right under it
     stability: StabilityView | None = None  # None for sessions saved before it was measured
     data: dict[str, Any] = field(default_factory=dict)  # for the page script, as |tojson
     roofline: RooflineView | None = None  # with --flops
@@ -281,15 +283,8 @@ def _row_views(table: LayerTable) -> list[RowView]:
 def _with_session_notes(notes: list[str], session: ProfileSession) -> list[str]:
     """The notes under the table: what ± means (when shown) first, the compile's last."""
     from hybridprof.reporting.text.compiled_text import compile_notes
-    from hybridprof.reporting.text.text_table import outside_line
 
-    outside = outside_line(session)
-    return [
-        *([INTERVAL_NOTE] if has_intervals(session) else []),
-        *notes,
-        *([outside] if outside else []),
-        *compile_notes(session),
-    ]
+    return [*([INTERVAL_NOTE] if has_intervals(session) else []), *notes, *compile_notes(session)]
 
 
 def build_context(
@@ -332,6 +327,7 @@ def build_context(
         never_called=session.never_called,
         notes=tuple(notes),
         order=ORDER[mode],
+        outside=outside_line(session) or "",
         stability=_stability(session),
         data=_js_data(session) if mode == "html" else {},
         roofline=roofline_view(session),
