@@ -2,9 +2,10 @@
 time comes from. Pure Python, from the session alone.
 
 The row holds every op that ran in no profiled layer's range: with a leaves-only selection the
-parents' own inline ops (a residual `x + self.fc(x)`, norm-first glue, attention that uses its
-out_proj's weights), the code around the model (the loss), and autograd's work for them (the
-loss's backward node, AccumulateGrad of weights used outside every layer). The ops say which.
+parents' own inline ops (a residual `x + self.fc(x)`, `F.relu` in a transformer layer, norm-first
+glue), the code around the model (the loss), autograd's work for them (the loss's backward node,
+AccumulateGrad of weights used outside every layer), and in a with-block the step range's own
+time between ops. The ops say which.
 """
 
 from __future__ import annotations
