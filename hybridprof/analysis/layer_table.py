@@ -438,7 +438,8 @@ def _below(parent: str, path: str) -> str:
 
 
 def _outside_row(session: ProfileSession, shares_of: float) -> LayerRow | None:
-    """The time in no profiled module: one amount, forward and backward together."""
+    """The time in no profiled module: one amount, forward and backward together (its ops are
+    the session's `outside_ops`)."""
     stat = session.outside_cpu_us
     if stat is None:
         return None
@@ -450,7 +451,8 @@ def _outside_row(session: ProfileSession, shares_of: float) -> LayerRow | None:
         backward_self_cpu_us=None, backward_total_cpu_us=None, self_device_us=None,
         total_device_us=None, self_cpu_mem=None, cpu_mem=None, self_device_mem=None,
         device_mem=None, own_us=stat.median, share_us=stat.median, pct_self=pct, pct_total=pct,
-        param_count=0, input_shapes=(), output_shapes=(), aliases=(), source=None, op_count=0,
+        param_count=0, input_shapes=(), output_shapes=(), aliases=(), source=None,
+        op_count=len(session.outside_ops),
     )  # fmt: skip
 
 

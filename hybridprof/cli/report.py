@@ -134,7 +134,14 @@ def printed_lines(
     )
     noisy = stability_line(session)
     above = [f"warning: {noisy}"] if noisy else []
-    return [*above, fitted.text, *fitted.notes(), *roofline_lines(session), *rank_lines(session)]
+    return [
+        *above,
+        fitted.text,
+        *fitted.under,
+        *fitted.notes(),
+        *roofline_lines(session),
+        *rank_lines(session),
+    ]
 
 
 def render_saved_diff(diff: DiffResult, outputs: list[Path], printed: bool, force: bool) -> int:

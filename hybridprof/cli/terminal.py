@@ -54,7 +54,7 @@ def terminal_table(
     below = [never_ran] if (never_ran := never_ran_line(session)) else []
     if len(table.tree()) <= rows:
         fitted = fitted_table(session, choice)
-        return [*above, fitted.text, *below, *fitted.notes()]
+        return [*above, fitted.text, *fitted.under, *below, *fitted.notes()]
     # The heaviest layers under their ancestors, a `... N more` row where others were; the
     # whole session, its rows cut: a container's total still sums all its children.
     shown, keep = heaviest_with_ancestors(table.tree(), table.layers(), _own_us, rows)
@@ -63,7 +63,7 @@ def terminal_table(
         f"(the {len(shown)} heaviest of {len(table.layers())} profiled layers by self CPU time, "
         "with their parents; '... N more' stands for rows left out; the report lists every layer)"
     )
-    return [*above, fitted.text, note, *below, *fitted.notes()]
+    return [*above, fitted.text, *fitted.under, note, *below, *fitted.notes()]
 
 
 NEVER_RAN_NAMED = 5

@@ -9,7 +9,7 @@ from typing import Literal
 from hybridprof.datamodel.compiled import CompileSection
 from hybridprof.datamodel.jsonbounds import MAX_PATH_PARTS
 from hybridprof.datamodel.jsonio import dump, load
-from hybridprof.datamodel.measures import ModuleRecord, Stat
+from hybridprof.datamodel.measures import ModuleRecord, OpStat, Stat
 from hybridprof.datamodel.memory import MemoryProfile
 from hybridprof.datamodel.plan import ProfilePlan
 from hybridprof.datamodel.ranks import CollectiveStat, MergedRanks, RankRun, UnitComm
@@ -101,6 +101,10 @@ class ProfileSession(Views):
     # around the model, or with a narrowed selection the unselected parents' own time): the
     # "(outside modules)" row. None when the session has no per-iteration totals.
     outside_cpu_us: Stat | None = None
+    # The ops that time is made of, per iteration (medians, heaviest first) as a layer's ops are,
+    # backward ones apart (the loss's backward node, AccumulateGrad of weights used outside any
+    # layer); since schema 8, empty in older files and where the strategy measured no ops.
+    outside_ops: tuple[OpStat, ...] = ()
     never_called: tuple[str, ...] = ()  # selected paths that were not called at all
     warnings: tuple[str, ...] = ()
     command: tuple[str, ...] = ()

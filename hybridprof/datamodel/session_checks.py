@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from hybridprof.datamodel.compiled import CompileSection
-from hybridprof.datamodel.measures import Stat
+from hybridprof.datamodel.measures import OpStat, Stat
 from hybridprof.datamodel.memory import DeviceMemory, MemoryProfile, MemoryTimeline
 from hybridprof.datamodel.ranks import UnitComm
 from hybridprof.datamodel.training import ScheduleInfo
@@ -37,6 +37,8 @@ class ProfileSession(Protocol):
     def compiled(self) -> CompileSection | None: ...
     @property
     def fsdp(self) -> tuple[UnitComm, ...]: ...
+    @property
+    def outside_ops(self) -> tuple[OpStat, ...]: ...
 
 
 Figure = tuple[str, float | Stat | None]  # (where in the file, a value that is never negative)
@@ -71,6 +73,13 @@ def _never_negative(session: ProfileSession) -> Iterator[Figure]:
             yield from _device_figures(f"memory.devices[{index}]", device)
     for index, unit in enumerate(session.fsdp):
         yield from ((f"fsdp[{index}].{name}", getattr(unit, name)) for name in _UNIT_FIGURES)
+    for index, op in enumerate(session.outside_ops):
+        yield from ((f"outside_ops[{index}].{name}", getattr(op, name)) for name in _OP_FIGURES)
+
+
+_UNIT_FIGURES = ("calls", "time_us", "nbytes")
+# An op's counts and times (its memory figures are net: a free makes them negative).
+_OP_FIGURES = ("calls", "self_cpu_us", "total_cpu_us", "self_device_us", "total_device_us")
 
 
 def _schedule_counts(schedule: ScheduleInfo) -> Iterator[Figure]:
@@ -78,7 +87,6 @@ def _schedule_counts(schedule: ScheduleInfo) -> Iterator[Figure]:
         yield f"schedule.{name}", getattr(schedule, name)
 
 
-_UNIT_FIGURES = ("calls", "time_us", "nbytes")
 _COMPILE_FIGURES = (
     "compile_s",
     "backward_compile_s",

@@ -25,6 +25,7 @@ import math
 import pandas as pd
 
 from hybridprof.analysis.layer_table import LayerTable, layer_table
+from hybridprof.analysis.tree import outside_label
 from hybridprof.datamodel import ProfileSession
 from hybridprof.datamodel.memory import CATEGORIES
 from hybridprof.reporting.column_figures import FrameField
@@ -122,10 +123,15 @@ def memory_peak_frame(session: ProfileSession) -> pd.DataFrame:
 
 
 def ops_frame(session: ProfileSession) -> pd.DataFrame:
-    """One row per (path, op): the show_events breakdown of every profiled path."""
+    """One row per (path, op): the show_events breakdown of every profiled path, then the
+    outside row's ops under its name (`(outside modules)`: what the time in no layer is)."""
+    outside = outside_label(session)
+    owned = [(rec.path, rec.ops) for rec in session.records]
+    if session.outside_cpu_us is not None:
+        owned.append((outside, session.outside_ops))
     rows = [
         {
-            "path": rec.path,
+            "path": path,
             "op": o.name,
             "calls": o.calls,
             "self_cpu_us": o.self_cpu_us,
@@ -136,8 +142,8 @@ def ops_frame(session: ProfileSession) -> pd.DataFrame:
             "cpu_mem": o.cpu_mem,
             "backward": o.backward,
         }
-        for rec in session.records
-        for o in rec.ops
+        for path, ops in owned
+        for o in ops
     ]
     frame = pd.DataFrame(rows, columns=list(OP_COLUMNS))
     floats = ("self_cpu_us", "total_cpu_us", "self_device_us", "total_device_us")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hybridprof.analysis.layer_table import LayerTable, layer_table
-from hybridprof.analysis.tree import OPTIMIZER_ROW
+from hybridprof.analysis.tree import OPTIMIZER_ROW, outside_label
 from hybridprof.datamodel import (
     FindingKind,
     OpStat,
@@ -35,6 +35,7 @@ from hybridprof.reporting.page.tree_table import (
     page_columns,
     row_view,
 )
+from hybridprof.reporting.text.text_table import outside_line
 from hybridprof.reporting.trust import (
     INTERVAL_NOTE,
     has_intervals,
@@ -113,6 +114,7 @@ class ReportContext:
     never_called: tuple[str, ...]
     notes: tuple[str, ...]
     order: str = ""  # the layer table's order, said above it
+    outside: str = ""  # what the table's `(outside modules)` row holds, said right under it
     stability: StabilityView | None = None  # None for sessions saved before it was measured
     data: dict[str, Any] = field(default_factory=dict)  # for the page script, as |tojson
     roofline: RooflineView | None = None  # with --flops
@@ -219,11 +221,13 @@ def _top_op_tables(
 
 
 def _ops_by_row(session: ProfileSession) -> dict[str, tuple[OpStat, ...]]:
-    """Each row's ops by its path: the records', and the optimizer row's (a module path has
-    priority: a module may be named like the row)."""
+    """Each row's ops by its path: the records', the optimizer row's and the outside row's (a
+    module path has priority: a module may be named like the row)."""
     ops = {rec.path: rec.ops for rec in session.records if rec.ops}
     if session.optimizer is not None and session.optimizer.ops:
         ops.setdefault(OPTIMIZER_ROW, session.optimizer.ops)
+    if session.outside_ops and session.outside_cpu_us is not None:
+        ops.setdefault(outside_label(session), session.outside_ops)
     return ops
 
 
@@ -323,6 +327,7 @@ def build_context(
         never_called=session.never_called,
         notes=tuple(notes),
         order=ORDER[mode],
+        outside=outside_line(session) or "",
         stability=_stability(session),
         data=_js_data(session) if mode == "html" else {},
         roofline=roofline_view(session),

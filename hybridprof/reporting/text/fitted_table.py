@@ -30,7 +30,7 @@ from hybridprof.reporting.layer_columns import (
     text_cells,
     title,
 )
-from hybridprof.reporting.text.text_table import TableText, op_rows, tree_prefixes
+from hybridprof.reporting.text.text_table import TableText, op_rows, outside_line, tree_prefixes
 
 MIN_NAME = 16  # the Module column is never cut narrower
 MODULE_ORDER = "module"
@@ -61,6 +61,9 @@ class FittedTable:
     order: str  # the rows' order, in words
     width: int | None = None
     missing: tuple[str, ...] = ()  # columns asked for that this run has no data for
+    # The line right under the table that says what its `(outside modules)` row holds (one
+    # line however wide: it is read, not lined up with the columns); empty when none is said.
+    under: tuple[str, ...] = ()
 
     def notes(self) -> list[str]:
         """What a reader should know about the table: its order, and what was left out."""
@@ -194,6 +197,11 @@ def fitted_table(
     if outside is not None:
         names.append(outside.name)
         cells.append(text_cells(cols)(outside))
+        if show_events:
+            on_terminal = lambda c: printed(c).ops  # noqa: E731
+            for name, *op_row in op_rows(session.outside_ops, "", cols, max_events, on_terminal):
+                names.append(name)
+                cells.append(op_row)
     titles = [title(printed(c).title, table) for c in cols]
     kept = list(range(len(cols)))
     if choice.width is not None and choice.columns is None:
@@ -203,7 +211,9 @@ def fitted_table(
     text = _format(header, body, choice.width)
     left_out = tuple(t for i, t in enumerate(titles) if i not in kept)
     order = order_text(choice.sort, table)
-    return FittedTable(TableText(text), left_out, order, choice.width, tuple(missing))
+    note = outside_line(session)
+    under = (visible(note),) if note is not None else ()
+    return FittedTable(TableText(text), left_out, order, choice.width, tuple(missing), under)
 
 
 def _cells(

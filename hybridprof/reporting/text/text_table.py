@@ -12,7 +12,9 @@ each layer, heaviest first (a backward op's times under the backward columns): a
 adds up to the layer's.
 
 A last row, `(outside modules)`, holds the profiled time in no profiled module (the loss, backward
-glue, code around the model), so the Self CPU column adds up to the whole iteration; a container
+glue, code around the model), so the Self CPU column adds up to the whole iteration; its ops hang
+under it with `show_events`, and a line under the table names its heaviest ops and where they
+likely come from (`outside_line`); a container
 that never runs itself (ModuleList) shows its children's total and no calls. A training step's
 optimizer comes before it: the `(optimizer)` row (its total, with its ops under it with
 `show_events`) and its parts (step, with each param group's share under it, clip_grad,
@@ -28,6 +30,7 @@ from typing import Any
 
 from hybridprof.analysis.layer_table import LayerTable, layer_table
 from hybridprof.analysis.op_list import MAX_EVENTS, LeftOut, op_list
+from hybridprof.analysis.outside_ops import outside_note
 from hybridprof.analysis.tree import TreeNode
 from hybridprof.datamodel import OpStat, ProfileSession
 from hybridprof.reporting.format import format_time_us, visible
@@ -101,8 +104,26 @@ def render_text(
     outside = table.outside()
     if outside_row and outside is not None:
         body.append([outside.name, *cells(outside)])
+        if show_events:
+            body.extend(op_rows(session.outside_ops, "", cols, max_events))
     header = [title(c.text, table) for c in [BY_KEY["name"], *cols] if c.text is not None]
-    return TableText(format_table(header, body))
+    note = outside_line(session) if outside_row else None
+    return TableText(format_table(header, body) + (f"\n{visible(note)}" if note else ""))
+
+
+# Under this share of the headline the outside row is a rounding error: no line says what it is.
+OUTSIDE_NOTE_MIN_PCT = 1.0
+
+
+def outside_line(session: ProfileSession) -> str | None:
+    """The line under the table that says what the `(outside modules)` row holds: its heaviest
+    ops and where such time comes from (`analysis.outside_ops`); None where the row is under
+    OUTSIDE_NOTE_MIN_PCT of the headline or has no ops (older files)."""
+    outside = layer_table(session).outside()
+    note = outside_note(session)
+    if outside is None or note is None or (outside.pct_self or 0.0) < OUTSIDE_NOTE_MIN_PCT:
+        return None
+    return f"{outside.name} holds {note}"
 
 
 def op_rows(
@@ -178,6 +199,7 @@ def _line(cells: list[str], widths: list[int]) -> str:
 
 
 __all__ = [
+    "OUTSIDE_NOTE_MIN_PCT",
     "TEXT_COLUMNS",
     "TableText",
     "columns",
@@ -185,6 +207,7 @@ __all__ = [
     "left_out_name",
     "op_lead",
     "op_rows",
+    "outside_line",
     "render_text",
     "tree_prefixes",
 ]

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from hybridprof.runtime.compiled.kernel_map import KernelMap, SiteTargets
 from hybridprof.runtime.events.attribution import BACKWARD_PREFIX, range_name
 from hybridprof.runtime.events.kineto import Event
-from hybridprof.runtime.measures.iteration import IterationMeasure, PathMeasure
+from hybridprof.runtime.measures.iteration import IterationMeasure, OpMeasure, PathMeasure
+from hybridprof.runtime.measures.measure_table import OP_FIELDS
 
 OUTSIDE = "\x00(compiled region)"  # a path no module can have: module names hold no NUL
 OUTSIDE_RANGE = "hybridprof::compiled-region"
@@ -263,6 +264,8 @@ def settle(measure: IterationMeasure, found: Rewritten, selected: Iterable[str])
     if region is not None:
         outside = (measure.outside_cpu_us or 0.0) + region.self_cpu_us
         measure.outside_cpu_us = outside + region.backward_self_cpu_us
+        for key, op in region.ops.items():  # its ops are the outside row's, with the time
+            _merge_op(measure.outside_ops, key, op)
     paths = measure.paths
     for path, ranges in found.forward_ranges.items():
         record = paths.get(path)
@@ -275,6 +278,15 @@ def settle(measure: IterationMeasure, found: Rewritten, selected: Iterable[str])
             if ancestor in chosen and ancestor not in paths:
                 paths[ancestor] = PathMeasure(ancestor, calls=paths[path].calls)
     _subtree_totals(paths)
+
+
+def _merge_op(ops: dict[str, OpMeasure], key: str, op: OpMeasure) -> None:
+    found = ops.get(key)
+    if found is None:
+        ops[key] = op
+        return
+    for name in OP_FIELDS:
+        setattr(found, name, getattr(found, name) + getattr(op, name))
 
 
 def _ancestors(path: str) -> list[str]:

@@ -40,7 +40,8 @@ Device kernels name their launching CPU op by correlation id; their time goes to
 Time in no layer: every op outside all layer ranges and the optimizer, and every backward node
 whose forward ran outside them (the loss's), adds its self time to `outside_cpu_us`, so the
 layers' self times (forward and backward), the optimizer's and that add up to the iteration's
-profiled time.
+profiled time. Each such event is also an op of `outside_ops`, folded as a layer's ops are (a
+backward one kept apart by its key), so the outside row says what its time is.
 """
 
 from __future__ import annotations
@@ -350,11 +351,15 @@ def _absorb(frame: Frame, child: Frame, walk: Walk) -> None:
         optimizer_fold.unfold_optimizer(child, walk.measure)
         return
     if child[RANGE] is None:
-        if child[BWD] is None:  # outside every layer: its self time moves into `frame`'s
-            walk.outside_ns -= child_ns - child[CHILD_NS]
-        return  # or a deferred backward op (skipped as MERGED)
+        if child[BWD] is not None:
+            return  # a deferred backward op (skipped as MERGED)
+        # outside every layer: its self time moves into `frame`'s, its op row too
+        walk.outside_ns -= child_ns - child[CHILD_NS]
+        ops = walk.measure.outside_ops
+    else:
+        ops = child[RANGE][MEASURE].ops
     name = op_key(child[EVENT].name, backward=child[BWD] is not None)
-    op = child[RANGE][MEASURE].ops[name]
+    op = ops[name]
     op.calls -= 1
     op.total_cpu_us -= child_ns / 1000
     op.self_cpu_us -= (child_ns - child[CHILD_NS]) / 1000

@@ -265,6 +265,7 @@ def attribute_columns(columns: EventColumns, names: Mapping[str, str]) -> Iterat
     _fold_ops(measure, tree, paths, columns.names, np.flatnonzero(inside), self_ns)
     outside = counted & (tree.owner < 0)
     measure.outside_cpu_us = int(self_ns[outside].sum()) / 1000
+    _fold_outside_ops(measure, tree, columns.names, np.flatnonzero(outside), self_ns)
     measure.total_cpu_us = int(duration[~has_parent].sum()) / 1000
     return measure
 
@@ -375,6 +376,19 @@ def _fold_ops(
     for p, c, n, s, t in rows:  # one OpMeasure per (path, op): tens of thousands at 10,000 layers
         name = names[c]
         ops_of[p][name] = OpMeasure(name, n, s, t)
+
+
+def _fold_outside_ops(
+    measure: IterationMeasure, tree: _Tree, names: list[str], ops: Array, self_ns: Array
+) -> None:
+    """Each op in no layer by name, into the outside row's ops (a few distinct names)."""
+    keys, which = np.unique(tree.code[ops], return_inverse=True)
+    calls = np.bincount(which, minlength=len(keys)).tolist()
+    total = _microseconds(_sums(which, tree.duration[ops], len(keys)))
+    own = _microseconds(_sums(which, self_ns[ops], len(keys)))
+    found = measure.outside_ops
+    for c, n, s, t in zip(keys.tolist(), calls, own, total, strict=True):
+        found[names[c]] = OpMeasure(names[c], n, s, t)
 
 
 __all__ = ["EventColumns", "attribute_columns", "attribute_layer_columns", "read_columns"]

@@ -22,7 +22,7 @@ from hybridprof.runtime.events.frames import (
 )
 from hybridprof.runtime.events.kineto import Event
 from hybridprof.runtime.events.walk import Walk, add_outside, fold_op
-from hybridprof.runtime.measures.iteration import PathMeasure, op_key
+from hybridprof.runtime.measures.iteration import OpMeasure, PathMeasure, op_key
 
 
 def backward_root(stack: list[Frame]) -> Frame:
@@ -118,9 +118,12 @@ def fold_device(device: list[Event], walk: Walk) -> None:
                     duration_us,
                 )
                 measure.path(chain[-1]).backward_self_device_us += duration_us
+            else:  # launched by a backward op in no layer (the loss's): an outside op's
+                _add_outside_device(measure.outside_ops, launcher, True, duration_us)
             continue
         chain = launcher[CHAIN]
         if not chain:
+            _add_outside_device(measure.outside_ops, launcher, False, duration_us)
             continue
         for path in dict.fromkeys(chain):
             measure.path(path).total_device_us += duration_us
@@ -137,7 +140,17 @@ def _keep_kernel(walk: Walk, launcher: Frame, name: str, duration_us: float) -> 
 
 
 def _add_device(measure: PathMeasure, op_name: str, duration_us: float) -> None:
-    op = measure.ops.get(op_name)
+    _add_op_device(measure.ops, op_name, duration_us)
+
+
+def _add_outside_device(
+    ops: dict[str, OpMeasure], launcher: Frame, backward: bool, duration_us: float
+) -> None:
+    _add_op_device(ops, op_key(launcher[EVENT].name, backward=backward), duration_us)
+
+
+def _add_op_device(ops: dict[str, OpMeasure], op_name: str, duration_us: float) -> None:
+    op = ops.get(op_name)
     if op is not None:  # ranges launch nothing themselves; an op always has its entry by now
         op.self_device_us += duration_us
         op.total_device_us += duration_us

@@ -91,6 +91,9 @@ def on_step_clock(measure: IterationMeasure, step: StepSlice) -> IterationMeasur
     excess = measure.total_cpu_us - step.duration_us
     if excess > 0 and measure.outside_cpu_us is not None:
         measure.outside_cpu_us = max(0.0, measure.outside_cpu_us - excess)
+        step_op = measure.outside_ops.get(STEP_RANGE)
+        if step_op is not None:  # the wait is in the step range's own time: it comes out there
+            step_op.self_cpu_us = max(0.0, step_op.self_cpu_us - excess)
     measure.total_cpu_us = step.duration_us
     return measure
 

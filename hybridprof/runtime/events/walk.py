@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hybridprof.runtime.events.frames import (
+    BWD,
     CHILD_DMEM,
     CHILD_MEM,
     CHILD_NS,
@@ -16,7 +17,7 @@ from hybridprof.runtime.events.frames import (
     Frame,
 )
 from hybridprof.runtime.events.training_names import RangeNames
-from hybridprof.runtime.measures.iteration import IterationMeasure, OpMeasure
+from hybridprof.runtime.measures.iteration import IterationMeasure, OpMeasure, op_key
 
 
 @dataclass(slots=True)
@@ -59,9 +60,13 @@ def fold_op(frame: Frame, ops: dict[str, OpMeasure], name: str, *, backward: boo
 
 
 def add_outside(frame: Frame, walk: Walk) -> None:
-    """An event in no layer: its self time (layers nested in it keep theirs) is outside time."""
+    """An event in no layer: its self time (layers nested in it keep theirs) is outside time,
+    and it is an op of the outside row, as an op under a layer is that layer's (a backward node
+    or an op in one kept apart from a forward op of the same name)."""
     event = frame[EVENT]
     walk.outside_ns += event.end_ns - event.start_ns - frame[CHILD_NS]
+    backward = frame[BWD] is not None
+    fold_op(frame, walk.measure.outside_ops, op_key(event.name, backward), backward=backward)
 
 
 __all__ = ["Walk", "add_outside", "fold_op"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import platform
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,7 @@ from hybridprof.datamodel import (
 )
 from hybridprof.runtime.basics.stopping import Count
 from hybridprof.runtime.measures.fsdp_comm import UnitSizes, unit_comm
-from hybridprof.runtime.measures.iteration import OPTIMIZER_KEY, IterationMeasure
+from hybridprof.runtime.measures.iteration import OPTIMIZER_KEY, OUTSIDE_KEY, IterationMeasure
 from hybridprof.runtime.measures.measure_table import (
     OP_FIELDS,
     PATH_FIELDS,
@@ -88,7 +88,7 @@ def build_session(
     facts = facts or RunFacts(environment=environment())
     table = as_table(measures)
     backward = facts.backward or table.backward  # a with-block says what it saw
-    records, optimizer_ops = _aggregate(
+    records, optimizer_ops, outside_ops = _aggregate(
         plan.targets, table, use_device=facts.use_device, backward=backward
     )
     called = {r.path for r in records}
@@ -110,6 +110,7 @@ def build_session(
         backward=backward,
         iteration_cpu_us=tuple(table.total_cpu_us),
         outside_cpu_us=_outside_stat(table),
+        outside_ops=outside_ops,
         never_called=tuple(p for p in plan.selected_paths() if p not in called),
         warnings=facts.warnings,
         command=facts.command,
@@ -146,14 +147,17 @@ def aggregate(
     backward: bool = False,
 ) -> tuple[ModuleRecord, ...]:
     """One record per selected target that was called at least once, in the targets' order."""
-    records, _ = _aggregate(targets, as_table(measures), use_device=use_device, backward=backward)
+    records, _, _ = _aggregate(
+        targets, as_table(measures), use_device=use_device, backward=backward
+    )
     return records
 
 
 def _aggregate(
     targets: Sequence[ModuleTarget], table: MeasureTable, *, use_device: bool, backward: bool
-) -> tuple[tuple[ModuleRecord, ...], tuple[OpStat, ...]]:
-    """The records, and the optimizer row's op medians (worked out in the same pass)."""
+) -> tuple[tuple[ModuleRecord, ...], tuple[OpStat, ...], tuple[OpStat, ...]]:
+    """The records, then the optimizer row's and the outside row's op medians (worked out in
+    the same pass)."""
     columns = _PathColumns(table)
     called: list[tuple[ModuleTarget, int]] = []
     for target in targets:
@@ -164,12 +168,28 @@ def _aggregate(
     optimizer_row = table.row_of(OPTIMIZER_KEY)
     if optimizer_row is not None:
         record_of_row[optimizer_row] = len(called)
-    ops = _op_stats(table.op_table(), record_of_row, len(called) + 1)
+    outside_row = table.row_of(OUTSIDE_KEY)
+    if outside_row is not None:
+        record_of_row[outside_row] = len(called) + 1
+    ops = _op_stats(table.op_table(), record_of_row, len(called) + 2)
     records = tuple(
         _record(target, columns.of(row), ops[i], use_device, backward)
         for i, (target, row) in enumerate(called)
     )
-    return records, ops[len(called)]
+    return records, ops[len(called)], tuple(map(_no_negative_time, ops[len(called) + 1]))
+
+
+def _no_negative_time(op: OpStat) -> OpStat:
+    """An outside op with its times at least 0: an op merged into its parent (`_absorb`) is
+    taken back out by a float subtraction that can leave -1e-13 where 0 was, and a session
+    holding a negative time is refused when loaded."""
+    return replace(
+        op,
+        self_cpu_us=max(op.self_cpu_us, 0.0),
+        total_cpu_us=max(op.total_cpu_us, 0.0),
+        self_device_us=max(op.self_device_us, 0.0),
+        total_device_us=max(op.total_device_us, 0.0),
+    )
 
 
 class _PathColumns:

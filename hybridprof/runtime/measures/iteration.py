@@ -22,6 +22,9 @@ BACKWARD_SUFFIX = " [bwd]"
 # The optimizer's row in a measure table: a key no module path can be (a module's name is never
 # empty and holds no dot, so no path is ".").
 OPTIMIZER_KEY = "."
+# The ops of the time in no layer (the `(outside modules)` row) in a measure table: another key no
+# module path can be.
+OUTSIDE_KEY = ".."
 
 
 def op_key(name: str, backward: bool) -> str:
@@ -100,6 +103,8 @@ class IterationMeasure:
     outside_cpu_us: the part of `total_cpu_us` in no profiled layer, forward or backward (the loss,
     the autograd engine's nodes for it, the user's code around the model), when the strategy
     measured it op by op; None when it did not (the session then takes what the layers leave).
+    outside_ops: the ops that make up `outside_cpu_us` (key: op_key(name, backward)), their self
+    times adding up to it; empty when the strategy measured no ops there.
     optimizer: the optimizer's part of `total_cpu_us`, when an optimizer ran (a training step in a
     with-block). backward: a backward pass ran in the iteration (its nodes were seen).
     """
@@ -107,6 +112,7 @@ class IterationMeasure:
     paths: dict[str, PathMeasure] = field(default_factory=dict)
     total_cpu_us: float = 0.0
     outside_cpu_us: float | None = None
+    outside_ops: dict[str, OpMeasure] = field(default_factory=dict)
     optimizer: OptimizerMeasure | None = None
     backward: bool = False
     memory: IterationMemory | None = None  # with profile_memory, the session strategy's replay

@@ -12,7 +12,8 @@ Layers and ops are numbered in order of first appearance (a layer path; an op by
 whether it ran in the backward pass), which is the order the session lists ops in before sorting
 them by weight. A training step's optimizer is a row too, under a key no module path can be
 (`OPTIMIZER_KEY`), so its op medians come out as a layer's do; its parts and param groups, a few
-numbers an iteration, are kept as they came.
+numbers an iteration, are kept as they came. The ops of the time in no layer are the row of
+`OUTSIDE_KEY` (its own fields are zero: that time is `outside_cpu_us`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 
 from hybridprof.runtime.measures.iteration import (
     OPTIMIZER_KEY,
+    OUTSIDE_KEY,
     CommMeasure,
     IterationMeasure,
     OpMeasure,
@@ -87,6 +89,8 @@ class MeasureTable:
                 optimizer.groups,
                 optimizer.classes,
             )  # the row's numbers go into the arrays: only the few parts are kept
+        if measure.outside_ops:  # the outside row's ops, numbered as a layer's are
+            paths.append(PathMeasure(OUTSIDE_KEY, ops=measure.outside_ops))
         ops: list[tuple[int, OpMeasure]] = []
         rows: list[int] = []
         for path in paths:

@@ -269,3 +269,30 @@ def test_attribution_leaves_no_cyclic_garbage() -> None:
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_the_losss_ops_and_their_kernels_are_the_outside_rows() -> None:
+    """The loss runs in no layer: its forward op and its backward node (and the op in it) are
+    outside ops, backward apart, each with the device time of the kernels it launched."""
+    events = [
+        cpu("block.fc", 0, 10),
+        cpu("aten::addmm", 1, 9, seq=5),
+        cpu("aten::mse_loss", 12, 18, seq=9, corr=3),
+        cpu(BACKWARD_PREFIX + "MseLossBackward0", 20, 30, seq=9, fwd=1),
+        cpu("aten::mse_loss_backward", 21, 29, corr=4),
+        cpu(BACKWARD_PREFIX + "AddmmBackward0", 30, 50, seq=5, fwd=1),
+        Event("device", "loss_kernel", 40_000, 46_000, 99, linked_id=3),
+        Event("device", "loss_bwd_kernel", 50_000, 52_000, 99, linked_id=4),
+    ]
+    measure = attribute(events, NAMES, backward=True).measure
+    ops = measure.outside_ops
+    assert set(ops) == {
+        "aten::mse_loss",
+        BACKWARD_PREFIX + "MseLossBackward0 [bwd]",
+        "aten::mse_loss_backward [bwd]",
+    }
+    assert not ops["aten::mse_loss"].backward and ops["aten::mse_loss_backward [bwd]"].backward
+    assert ops["aten::mse_loss"].self_device_us == 6
+    assert ops["aten::mse_loss_backward [bwd]"].self_device_us == 2
+    assert measure.outside_cpu_us == 6 + 2 + 8 == sum(o.self_cpu_us for o in ops.values())
+    assert "aten::mse_loss" not in measure.paths["block.fc"].ops

@@ -1,6 +1,7 @@
 """The columnar attribution gives exactly what the event-by-event walk gives (forward, CPU).
 
-Hand-made events cover the cases by name (nesting, sharing, threads, merged ops, outside time);
+Hand-made events cover the cases by name (nesting, sharing, threads, merged ops, outside time
+and its ops);
 generated event trees (hypothesis) cover the rest, overlapping and zero-length events included,
 where the vectorised parent search must hand over to the stack walk.
 """
@@ -46,6 +47,8 @@ def numbers(measure: IterationMeasure) -> dict[str, object]:
         out[path] = (m.calls, round(m.self_cpu_us, 6), round(m.total_cpu_us, 6))
         for key, op in m.ops.items():
             out[f"{path}/{key}"] = (op.calls, round(op.self_cpu_us, 6), round(op.total_cpu_us, 6))
+    for key, op in measure.outside_ops.items():  # the outside row's ops
+        out[f"(outside)/{key}"] = (op.calls, round(op.self_cpu_us, 6), round(op.total_cpu_us, 6))
     return out
 
 
@@ -241,3 +244,27 @@ def test_reading_from_the_mark_gives_the_columns_of_the_full_read() -> None:
         assert _decoded(read_columns(profiler, far)) == _decoded(full)
         names = _decoded(full)[0]
         assert names.count("aten::linear") == 30  # the measured step's only
+
+
+def test_the_outside_time_is_made_of_its_ops() -> None:
+    """Each event in no layer is an op of the outside row (a merged chain one call, the user's
+    own range its self time), and their self times add up to the outside time."""
+    events = [
+        cpu("aten::zeros", 0, 4),
+        cpu("step", 5, 200),
+        cpu("act", 10, 100),
+        cpu("aten::relu", 11, 90),
+        cpu("aten::add", 110, 150),
+        cpu("aten::add", 111, 149),
+        cpu("aten::mul", 160, 190),
+    ]
+    for measure in (attribute(events, NAMES).measure, attribute_columns(columns_of(events), NAMES)):
+        ops = {k: (o.calls, o.self_cpu_us, o.total_cpu_us) for k, o in measure.outside_ops.items()}
+        assert ops == {
+            "aten::zeros": (1, 4.0, 4.0),
+            "step": (1, 195.0 - 90.0 - 40.0 - 30.0, 195.0),
+            "aten::add": (1, 40.0, 40.0),
+            "aten::mul": (1, 30.0, 30.0),
+        }
+        assert sum(op.self_cpu_us for op in measure.outside_ops.values()) == measure.outside_cpu_us
+        assert "aten::relu" in measure.paths["act"].ops and "aten::relu" not in ops
