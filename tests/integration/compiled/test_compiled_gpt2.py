@@ -36,16 +36,33 @@ def gpt2() -> torch.nn.Module:
 
 
 def test_gpt2_compare_eager() -> None:
+    from hybridprof.reporting.page.speedup_page import render_speedup_html
+    from hybridprof.reporting.text.speedup_text import headline_text, render_speedup
+
     x = torch.randint(0, 1000, (2, 32))
     before = counters()
-    comparison = hybridprof.profile(gpt2(), x, warmup=1, iters=1, compile=True, compare_eager=True)
+    comparison = hybridprof.profile(
+        gpt2(), x, warmup=1, iters=6, compile=True, compare_eager=True, threads=1
+    )
     assert delta(before, counters())[1:] == (1, 0, 0)  # one graph, no break, no recompile
-    rows = {row.path: row for row in comparison.rows()}
+    summary = comparison.summary()
+    rows = {row.path: row for row in summary.rows}
     for block in ("transformer.h.0", "transformer.h.1"):
         for path in (block, f"{block}.attn", f"{block}.mlp"):
-            assert rows[path].eager_us > 0 and rows[path].compiled_us > 0, path
-            assert rows[path].speedup is not None
+            row = rows[path]
+            assert row.eager_us and row.compiled_us, path
+            assert row.speedup is not None and row.interval is not None, path  # 6 pairs
+            assert row.interval[0] <= row.speedup <= row.interval[1], path
+            assert row.verdict in ("faster", "slower", "within noise", "inconclusive"), path
+    # one headline: the terminal's table and the report's page state the same figures
+    headline = headline_text(summary)
+    assert headline in render_speedup(summary)
+    assert headline.removeprefix("iteration (median): ") in render_speedup_html(summary)
     for side in (comparison.eager, comparison.compiled):
-        rows_us = sum(r.self_cpu_us.median for r in side.records) + side.outside_cpu_us.median
-        assert rows_us == pytest.approx(side.iteration_cpu_us[0], rel=0.001)
+        rows_us = [
+            sum(r.per_iteration.self_cpu_us.values[i] for r in side.records if r.per_iteration)
+            for i in range(side.iterations)
+        ]
+        assert side.outside_cpu_us is not None
+        assert sum(rows_us) <= sum(side.iteration_cpu_us) * 1.001  # rows within each iteration
     assert comparison.compiled.compiled.unmatched_events == 0
