@@ -9,8 +9,10 @@ name the optimizer's parts (`runtime/events/training_names.py`), and nothing out
   optimizer's time);
 - gradient clipping: the module globals `torch.nn.utils.clip_grad._get_total_norm` and
   `_clip_grads_with_norm_`, which `clip_grad_norm_` looks up on every call, so a `clip_grad_norm_`
-  imported before the window is caught too (HF's `accelerator.clip_grad_norm_` and Lightning's
-  `gradient_clip_val` call it); `clip_grad_value_` through its public names. Where a torch lacks
+  imported before the window is caught too (Lightning's `gradient_clip_val` calls it), with their
+  public aliases `torch.nn.utils.get_total_norm` and `clip_grads_with_norm_` (accelerate 1.x's
+  `clip_grad_norm_`, which HF's Trainer calls, imports those at each call); `clip_grad_value_`
+  through its public names. Where a torch lacks
   the private names, the public `clip_grad_norm_` names are wrapped instead;
 - GradScaler's `unscale_`, `step` and `update` (the class `torch.cuda.amp.GradScaler` derives
   from), and `nn.Module.zero_grad` (HF's Trainer zeroes the model, not the optimizer).
@@ -100,13 +102,27 @@ class TrainingHooks:
     def _wrap_clipping(self) -> None:
         from torch.nn.utils import clip_grad
 
-        private = ("_get_total_norm", "_clip_grads_with_norm_")
+        # each private name with its public alias in torch.nn.utils (the same function object),
+        # which accelerate's dtensor-aware clipping imports at each call
+        private = {
+            "_get_total_norm": "get_total_norm",
+            "_clip_grads_with_norm_": "clip_grads_with_norm_",
+        }
         if all(callable(getattr(clip_grad, name, None)) for name in private):
-            for name in private:
-                self._wrap_attribute(clip_grad, name, CLIP_RANGE)
+            for name, alias in private.items():
+                self._wrap_with_alias(clip_grad, name, alias)
         else:  # an older torch: the public names (a function imported before is not caught)
             self._wrap_public(clip_grad, "clip_grad_norm_")
         self._wrap_public(clip_grad, "clip_grad_value_")
+
+    def _wrap_with_alias(self, module: Any, name: str, alias: str) -> None:
+        """`module.<name>` and, where it is the same function, `torch.nn.utils.<alias>`: one
+        wrapper for both, so a call through either name is one range."""
+        original = getattr(module, name)
+        wrapper = self._ranged(original, CLIP_RANGE)
+        self._replace(module, name, original, wrapper)
+        if getattr(torch.nn.utils, alias, None) is original:
+            self._replace(torch.nn.utils, alias, original, wrapper)
 
     def _wrap_public(self, module: Any, name: str) -> None:
         """`torch.nn.utils.<name>` and `torch.nn.utils.clip_grad.<name>`, one wrapper for both."""

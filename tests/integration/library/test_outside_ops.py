@@ -100,11 +100,16 @@ def test_with_the_parents_selected_their_add_is_theirs() -> None:
 def test_the_tables_show_the_ops_and_one_line_says_what_the_row_is(
     profiled: hybridprof.Profile, leaves: ProfileSession
 ) -> None:
-    fitted = fitted_table(leaves, TableChoice(), show_events=True)
+    fitted = fitted_table(leaves, TableChoice(), show_events=True, max_events=None)
     lines = fitted.text.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("(outside profiled modules)"))
     under = lines[at + 1 :]
     assert len(under) == len(leaves.outside_ops)  # the row's ops hang under it, the table's last
+    cut = fitted_table(leaves, TableChoice(), show_events=True).text.splitlines()
+    cut_at = next(i for i, line in enumerate(cut) if line.startswith("(outside profiled modules)"))
+    cut_under = cut[cut_at + 1 :]  # by default the heaviest 8, then a "... K more ops" row per pass
+    assert len(leaves.outside_ops) > 8 and 9 <= len(cut_under) <= 10
+    assert any(line.strip().startswith("... ") and "more ops" in line for line in cut_under)
     assert any(line.strip().startswith("aten::add ") for line in under)
     assert any("MseLossBackward0" in line for line in under)
     (note,) = fitted.under
@@ -114,7 +119,7 @@ def test_the_tables_show_the_ops_and_one_line_says_what_the_row_is(
     plain = fitted_table(leaves, TableChoice())
     assert plain.under == (note,)  # the line shows without show_events too
     assert plain.text.splitlines()[-1].startswith("(outside profiled modules) ")
-    shown = profiled.display(show_events=True).splitlines()  # the library's table
+    shown = profiled.display(show_events=True, max_events=None).splitlines()  # the library's
     assert shown[-1] == note
     assert any(line.strip().startswith("aten::mse_loss ") for line in shown)
 
