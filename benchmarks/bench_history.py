@@ -90,7 +90,7 @@ def add_here(db: Path, file: Path, rev: str) -> float:
     from hybridprof.history.store import CommitRef, open_store
 
     start = time.perf_counter()
-    snapshot = snapshot_of(load_session(file))
+    snapshot = snapshot_of(load_session(file, ops=False))  # as `history add` reads it
     with open_store(db) as store:
         done = store.add(snapshot, CommitRef(rev))
     assert done.added

@@ -289,10 +289,19 @@ def _total_cpu(
     interval and all; a parent's has no interval of its own: its rows carry theirs)."""
     if totals is None:
         series = rec.per_iteration
+        if self_cpu is not None and _total_is_self(rec):
+            return self_cpu  # a leaf: the same figures and series, so the same interval
         return timing(rec.total_cpu_us, series.total_cpu() if series else None)
     if totals.rows.get(path, 0.0) <= 1.0 and self_cpu is not None:
         return self_cpu
     return Timing(totals.forward[path], totals.forward_min[path], totals.forward_max[path])
+
+
+def _total_is_self(rec: ModuleRecord) -> bool:
+    """Is the record's total its self time, figure and series (a layer with no layer inside)?"""
+    series = rec.per_iteration
+    same_series = series is None or series.total_cpu_us is None
+    return same_series and rec.total_cpu_us == rec.self_cpu_us
 
 
 def _backward_total(rec: ModuleRecord, path: str, totals: _SubtreeTotals | None) -> float | None:

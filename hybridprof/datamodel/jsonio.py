@@ -452,13 +452,17 @@ def expect(tp: Any, value: Any, what: Any) -> Any:
     return value
 
 
-def load(kind: str, cls: type[T], text: str, schema_version: int) -> T:
-    """`cls` from JSON text that `dump(kind, ...)` wrote, checked: SessionFileError if it is not."""
+Trim = Callable[[dict[str, Any]], None]  # takes parts out of the file's data before it is read
+
+
+def load(kind: str, cls: type[T], text: str, schema_version: int, trim: Trim | None = None) -> T:
+    """`cls` from JSON text that `dump(kind, ...)` wrote, checked: SessionFileError if it is not.
+    `trim`, when given, takes what the caller will not use out of the parsed data first."""
     with gc_paused():
-        return _load(kind, cls, text, schema_version)
+        return _load(kind, cls, text, schema_version, trim)
 
 
-def _load(kind: str, cls: type[T], text: str, schema_version: int) -> T:
+def _load(kind: str, cls: type[T], text: str, schema_version: int, trim: Trim | None) -> T:
     try:
         data = json.loads(text, parse_constant=no_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -489,6 +493,8 @@ def _load(kind: str, cls: type[T], text: str, schema_version: int) -> T:
     if may_hold_lone_surrogate(text):
         name_lone_surrogate(kind, data)  # raises, naming where
     data.pop("kind")
+    if trim is not None:
+        trim(data)
     try:
         return typing.cast(T, from_plain(cls, data))
     except OutOfBounds as exc:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from hybridprof.datamodel.compiled import CompileSection
 from hybridprof.datamodel.jsonbounds import MAX_PATH_PARTS
@@ -161,8 +161,12 @@ class ProfileSession(Views):
         return dump(SESSION_KIND, self, omit_none=omit, compact=True)
 
     @classmethod
-    def from_json(cls, text: str) -> ProfileSession:
-        session = load(SESSION_KIND, cls, text, SCHEMA_VERSION)
+    def from_json(cls, text: str, ops: bool = True) -> ProfileSession:
+        """The session in `text`, checked. With `ops=False` the layers' and the outside row's op
+        lists are not read (left empty): for a reader that uses only the layers' figures (the
+        history), as the op lists are most of a big session's reading time. Such a session
+        must not be saved again."""
+        session = load(SESSION_KIND, cls, text, SCHEMA_VERSION, None if ops else _without_ops)
         short = [r.path for r in session.records if not _series_fit(r, session.iterations)]
         optimizer = session.optimizer
         if optimizer is not None and not optimizer.series_lengths() <= {session.iterations}:
@@ -186,6 +190,16 @@ class ProfileSession(Views):
                 f"corrupt {SESSION_KIND} file: {problem[:200]}; write it again with hybridprof"
             )
         return session
+
+
+def _without_ops(data: dict[str, Any]) -> None:
+    """The file's data without its op lists (see `from_json`)."""
+    data.pop("outside_ops", None)
+    records = data.get("records")
+    if type(records) is list:
+        for record in records:
+            if type(record) is dict:
+                record.pop("ops", None)
 
 
 def _time(us: float) -> str:

@@ -96,11 +96,12 @@ def _kind(mode: int) -> str:
     return next((name for test, name in kinds.items() if test(mode)), "a special file")
 
 
-def load_session(path: str | Path) -> ProfileSession:
-    """A session saved by `hybridprof run -o` (or `ProfileSession.to_json`)."""
+def load_session(path: str | Path, ops: bool = True) -> ProfileSession:
+    """A session saved by `hybridprof run -o` (or `ProfileSession.to_json`); with `ops=False`
+    without its op lists (`ProfileSession.from_json`)."""
     text = read_text(path, "session")
     with _naming(path):
-        return ProfileSession.from_json(text)
+        return ProfileSession.from_json(text, ops=ops)
 
 
 def load_plan(path: str | Path) -> ProfilePlan:

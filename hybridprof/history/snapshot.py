@@ -19,6 +19,7 @@ from typing import Literal
 
 from hybridprof.analysis.layer_table import LayerRow, layer_table
 from hybridprof.datamodel import ProfileSession
+from hybridprof.datamodel.gc_pause import gc_paused
 from hybridprof.history.fingerprint import Machine, machine_of
 
 Timing = Literal["cpu", "device"]
@@ -68,8 +69,9 @@ def snapshot_of(
 ) -> Snapshot:
     """The session's figures for the history."""
     timing: Timing = "device" if session.use_device else "cpu"
-    table = layer_table(session)
-    layers = tuple(_figures(row, timing) for row in table.layers())
+    with gc_paused():  # a 1,000-layer table is thousands of objects, none in a cycle
+        table = layer_table(session)
+        layers = tuple(_figures(row, timing) for row in table.layers())
     stability = session.stability.verdict if session.stability is not None else "unknown"
     return Snapshot(
         digest=digest_of(session),

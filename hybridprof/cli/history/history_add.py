@@ -88,7 +88,10 @@ def add(args: argparse.Namespace) -> int:
     from hybridprof.reporting.format import visible
 
     files = [Path(name) for name in args.sessions]
-    snapshots = [snapshot_of(load_session(f), args.machine or "", args.model) for f in files]
+    # the history keeps no op: the op lists are not read (most of a big session's reading)
+    snapshots = [
+        snapshot_of(load_session(f, ops=False), args.machine or "", args.model) for f in files
+    ]
     commit = resolve_commit(args.commit, args.branch, Path.cwd())
     db = Path(args.db) if args.db else files[0].parent / DEFAULT_NAME
     with open_store(db, create=True) as store:
