@@ -367,10 +367,6 @@ def open_store(path: Path, create: bool = False) -> HistoryStore:
         try:
             migrated = _check_and_migrate(conn, path)
             conn.execute("PRAGMA foreign_keys = ON")
-            # WAL's own durability: a commit is safe from a crash of the program, and on power
-            # loss only the last commits can be lost, never the file; FULL syncs the disk at
-            # every add (a third of an add's time on 10 million figures)
-            conn.execute("PRAGMA synchronous = NORMAL")
         except BaseException:
             conn.close()
             raise
