@@ -79,16 +79,18 @@ def merge_sessions(sessions: Sequence[ProfileSession]) -> ProfileSession:
         collectives=collectives,
         ranks=MergedRanks(len(ordered), summaries, layers, stragglers),
         memory=merge_memory(ordered),
-        fsdp=merged_unit_comm(ordered),
+        fsdp=merged_unit_comm([s.fsdp for s in ordered]),
+        tp=merged_unit_comm([s.tp for s in ordered]),
     )
 
 
-def merged_unit_comm(ordered: Sequence[ProfileSession]) -> tuple[UnitComm, ...]:
-    """Each FSDP2 unit's communication across the ranks: the median over ranks of each rank's
-    median time (min and max: the lowest and highest over every rank's iterations), calls and
-    bytes as the median rank has them; a rank without a unit's kind counts 0 for it."""
-    keys = list(dict.fromkeys((c.path, c.kind) for s in ordered for c in s.fsdp))
-    found = [{(c.path, c.kind): c for c in s.fsdp} for s in ordered]
+def merged_unit_comm(ordered: Sequence[tuple[UnitComm, ...]]) -> tuple[UnitComm, ...]:
+    """Each FSDP2 unit's (or tensor-parallel layer's) communication across the ranks, from each
+    rank's: the median over ranks of each rank's median time (min and max: the lowest and
+    highest over every rank's iterations), calls and bytes as the median rank has them; a rank
+    without a unit's kind counts 0 for it."""
+    keys = list(dict.fromkeys((c.path, c.kind) for comms in ordered for c in comms))
+    found = [{(c.path, c.kind): c for c in comms} for comms in ordered]
     merged = []
     for key in keys:
         per_rank = [by_key.get(key, UnitComm(*key, 0.0, Stat(0.0, 0.0, 0.0))) for by_key in found]
@@ -99,7 +101,8 @@ def merged_unit_comm(ordered: Sequence[ProfileSession]) -> tuple[UnitComm, ...]:
         )
         calls = median_or_zero([c.calls for c in per_rank])
         nbytes = round(median_or_zero([c.nbytes for c in per_rank]))
-        merged.append(UnitComm(key[0], key[1], calls, time, nbytes))
+        group = next((c.group for c in per_rank if c.group), "")
+        merged.append(UnitComm(key[0], key[1], calls, time, nbytes, group))
     return tuple(merged)
 
 
