@@ -9,13 +9,12 @@ spans the world).
 
 The range is opened by a forward pre-hook put first and closed by a forward hook put last (run
 even when the forward raises), so DTensor's own hooks run inside it; both are removed when the
-profile ends (the handles' `remove`), so the model keeps exactly the hooks it had.
+patches are undone (the handles' `remove`), so the model keeps exactly the hooks it had.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -63,20 +62,25 @@ def _desc(mesh: Any, dim: int) -> str:
     return str(getattr(group, "group_desc", "") or getattr(group, "group_name", "?"))
 
 
-@contextlib.contextmanager
-def hook_ranges(model: nn.Module, paths: Sequence[str]) -> Iterator[None]:
-    """Each of `paths` (tensor-parallel modules) called inside `tp_hooks_range(path)`, hooks
-    included, while the block is open."""
-    modules = dict(model.named_modules())
-    handles = []
-    try:
-        for path in paths:
+class HookRanges:
+    """Each of `paths` (tensor-parallel modules of `model`) called inside `tp_hooks_range(path)`,
+    hooks included, from `install` to `uninstall` (the patched window's span)."""
+
+    def __init__(self, model: nn.Module, paths: Sequence[str]) -> None:
+        modules = dict(model.named_modules())
+        self._modules = [(path, modules[path]) for path in paths]
+        self._handles: list[Any] = []
+
+    def install(self) -> None:
+        for path, module in self._modules:
             opened: list[Any] = []  # a stack: a module may be called inside its own call
-            module = modules[path]
-            handles.append(module.register_forward_pre_hook(_opener(path, opened), prepend=True))
-            handles.append(module.register_forward_hook(_closer(opened), always_call=True))
-        yield
-    finally:
+            self._handles.append(
+                module.register_forward_pre_hook(_opener(path, opened), prepend=True)
+            )
+            self._handles.append(module.register_forward_hook(_closer(opened), always_call=True))
+
+    def uninstall(self) -> None:
+        handles, self._handles = self._handles, []
         for handle in reversed(handles):
             handle.remove()
 
@@ -98,4 +102,4 @@ def _closer(opened: list[Any]) -> Any:
     return close_range
 
 
-__all__ = ["hook_ranges", "tp_layers"]
+__all__ = ["HookRanges", "tp_layers"]

@@ -24,7 +24,6 @@ from hybridprof.runtime.compiled import dynamo_facts
 from hybridprof.runtime.compiled.compiled_run import compiled_run
 from hybridprof.runtime.compiled.detect import compiled_wrapper_of
 from hybridprof.runtime.distributed.fsdp_units import fsdp_unit_bytes
-from hybridprof.runtime.distributed.tp_layers import hook_ranges, tp_layers
 from hybridprof.runtime.measures.aggregate import RunFacts, environment
 from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.measures.measure_table import MeasureTable
@@ -83,10 +82,6 @@ class BlockRun:
         del wrapper  # held by the compiled run alone, until the block ends
         if self.compiled is not None:  # kernels of compiled code, mapped by a compile in the block
             config = replace(config, compiled=self.compiled)
-        # Tensor-parallel layers: each call in a range with its hooks, the collectives' shapes
-        self._tp = tp_layers(model, config.paths) if self.compiled is None else {}
-        if self._tp:
-            config = replace(config, record_shapes=True)
         self.driver = Driver(
             model,
             plan,
@@ -111,8 +106,6 @@ class BlockRun:
         cyclic GC waits while it is open)."""
         if self.compiled is not None:
             self._hooked.enter_context(self.compiled.instrumented())
-        if self._tp:
-            self._hooked.enter_context(hook_ranges(self.driver.model, tuple(self._tp)))
         with quiet_fd2():
             self.driver.begin()
         try:
@@ -175,7 +168,6 @@ class BlockRun:
             steps=steps.steps,
             schedule=schedule.info() if schedule is not None else None,
             fsdp_sizes=fsdp_unit_bytes(self.driver.model),  # read after the steps set dtypes
-            tp_groups=tuple(self._tp.items()),
         )
         session = self.driver.build_session(measures, facts)
         if self._through_wrapper and not session.records:  # no compiled code ran either
