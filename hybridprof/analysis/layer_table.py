@@ -137,20 +137,24 @@ class LayerRow:
 
     @property
     def compute_us(self) -> float | None:
-        """A layer's forward self time without its tensor-parallel communication (None for no
-        layer, or one not measured)."""
-        if self.self_cpu is None or self.kind != "layer":
+        """A tensor-parallel layer's forward self time without its communication (None for a
+        row with no tensor-parallel communication, or not measured)."""
+        if self.self_cpu is None or not self._tensor_parallel:
             return None
         comm = self.comm_of("tp_forward")
         return max(0.0, self.self_cpu.median - (comm.time_us.median if comm else 0.0))
 
     @property
     def backward_compute_us(self) -> float | None:
-        """A layer's backward self time without its tensor-parallel communication."""
-        if self.backward_self_cpu_us is None or self.kind != "layer":
+        """A tensor-parallel layer's backward self time without its communication."""
+        if self.backward_self_cpu_us is None or not self._tensor_parallel:
             return None
         comm = self.comm_of("tp_backward")
         return max(0.0, self.backward_self_cpu_us - (comm.time_us.median if comm else 0.0))
+
+    @property
+    def _tensor_parallel(self) -> bool:
+        return self.kind == "layer" and any(c.kind.startswith("tp_") for c in self.comm)
 
     @property
     def measured(self) -> bool:

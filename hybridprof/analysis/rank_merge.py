@@ -354,13 +354,15 @@ def _median_per_iteration(ranks: Sequence[Sequence[float]]) -> tuple[float, ...]
 def _merged_collectives(
     ordered: list[ProfileSession],
 ) -> tuple[tuple[CollectiveStat, ...], list[list[float]]]:
-    """One row per collective name across ranks, and each rank's waiting per common iteration."""
-    names = list(dict.fromkeys(c.name for s in ordered for c in s.collectives))
+    """One row per collective across ranks (its name and the layer that called it: two layers
+    call the same all-reduce), and each rank's waiting per common iteration."""
+    keys = list(dict.fromkeys((c.name, c.layer) for s in ordered for c in s.collectives))
+    by_key = [{(c.name, c.layer): c for c in s.collectives} for s in ordered]
     common = min((len(_comm_times(s)) for s in ordered), default=0)
     waiting = [[0.0] * common for _ in ordered]
     rows = []
-    for name in names:
-        per_rank = [next((c for c in s.collectives if c.name == name), None) for s in ordered]
+    for key in keys:
+        per_rank = [found.get(key) for found in by_key]
         present = [c for c in per_rank if c is not None]
         waits = _waiting(per_rank) if len(present) == len(ordered) else None
         if waits is not None:

@@ -3,8 +3,9 @@ training two MLPs made tensor parallel (each `up` column parallel, each `down` r
 each sharded Linear's row its collectives: bytes, time and group, apart from its compute, and no
 communication is left in the outside row.
 
-One torchrun run in all (tests/fixtures/tp_train.py, 8 steps on each rank, trained once without
-hybridprof and once with it).
+One torchrun run of a with-block (tests/fixtures/tp_train.py, 8 steps on each rank, trained once
+without hybridprof and once with it), and one of `hybridprof run --backward` on a model file
+(tests/fixtures/tp_net.py), whose merged session keeps each layer's collectives.
 """
 
 from __future__ import annotations
@@ -106,6 +107,26 @@ def test_the_text_report_and_the_rank_merge_keep_each_layers_collectives(ranks: 
     down = merged[("mlps.1.down", "tp_forward")]
     assert down.nbytes == 8 * 32 * 4 and down.group == "mesh dim tp, group default_pg"
     assert ("mlps.1.up", "tp_backward") in merged and ("mlps.0.up", "tp_forward") not in merged
+
+
+def test_hybridprof_run_gives_each_layer_its_collectives_and_merges_them(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    argv += ["-m", "hybridprof", "run", str(FIXTURES / "tp_net.py"), "--backward", "--iters", "3"]
+    argv += ["--out-dir", str(tmp_path)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    merged = load_session(tmp_path / "session-merged.json")
+    rows = rows_of(merged)
+    for down in ("0.down", "1.down"):
+        sent = rows[down].comm_of("tp_forward")
+        assert sent is not None and sent.nbytes == 8 * 32 * 4, down
+        assert rows[down].compute_us is not None
+    assert rows["1.up"].comm_of("tp_backward") is not None
+    assert rows["0.up"].comm_of("tp_forward") is None
+    layers = {c.layer for c in merged.collectives if c.name.startswith("tensor parallel")}
+    assert layers == {"0.down", "1.down", "1.up"}  # the Ranks section lists each layer's
+    assert "TP comm" in done.stdout
 
 
 @pytest.mark.parametrize("rank", [0, 1])

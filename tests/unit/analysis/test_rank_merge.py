@@ -351,3 +351,16 @@ def test_tensor_parallel_layers_merge_with_their_group_and_stay_apart_from_fsdp(
         "mesh dim tp",
     )
     assert down.time_us == Stat(200.0, 100.0, 300.0)
+
+
+def test_the_same_collective_called_by_two_layers_stays_two_rows() -> None:
+    def calls(rank: int) -> ProfileSession:
+        rows = tuple(
+            CollectiveStat("c10d::allreduce_", "model", 1.0, Stat(t, t, t), layer=layer)
+            for layer, t in (("fc1", 5.0 + rank), ("fc2", 50.0 + rank))
+        )
+        return replace(rank_session(rank), collectives=rows)
+
+    merged = merge_sessions([calls(0), calls(1)])
+    model = {c.layer: c.time_us.median for c in merged.collectives if c.kind == "model"}
+    assert model == {"fc1": 5.5, "fc2": 50.5}  # one name, each layer's own
