@@ -130,9 +130,31 @@ class LayerRow:
     comm: tuple[UnitComm, ...] = ()
 
     def comm_of(self, kind: str) -> UnitComm | None:
-        """Its FSDP2 communication of `kind` ("all_gather", "regather", "copy_out",
-        "reduce_scatter"); None when it ran none (or is no unit)."""
+        """Its communication of `kind` (FSDP2's "all_gather", "regather", "copy_out",
+        "reduce_scatter"; tensor parallel's "tp_forward", "tp_backward"); None when it ran none
+        (or is no unit, no tensor-parallel layer)."""
         return next((c for c in self.comm if c.kind == kind), None)
+
+    @property
+    def compute_us(self) -> float | None:
+        """A tensor-parallel layer's forward self time without its communication (None for a
+        row with no tensor-parallel communication, or not measured)."""
+        if self.self_cpu is None or not self._tensor_parallel:
+            return None
+        comm = self.comm_of("tp_forward")
+        return max(0.0, self.self_cpu.median - (comm.time_us.median if comm else 0.0))
+
+    @property
+    def backward_compute_us(self) -> float | None:
+        """A tensor-parallel layer's backward self time without its communication."""
+        if self.backward_self_cpu_us is None or not self._tensor_parallel:
+            return None
+        comm = self.comm_of("tp_backward")
+        return max(0.0, self.backward_self_cpu_us - (comm.time_us.median if comm else 0.0))
+
+    @property
+    def _tensor_parallel(self) -> bool:
+        return self.kind == "layer" and any(c.kind.startswith("tp_") for c in self.comm)
 
     @property
     def measured(self) -> bool:
@@ -170,6 +192,7 @@ class LayerTable:
     memory: DeviceMemory | None = None  # the model's device, whose figures the rows' `memory` are
     has_compiled: bool = False  # a torch.compile'd model (rows may say what fused)
     has_fsdp: bool = False  # an FSDP2-sharded model: its units' rows carry their communication
+    has_tp: bool = False  # tensor-parallel layers: their rows carry their collectives
     summed: bool = False  # totals and the headline are sums of the rows (the outside measured)
 
     def tree(self) -> tuple[LayerRow, ...]:
@@ -220,7 +243,7 @@ def build_layer_table(session: ProfileSession) -> LayerTable:
     rows += [_with_pct(row, shares_of) for row in optimizer]
     if session.compiled is not None:
         rows = _with_fused(rows, session)
-    if session.fsdp:
+    if session.fsdp or session.tp:
         rows = _with_comm(rows, session)
     outside = _outside_row(session, shares_of)
     if session.stability is not None and session.stability.threads_exceed_free_cores:
@@ -243,6 +266,7 @@ def build_layer_table(session: ProfileSession) -> LayerTable:
         memory=device,
         has_compiled=session.compiled is not None,
         has_fsdp=bool(session.fsdp),
+        has_tp=bool(session.tp),
         summed=totals is not None,
     )
 
@@ -432,10 +456,10 @@ def _with_fused(rows: list[LayerRow], session: ProfileSession) -> list[LayerRow]
 
 
 def _with_comm(rows: list[LayerRow], session: ProfileSession) -> list[LayerRow]:
-    """Each FSDP2 unit's row with its communication (a unit that is no row of the tree, when
-    the profiled model is not FSDP's root, is not shown)."""
+    """Each FSDP2 unit's and tensor-parallel layer's row with its communication (a unit that is
+    no row of the tree, when the profiled model is not FSDP's root, is not shown)."""
     by_unit: dict[str, list[UnitComm]] = {}
-    for comm in session.fsdp:
+    for comm in (*session.fsdp, *session.tp):
         by_unit.setdefault(comm.path, []).append(comm)
     return [
         replace(row, comm=tuple(by_unit[row.path])) if row.path in by_unit else row for row in rows

@@ -79,16 +79,18 @@ def merge_sessions(sessions: Sequence[ProfileSession]) -> ProfileSession:
         collectives=collectives,
         ranks=MergedRanks(len(ordered), summaries, layers, stragglers),
         memory=merge_memory(ordered),
-        fsdp=merged_unit_comm(ordered),
+        fsdp=merged_unit_comm([s.fsdp for s in ordered]),
+        tp=merged_unit_comm([s.tp for s in ordered]),
     )
 
 
-def merged_unit_comm(ordered: Sequence[ProfileSession]) -> tuple[UnitComm, ...]:
-    """Each FSDP2 unit's communication across the ranks: the median over ranks of each rank's
-    median time (min and max: the lowest and highest over every rank's iterations), calls and
-    bytes as the median rank has them; a rank without a unit's kind counts 0 for it."""
-    keys = list(dict.fromkeys((c.path, c.kind) for s in ordered for c in s.fsdp))
-    found = [{(c.path, c.kind): c for c in s.fsdp} for s in ordered]
+def merged_unit_comm(ordered: Sequence[tuple[UnitComm, ...]]) -> tuple[UnitComm, ...]:
+    """Each FSDP2 unit's (or tensor-parallel layer's) communication across the ranks, from each
+    rank's: the median over ranks of each rank's median time (min and max: the lowest and
+    highest over every rank's iterations), calls and bytes as the median rank has them; a rank
+    without a unit's kind counts 0 for it."""
+    keys = list(dict.fromkeys((c.path, c.kind) for comms in ordered for c in comms))
+    found = [{(c.path, c.kind): c for c in comms} for comms in ordered]
     merged = []
     for key in keys:
         per_rank = [by_key.get(key, UnitComm(*key, 0.0, Stat(0.0, 0.0, 0.0))) for by_key in found]
@@ -99,7 +101,8 @@ def merged_unit_comm(ordered: Sequence[ProfileSession]) -> tuple[UnitComm, ...]:
         )
         calls = median_or_zero([c.calls for c in per_rank])
         nbytes = round(median_or_zero([c.nbytes for c in per_rank]))
-        merged.append(UnitComm(key[0], key[1], calls, time, nbytes))
+        group = next((c.group for c in per_rank if c.group), "")
+        merged.append(UnitComm(key[0], key[1], calls, time, nbytes, group))
     return tuple(merged)
 
 
@@ -351,13 +354,15 @@ def _median_per_iteration(ranks: Sequence[Sequence[float]]) -> tuple[float, ...]
 def _merged_collectives(
     ordered: list[ProfileSession],
 ) -> tuple[tuple[CollectiveStat, ...], list[list[float]]]:
-    """One row per collective name across ranks, and each rank's waiting per common iteration."""
-    names = list(dict.fromkeys(c.name for s in ordered for c in s.collectives))
+    """One row per collective across ranks (its name and the layer that called it: two layers
+    call the same all-reduce), and each rank's waiting per common iteration."""
+    keys = list(dict.fromkeys((c.name, c.layer) for s in ordered for c in s.collectives))
+    by_key = [{(c.name, c.layer): c for c in s.collectives} for s in ordered]
     common = min((len(_comm_times(s)) for s in ordered), default=0)
     waiting = [[0.0] * common for _ in ordered]
     rows = []
-    for name in names:
-        per_rank = [next((c for c in s.collectives if c.name == name), None) for s in ordered]
+    for key in keys:
+        per_rank = [found.get(key) for found in by_key]
         present = [c for c in per_rank if c is not None]
         waits = _waiting(per_rank) if len(present) == len(ordered) else None
         if waits is not None:

@@ -65,7 +65,8 @@ class CollectiveStat:
 
 @dataclass(frozen=True, slots=True)
 class UnitComm:
-    """One FSDP2 unit's communication of one kind, per iteration (a column of the unit's row).
+    """One FSDP2 unit's or tensor-parallel layer's communication of one kind, per iteration (a
+    column of its row).
 
     path: the unit (a module `fully_shard` sharded; "" the root); kind: "all_gather" (forward,
     prefetches for the unit included), "regather" (backward's all-gather of parameters freed
@@ -74,6 +75,11 @@ class UnitComm:
     the unit, on this rank's thread (waiting for other ranks included). nbytes: the bytes they
     moved per iteration, from the unit's FSDP parameter group (an all-gather's output, a
     reduce-scatter's input, padding included): calls times the bytes of one; 0 for a copy-out.
+
+    A tensor-parallel layer's kinds: "tp_forward" and "tp_backward", the collectives its forward
+    (DTensor's hooks included) and its backward nodes issued, and the waits for them wherever
+    they ran. time_us: those ops' CPU time on this rank's thread (waiting included); nbytes: the
+    bytes the collectives sent (their input's); group: the mesh dimension and process group.
     """
 
     path: str
@@ -81,6 +87,7 @@ class UnitComm:
     calls: float  # per iteration (median)
     time_us: Stat
     nbytes: int = 0
+    group: str = ""  # tensor parallel: "mesh dim tp, group default_pg"
 
 
 @dataclass(frozen=True, slots=True)

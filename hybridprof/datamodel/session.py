@@ -121,6 +121,7 @@ class ProfileSession(Views):
     rank: RankRun | None = None  # one rank of a torch.distributed run
     collectives: tuple[CollectiveStat, ...] = ()
     fsdp: tuple[UnitComm, ...] = ()  # FSDP2 units' communication (a sharded model)
+    tp: tuple[UnitComm, ...] = ()  # tensor-parallel layers' communication (DTensor)
     ranks: MergedRanks | None = None  # a merged session: records are medians across ranks
     # A profiled training loop (`with Profile(...)` around it; since schema 5): the optimizer's
     # row, the `prof.step()` calls seen and the schedule the steps ran under.

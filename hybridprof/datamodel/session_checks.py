@@ -38,6 +38,8 @@ class ProfileSession(Protocol):
     @property
     def fsdp(self) -> tuple[UnitComm, ...]: ...
     @property
+    def tp(self) -> tuple[UnitComm, ...]: ...
+    @property
     def outside_ops(self) -> tuple[OpStat, ...]: ...
 
 
@@ -73,6 +75,8 @@ def _never_negative(session: ProfileSession) -> Iterator[Figure]:
             yield from _device_figures(f"memory.devices[{index}]", device)
     for index, unit in enumerate(session.fsdp):
         yield from ((f"fsdp[{index}].{name}", getattr(unit, name)) for name in _UNIT_FIGURES)
+    for index, unit in enumerate(session.tp):
+        yield from ((f"tp[{index}].{name}", getattr(unit, name)) for name in _UNIT_FIGURES)
     for index, op in enumerate(session.outside_ops):
         yield from ((f"outside_ops[{index}].{name}", getattr(op, name)) for name in _OP_FIGURES)
 

@@ -523,8 +523,89 @@ _COMM: tuple[LayerColumn, ...] = (
     ),
 )  # fmt: skip
 
-LAYER_COLUMNS = (*_ROW_FACTS, *_TIMES, *_MEMORY, *_WORK, *_COMM)
-COMM_KEYS = tuple(column.key for column in _COMM)
+
+# A tensor-parallel layer's collectives (DTensor): per iteration, forward and backward, and the
+# layer's own time without them.
+def has_tp(table: LayerTable) -> bool:
+    return table.has_tp
+
+
+def _tp_group(row: LayerRow) -> str | None:
+    return next((c.group for c in row.comm if c.kind.startswith("tp_") and c.group), None)
+
+
+def _tp_column(key: str, kind: str, title: str, keep: int, tip: str, size: bool) -> LayerColumn:
+    figure = _comm_bytes(kind) if size else _comm_us(kind)
+    field = (
+        FrameField(kind + "_bytes", "int64", figure)
+        if size
+        else FrameField(kind + "_us", "float64", figure)
+    )
+    return LayerColumn(
+        key,
+        figure,
+        format_bytes if size else format_time_us,
+        has_tp,
+        sort=figure,
+        terminal=OnTerminal(title, keep),
+        text=title,
+        page=OnPage(title, order="num", tip=tip, missing=""),
+        frame=(field,),
+    )
+
+
+def _compute_column(key: str, figure: Callable[[LayerRow], float | None], title: str, keep: int,
+                    tip: str, frame: str) -> LayerColumn:  # fmt: skip
+    return LayerColumn(
+        key,
+        figure,
+        format_time_us,
+        has_tp,
+        sort=figure,
+        terminal=OnTerminal(title, keep),
+        text=title,
+        page=OnPage(title, order="num", tip=tip, missing=""),
+        frame=(FrameField(frame, "float64", figure),),
+    )
+
+
+_TP_TIME = (
+    "CPU time per iteration of the collectives this layer issued (DTensor's hooks included) "
+    "and of the waits for them, wherever they ran; waiting for other ranks included"
+)
+_TP: tuple[LayerColumn, ...] = (
+    _tp_column("tp-fwd", "tp_forward", "TP comm", 59, f"Forward: {_TP_TIME}", size=False),
+    _tp_column(
+        "tp-fwd-bytes", "tp_forward", "TP sent", 55,
+        "Bytes the forward's collectives sent per iteration (their inputs)", size=True,
+    ),
+    _tp_column("tp-bwd", "tp_backward", "TP comm bwd", 51, f"Backward: {_TP_TIME}", size=False),
+    _tp_column(
+        "tp-bwd-bytes", "tp_backward", "TP sent bwd", 50,
+        "Bytes the backward's collectives sent per iteration (their inputs)", size=True,
+    ),
+    _compute_column(
+        "compute", lambda r: r.compute_us, "Compute", 60,
+        "Self time without the layer's tensor-parallel communication", "compute_us",
+    ),
+    _compute_column(
+        "bwd-compute", lambda r: r.backward_compute_us, "Compute bwd", 49,
+        "Backward self time without the layer's tensor-parallel communication",
+        "backward_compute_us",
+    ),
+    LayerColumn(
+        "tp-group",
+        _tp_group,
+        str,
+        has_tp,
+        text="TP group",
+        page=OnPage("TP group", order="text", missing=""),
+        frame=(FrameField("tp_group", "str", _tp_group),),
+    ),
+)  # fmt: skip
+
+LAYER_COLUMNS = (*_ROW_FACTS, *_TIMES, *_MEMORY, *_WORK, *_COMM, *_TP)
+COMM_KEYS = tuple(column.key for column in (*_COMM, *_TP))
 BY_KEY = {column.key: column for column in LAYER_COLUMNS}
 
 

@@ -29,7 +29,8 @@ PAGE_COLUMNS = (
     "name", "class", "calls", "self", "total", "dev-self", "dev-total", "bwd-self", "bwd-total",
     "share", "subtree-share", "mem-self", "mem-peak", "mem-saved", "mem-bwd-peak", "flops",
     "gflops", "verdict", "gather", "gather-bytes", "copy-out", "regather", "scatter",
-    "scatter-bytes", "spread", "params", "output",
+    "scatter-bytes", "compute", "tp-fwd", "tp-fwd-bytes", "bwd-compute", "tp-bwd",
+    "tp-bwd-bytes", "tp-group", "spread", "params", "output",
 )  # fmt: skip
 
 # Bits of a row's flags in the page's data (report.js reads the same values).

@@ -63,7 +63,8 @@ class TableText(str):
 TEXT_COLUMNS = (
     "self", "total", "bwd-self", "bwd-total", "dev-self", "dev-total", "mem-self", "mem",
     "dev-mem-self", "dev-mem", "flops", "intensity", "gflops", "verdict", "gather",
-    "gather-bytes", "copy-out", "regather", "scatter", "scatter-bytes", "calls", "fused",
+    "gather-bytes", "copy-out", "regather", "scatter", "scatter-bytes", "compute", "tp-fwd",
+    "tp-fwd-bytes", "bwd-compute", "tp-bwd", "tp-bwd-bytes", "tp-group", "calls", "fused",
 )  # fmt: skip
 
 

@@ -29,7 +29,14 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from hybridprof.datamodel import CollectiveStat, ProfileSession, RankInfo, RankRun, Stat
+from hybridprof.datamodel import (
+    CollectiveStat,
+    ProfileSession,
+    RankInfo,
+    RankRun,
+    Stat,
+    UnitComm,
+)
 from hybridprof.errors import DistributedError, UsageError
 from hybridprof.files.loader import ModelInputs
 from hybridprof.runtime.basics.workload import forward_once, training_step
@@ -247,9 +254,14 @@ def time_buckets(wrapped: Any, clock: CommClock) -> bool:
 
 
 def model_collectives(session: ProfileSession) -> tuple[CollectiveStat, ...]:
-    """The `c10d::` collectives each layer's forward called, from its op breakdown."""
-    rows = []
+    """The `c10d::` collectives each layer's forward called, from its op breakdown; a
+    tensor-parallel layer's are its collectives and their waits, forward and backward, as the
+    session's `tp` has them (its `c10d::` ops are inside those)."""
+    tp_layers = {comm.path for comm in session.tp}
+    rows = [_tp_row(comm) for comm in session.tp]
     for record in session.records:
+        if record.path in tp_layers:
+            continue
         for op in record.ops:
             if op.name.startswith("c10d::") and not op.backward:
                 per_iteration = op.total_cpu_us
@@ -263,6 +275,18 @@ def model_collectives(session: ProfileSession) -> tuple[CollectiveStat, ...]:
                     )
                 )
     return tuple(rows)
+
+
+def _tp_row(comm: UnitComm) -> CollectiveStat:
+    direction = "backward" if comm.kind == "tp_backward" else "forward"
+    return CollectiveStat(
+        name=f"tensor parallel {direction}" + (f" ({comm.group})" if comm.group else ""),
+        kind="model",
+        calls=comm.calls,
+        time_us=comm.time_us,
+        nbytes=round(comm.nbytes / comm.calls) if comm.calls else 0,
+        layer=comm.path,
+    )
 
 
 def gather_to_rank0(group: Group, payload: str, timeout_s: float) -> list[str] | None:

@@ -51,7 +51,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 
-from hybridprof.runtime.events import optimizer_fold
+from hybridprof.runtime.events import optimizer_fold, tp_comm
 from hybridprof.runtime.events.frames import (
     BWD,
     BWD_ROOT,
@@ -61,6 +61,8 @@ from hybridprof.runtime.events.frames import (
     CHILD_NS,
     DMEM,
     EVENT,
+    HOOKED,
+    HOOKS,
     HOST,
     KIND,
     LAYER,
@@ -146,7 +148,8 @@ def attribute(
     )
     top_level_ns = 0
     for thread_events in threads.values():
-        top_level_ns += _walk_thread(thread_events, walk)
+        if not tp_comm.backend_thread(thread_events):
+            top_level_ns += _walk_thread(thread_events, walk)
     walk.measure.total_cpu_us = top_level_ns / 1000
     for frame in walk.deferred:
         if frame[KIND] == RECOMPUTE:
@@ -156,6 +159,8 @@ def attribute(
         elif frame[KIND] != MERGED:
             fold_backward(frame, walk)
     fold_device(device, walk)
+    if walk.tp_notes:
+        tp_comm.settle(walk)
     optimizer_fold.finish(walk.measure)
     walk.measure.outside_cpu_us = walk.outside_ns / 1000
     return Attribution(walk.measure, dict(walk.raw), walk.kernels)
@@ -224,12 +229,18 @@ def _open_named(
     last_bwd: list[tuple[int, int] | None],
 ) -> None:
     """Open what a named event begins: a layer's range, a backward node, an optimizer's part, an
-    FSDP2 unit's communication."""
+    FSDP2 unit's communication, a tensor-parallel layer's hooks range or collective."""
     if isinstance(entry, str):
         frame[OPT] = None  # a layer's forward is the layer's, wherever it runs
         _open_layer(frame, entry, walk, LAYER if frame[BWD] is None else RECOMPUTE)
     elif entry is None:
         return
+    elif entry[0] == "tp":
+        walk.tp_notes.append((frame, entry[1]))
+    elif entry[0] == "hooks":
+        if frame[BWD] is None:  # a recomputed call (in backward) is its layer range's alone
+            frame[OPT] = None
+            _open_layer(frame, entry[1], walk, HOOKS)
     elif entry[0] == "node":
         if walk.backward:
             _open_node(event, frame, walk, last_bwd)
@@ -250,7 +261,12 @@ def _note_comm(event: Event, frame: Frame, entry: CommEntry, walk: Walk) -> None
 
 
 def _open_layer(frame: Frame, path: str, walk: Walk, kind: int = LAYER) -> None:
-    frame[CHAIN] = (*frame[CHAIN], path)
+    enclosing = frame[RANGE]
+    hooks = enclosing is not None and enclosing[KIND] == HOOKS
+    if kind == LAYER and hooks and enclosing[MEASURE].path == path:
+        kind = HOOKED  # its forward inside its hooks' range: one call
+    if kind != HOOKED:
+        frame[CHAIN] = (*frame[CHAIN], path)
     frame[RANGE], frame[KIND], frame[RAW] = frame, kind, []
     frame[MEASURE] = walk.measure.path(path)
 
@@ -298,7 +314,7 @@ def _close(frame: Frame, stack: list[Frame], walk: Walk) -> int:
         optimizer_fold.fold_optimizer(frame, walk.measure)
         if frame[BWD] is not None and stack and stack[-1][OPT] is None:  # out of the node's time
             backward_root(stack)[NESTED_NS] += duration
-    elif kind == LAYER:
+    elif kind in (LAYER, HOOKS, HOOKED):
         _fold_range(frame, duration, total_mem, total_dmem, walk)
         if not walk.keep_raw:
             # A range's frame named itself its RANGE while open; unlinked now, the frames form
@@ -323,14 +339,18 @@ def _close(frame: Frame, stack: list[Frame], walk: Walk) -> int:
 
 def _fold_range(frame: Frame, duration: int, total_mem: int, total_dmem: int, walk: Walk) -> None:
     measure: PathMeasure = frame[MEASURE]
-    measure.calls += 1
-    if frame[CHAIN].count(measure.path) == 1:  # a recursive call is in its caller's total
+    kind = frame[KIND]
+    measure.calls += kind != HOOKS  # a HOOKS range and its HOOKED one are one call
+    # a recursive call is in its caller's total, a HOOKED one in its HOOKS range's
+    if kind != HOOKED and frame[CHAIN].count(measure.path) == 1:
         measure.total_cpu_us += duration / 1000
         measure.cpu_mem += total_mem
         measure.device_mem += total_dmem
     measure.self_cpu_us += (duration - frame[NESTED_NS]) / 1000
     measure.self_cpu_mem += total_mem - frame[NESTED_MEM]
     measure.self_device_mem += total_dmem - frame[NESTED_DMEM]
+    if kind == HOOKS:
+        return
     if walk.keep_raw:
         walk.raw[measure.path].append(frame)
     walk.forward_chains.setdefault(measure.path, frame[CHAIN])
@@ -384,7 +404,7 @@ def _nest_in_parent(
         host = stack[-1]
         if host[KIND] == OP:
             host[KIND], host[MEASURE] = HOST, frame[MEASURE]
-    elif kind in (LAYER, RECOMPUTE) and enclosing is not None:
+    elif kind in (LAYER, RECOMPUTE, HOOKS, HOOKED) and enclosing is not None:
         enclosing[NESTED_NS] += duration
         enclosing[NESTED_MEM] += total_mem
         enclosing[NESTED_DMEM] += total_dmem

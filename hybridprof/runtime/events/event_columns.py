@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from hybridprof.runtime.events.kineto import MEASURE_MARK, SKIPPED_NAMES, Event
+from hybridprof.runtime.events.tp_names import SIZED, first_input_bytes
 from hybridprof.runtime.events.training_names import is_training_name
 from hybridprof.runtime.measures.iteration import IterationMeasure, OpMeasure, PathMeasure
 
@@ -40,7 +41,8 @@ Array = np.ndarray[Any, Any]
 class EventColumns:
     """The CPU events of one iteration (utility events and those before the measure mark left
     out), in the profiler's order: `code` indexes `names`. `seq` and `fwd_thread` (each event's
-    autograd sequence number and forward thread) are read only for a training step (`training`).
+    autograd sequence number and forward thread) are read only for a training step (`training`);
+    `nbytes` (a collective's input bytes, tensor parallel) only when collectives ran.
     """
 
     names: list[str]
@@ -50,6 +52,7 @@ class EventColumns:
     thread: Array
     seq: Array | None = None
     fwd_thread: Array | None = None
+    nbytes: Array | None = None
 
     def __len__(self) -> int:
         return len(self.code)
@@ -61,7 +64,7 @@ class EventColumns:
 
     def subset(self, keep: Array) -> EventColumns:
         """The events `keep` (a mask or positions) selects, in the same order."""
-        seq, fwd = self.seq, self.fwd_thread
+        seq, fwd, nbytes = self.seq, self.fwd_thread, self.nbytes
         return EventColumns(
             self.names,
             self.code[keep],
@@ -70,6 +73,7 @@ class EventColumns:
             self.thread[keep],
             None if seq is None else seq[keep],
             None if fwd is None else fwd[keep],
+            None if nbytes is None else nbytes[keep],
         )
 
     def events(self) -> list[Event]:
@@ -81,6 +85,14 @@ class EventColumns:
             return [
                 Event("cpu", names[c], s, e, t)
                 for c, s, e, t in zip(*(f.tolist() for f in fields), strict=True)
+            ]
+        if self.nbytes is not None:
+            return [
+                Event("cpu", names[c], s, e, t, q, f, 0, 0, b)
+                for c, s, e, t, q, f, b in zip(
+                    *(f.tolist() for f in (*fields, self.seq, self.fwd_thread, self.nbytes)),
+                    strict=True,
+                )
             ]
         return [
             Event("cpu", names[c], s, e, t, q, f)
@@ -114,6 +126,7 @@ def read_columns(prof: Any, mark_window: tuple[int, int] | None = None) -> Event
     if any(map(is_training_name, unique)):
         seq = np.array(list(map(kind.sequence_nr, raw)), dtype=np.int64)
         fwd = np.array(list(map(kind.fwd_thread_id, raw)), dtype=np.int64)
+    nbytes = _collective_bytes(raw, names) if not SIZED.isdisjoint(unique) else None
     del raw
     index = {name: i for i, name in enumerate(unique)}
     code = np.fromiter(map(index.__getitem__, names), dtype=np.int64, count=len(names))
@@ -124,8 +137,17 @@ def read_columns(prof: Any, mark_window: tuple[int, int] | None = None) -> Event
     skipped = [i for i, name in enumerate(unique) if name in SKIPPED_NAMES]
     if skipped:
         keep &= ~np.isin(code, skipped)
-    columns = EventColumns(unique, code, start, end, thread, seq, fwd)
+    columns = EventColumns(unique, code, start, end, thread, seq, fwd, nbytes)
     return columns if keep.all() else columns.subset(keep)
+
+
+def _collective_bytes(raw: Any, names: list[str]) -> Array:
+    """Each collective's (and wait's) first input bytes, 0 for every other event."""
+    nbytes = np.zeros(len(names), dtype=np.int64)
+    for index, name in enumerate(names):
+        if name in SIZED:
+            nbytes[index] = first_input_bytes(raw[index].shapes(), raw[index].dtypes())
+    return nbytes
 
 
 # How far from the wall clock around the mark its event's start may be and still be looked for

@@ -17,6 +17,10 @@ NESTED_NS, NESTED_MEM, NESTED_DMEM, RAW, MEASURE, PARENT, SOLE, OPT = range(10, 
 # same name (Dropout's aten::div_ inside aten::div_); torch's event tree drops it and lifts its
 # children into the parent, so it is counted once, and so it is here (see `_absorb`).
 OP, LAYER, BWD_ROOT, RECOMPUTE, HOST, MERGED = range(6)
+# HOOKS: the range around a tensor-parallel layer's call, its hooks included
+# (`events/tp_names.py`); HOOKED: that layer's own range inside it. The two are one call of the
+# layer: HOOKS counts no call, HOOKED adds no total (its HOOKS range's holds it).
+HOOKS, HOOKED = range(6, 8)
 # SOLE: None until a child closes, then that child, then False once a second one has closed.
 # OPT: None outside the optimizer; inside one of its parts (`optimizer_fold.py`), the part's name
 # and the record of the optimizer step it runs in (None outside a step: clipping, zero_grad).
@@ -30,6 +34,8 @@ __all__ = [
     "CHILD_NS",
     "DMEM",
     "EVENT",
+    "HOOKED",
+    "HOOKS",
     "HOST",
     "KIND",
     "LAYER",

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from hybridprof.runtime.events.tp_names import SIZED, first_input_bytes
+
 MEMORY_EVENT = "[memory]"
 # A range the session strategy opens where an iteration's measure starts (see `start_measuring`):
 # every event that starts before it belongs to the unmeasured warm step and is dropped.
@@ -120,7 +122,9 @@ def _linked_event(e: Any, name: str, start: int, links: bool, is_cpu: bool) -> E
     seq, fwd = (e.sequence_nr(), e.fwd_thread_id()) if links else (-1, 0)
     corr, linked = e.correlation_id(), e.linked_correlation_id()
     kind = "cpu" if is_cpu else "device"
-    return Event(kind, name, start, e.end_ns(), e.start_thread_id(), seq, fwd, corr, linked)
+    # a collective's bytes (tensor parallel), when its shapes were recorded
+    nbytes = first_input_bytes(e.shapes(), e.dtypes()) if name in SIZED else 0
+    return Event(kind, name, start, e.end_ns(), e.start_thread_id(), seq, fwd, corr, linked, nbytes)
 
 
 def _from_function_events(function_events: Any) -> list[Event]:

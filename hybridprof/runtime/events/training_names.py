@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from hybridprof.runtime.events.fsdp_names import CommKind, fsdp_comm
+from hybridprof.runtime.events.tp_names import COLLECTIVES, WAIT, tp_hooks_path
 
 STEP_RANGE = "hybridprof::step"  # one measured step of the with-block
 WARMUP_RANGE = "hybridprof::warmup"  # a warm-up step: run under the profiler, its events dropped
@@ -58,13 +59,19 @@ def special_kind(name: str) -> Special | None:
 
 # An FSDP2 communication range, for the walk: ("comm", its kind, the unit's path).
 CommEntry = tuple[Literal["comm"], CommKind, str]
-NameEntry = str | tuple[Special | Literal["node"]] | CommEntry | None
+# A tensor-parallel layer's hooks range: ("hooks", its path); a functional collective or a wait
+# for one: ("tp", "collective" | "wait").
+HooksEntry = tuple[Literal["hooks"], str]
+TpEntry = tuple[Literal["tp"], Literal["collective", "wait"]]
+NameEntry = str | tuple[Special | Literal["node"]] | CommEntry | HooksEntry | TpEntry | None
 
 
 class RangeNames(dict[str, NameEntry]):
     """What each event name is for the walk: a layer's path (the range names it starts with), a
     special range as `(kind,)`, a backward node as `("node",)`, an FSDP2 communication range as
-    `("comm", kind, unit path)`, or None (an op). Worked out once
+    `("comm", kind, unit path)`, a tensor-parallel layer's hooks range as `("hooks", path)`, a
+    functional collective or its wait as `("tp", "collective" | "wait")`, or None (an op). Worked
+    out once
     per distinct name: the walk asks per event, and an iteration has a few dozen distinct names
     and thousands of events, so one lookup per event answers every question."""
 
@@ -79,8 +86,19 @@ class RangeNames(dict[str, NameEntry]):
         comm = fsdp_comm(name) if entry is None else None
         if comm is not None:
             entry = ("comm", *comm)
+        elif entry is None:
+            entry = _tp_entry(name)
         self[name] = entry
         return entry
+
+
+def _tp_entry(name: str) -> HooksEntry | TpEntry | None:
+    hooks = tp_hooks_path(name)
+    if hooks is not None:
+        return ("hooks", hooks)
+    if name in COLLECTIVES:
+        return ("tp", "collective")
+    return ("tp", "wait") if name == WAIT else None
 
 
 def is_training_name(name: str) -> bool:
@@ -114,9 +132,11 @@ __all__ = [
     "WARMUP_RANGE",
     "ZERO_GRAD_RANGE",
     "CommEntry",
+    "HooksEntry",
     "NameEntry",
     "RangeNames",
     "Special",
+    "TpEntry",
     "group_index",
     "is_training_name",
     "optimizer_class",

@@ -4,7 +4,7 @@ the two folds every kind of event ends in: an op under a layer, or time outside 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hybridprof.runtime.events.frames import (
     BWD,
@@ -39,6 +39,9 @@ class Walk:
     # key, its layer when the nested node's own number is not found.
     fallbacks: dict[int, tuple[int, int]]
     outside_ns: int = 0  # self time of events in no layer (see `add_outside`)
+    # Tensor-parallel collectives and waits, in walk order: settled once every layer is known
+    # (`tp_comm.settle`)
+    tp_notes: list[tuple[Frame, str]] = field(default_factory=list)
 
 
 def fold_op(frame: Frame, ops: dict[str, OpMeasure], name: str, *, backward: bool) -> None:

@@ -35,7 +35,7 @@ from hybridprof.datamodel import (
     StopReason,
 )
 from hybridprof.runtime.basics.stopping import Count
-from hybridprof.runtime.measures.fsdp_comm import UnitSizes, unit_comm
+from hybridprof.runtime.measures.fsdp_comm import UnitSizes, tp_comm, unit_comm
 from hybridprof.runtime.measures.iteration import OPTIMIZER_KEY, OUTSIDE_KEY, IterationMeasure
 from hybridprof.runtime.measures.measure_table import (
     OP_FIELDS,
@@ -75,6 +75,7 @@ class RunFacts:
     schedule: ScheduleInfo | None = None
     cpu_waits: CpuWaits | None = None
     fsdp_sizes: UnitSizes = ()  # an FSDP2-sharded model's units and their collectives' bytes
+    tp_groups: tuple[tuple[str, str], ...] = ()  # tensor-parallel layers and their groups
 
 
 def build_session(
@@ -125,6 +126,7 @@ def build_session(
         cpu_waits=facts.cpu_waits,
         memory=table.memory.profile(),
         fsdp=unit_comm(table.comm, facts.fsdp_sizes),
+        tp=tp_comm(table.comm, facts.tp_groups),
     )
 
 

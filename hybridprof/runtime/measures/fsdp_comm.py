@@ -1,9 +1,13 @@
-"""FSDP2 units' communication over the measured iterations: one `UnitComm` per unit and kind.
+"""FSDP2 units' and tensor-parallel layers' communication over the measured iterations: one
+`UnitComm` per layer and kind.
 
 Each iteration's measure holds, per (unit path, kind), the calls and wall time of FSDP2's ranges
 (`events/fsdp_names.py`); an iteration without a kind for a unit counts 0 for it. Bytes are the
 median calls per iteration times the bytes one call moves (`distributed/fsdp_units.py`), so they
 are exact whenever the calls are the same each iteration, as they are in a training loop.
+
+A tensor-parallel layer's kinds ("tp_forward", "tp_backward": its collectives and the waits for
+them, `events/tp_comm.py`) carry the bytes they sent, per iteration: their median is the figure.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ from hybridprof.analysis.stats import median_int
 from hybridprof.datamodel import Stat, UnitComm
 from hybridprof.runtime.measures.iteration import CommMeasure
 
-# FSDP2's kinds of communication, in the order a step runs them
+# FSDP2's kinds of communication, in the order a step runs them, then tensor parallel's
 KINDS = ("all_gather", "copy_out", "regather", "reduce_scatter")
+TP_KINDS = ("tp_forward", "tp_backward")
 # (unit path, all-gather bytes per call, reduce-scatter bytes per call)
 UnitSizes = tuple[tuple[str, int, int], ...]
 
@@ -23,14 +28,41 @@ UnitSizes = tuple[tuple[str, int, int], ...]
 def unit_comm(
     iterations: Sequence[dict[tuple[str, str], CommMeasure]], sizes: UnitSizes
 ) -> tuple[UnitComm, ...]:
-    """Per unit (in order of first appearance) and kind (in step order), over `iterations`."""
-    keys = list(dict.fromkeys(key for comm in iterations for key in comm))
+    """Per FSDP2 unit (in order of first appearance) and kind (in step order), over
+    `iterations`."""
+    keys = _keys(iterations, KINDS)
+    per_call = {path: (gather, scatter) for path, gather, scatter in sizes}
+    return tuple(_one(key, iterations, per_call) for key in keys)
+
+
+def tp_comm(
+    iterations: Sequence[dict[tuple[str, str], CommMeasure]], groups: Sequence[tuple[str, str]]
+) -> tuple[UnitComm, ...]:
+    """Per tensor-parallel layer (in order of first appearance) and direction, over `iterations`,
+    each with its process group (`groups`: path -> its mesh dimension and group)."""
+    group_of = dict(groups)
+    found = []
+    for key in _keys(iterations, TP_KINDS):
+        measured = [comm.get(key) for comm in iterations]
+        times = [m.time_us if m is not None else 0.0 for m in measured]
+        calls = median_int([m.calls if m is not None else 0 for m in measured])
+        nbytes = median_int([m.nbytes if m is not None else 0 for m in measured])
+        path, kind = key
+        found.append(
+            UnitComm(path, kind, float(calls), Stat.of(times), nbytes, group_of.get(path, ""))
+        )
+    return tuple(found)
+
+
+def _keys(
+    iterations: Sequence[dict[tuple[str, str], CommMeasure]], kinds: tuple[str, ...]
+) -> list[tuple[str, str]]:
+    keys = list(dict.fromkeys(key for comm in iterations for key in comm if key[1] in kinds))
     order: dict[str, int] = {}
     for path, _ in keys:
         order.setdefault(path, len(order))
-    keys.sort(key=lambda key: (order[key[0]], KINDS.index(key[1])))
-    per_call = {path: (gather, scatter) for path, gather, scatter in sizes}
-    return tuple(_one(key, iterations, per_call) for key in keys)
+    keys.sort(key=lambda key: (order[key[0]], kinds.index(key[1])))
+    return keys
 
 
 def _one(
@@ -47,4 +79,4 @@ def _one(
     return UnitComm(path, kind, float(calls), Stat.of(times), calls * one)
 
 
-__all__ = ["KINDS", "UnitSizes", "unit_comm"]
+__all__ = ["KINDS", "TP_KINDS", "UnitSizes", "tp_comm", "unit_comm"]

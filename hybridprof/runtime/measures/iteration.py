@@ -89,11 +89,13 @@ class OptimizerMeasure:
 
 @dataclass(slots=True)
 class CommMeasure:
-    """One FSDP unit's communication of one kind within one iteration: its ranges' calls and
-    wall time (`events/fsdp_names.py` names the kinds)."""
+    """One layer's communication of one kind within one iteration: an FSDP2 unit's ranges'
+    calls and wall time (`events/fsdp_names.py` names the kinds), or a tensor-parallel layer's
+    collectives, forward or backward (`events/tp_comm.py`), with the bytes they sent."""
 
     calls: int = 0
     time_us: float = 0.0
+    nbytes: int = 0  # tensor parallel: the collectives' inputs (FSDP2's come from its units)
 
 
 @dataclass(slots=True)
@@ -116,7 +118,8 @@ class IterationMeasure:
     optimizer: OptimizerMeasure | None = None
     backward: bool = False
     memory: IterationMemory | None = None  # with profile_memory, the session strategy's replay
-    # FSDP2's communication ranges: (unit path, kind) -> their calls and time in the iteration
+    # FSDP2's communication ranges and tensor-parallel collectives: (layer path, kind) -> their
+    # calls, time and bytes in the iteration
     comm: dict[tuple[str, str], CommMeasure] = field(default_factory=dict)
 
     def optimizer_measure(self) -> OptimizerMeasure:
@@ -125,12 +128,15 @@ class IterationMeasure:
             self.optimizer = OptimizerMeasure(PathMeasure(OPTIMIZER_KEY))
         return self.optimizer
 
-    def add_comm(self, path: str, kind: str, time_us: float) -> None:
+    def add_comm(
+        self, path: str, kind: str, time_us: float, nbytes: int = 0, calls: int = 1
+    ) -> None:
         found = self.comm.get((path, kind))
         if found is None:
             found = self.comm[(path, kind)] = CommMeasure()
-        found.calls += 1
+        found.calls += calls
         found.time_us += time_us
+        found.nbytes += nbytes
 
     def path(self, path: str) -> PathMeasure:
         measure = self.paths.get(path)

@@ -37,6 +37,7 @@ from hybridprof.runtime.basics.machine import LoadWatch
 from hybridprof.runtime.basics.patching import ForwardPatcher
 from hybridprof.runtime.basics.workload import BackwardFailed, ShapeRecorder
 from hybridprof.runtime.compiled.compiled_run import CompiledRun
+from hybridprof.runtime.distributed.tp_layers import HookRanges, tp_layers
 from hybridprof.runtime.measures.aggregate import RunFacts, as_table, build_session
 from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.measures.measure_table import MeasureTable
@@ -76,6 +77,12 @@ class Driver:
             # per-layer memory; the optimizers' state and the inputs are told apart at the peak
             capture = MemoryCapture(model, optimizers=optimizers, inputs=inputs)
             config = replace(config, memory=capture)
+        # Tensor-parallel layers (DTensor): each call in a range with its hooks while patched,
+        # and the collectives' shapes recorded for their bytes. Compiled code has no hooks run.
+        self.tp = tp_layers(model, config.paths) if compiled is None else {}
+        if self.tp:
+            config = replace(config, record_shapes=True)
+        self._tp_ranges = HookRanges(model, tuple(self.tp))
         self.config = config
         self.strategy: Strategy = make_strategy(strategy_name, config)
         # Shapes are noted in the first iteration only, outside the strategy's ranges.
@@ -133,9 +140,13 @@ class Driver:
 
     def patch(self) -> None:
         self.patcher.patch()
+        self._tp_ranges.install()
 
     def restore(self) -> None:
-        self.patcher.restore()
+        try:
+            self._tp_ranges.uninstall()
+        finally:
+            self.patcher.restore()
 
     def iteration(
         self, step: Callable[[], None], warm: bool = False, warmup: bool = False
@@ -221,6 +232,7 @@ class Driver:
             use_device=self.config.use_device,
             backward=self.config.backward,
             started_at=self.started_at,
+            tp_groups=tuple(self.tp.items()),
             stability=self.watch.stability(
                 table.total_cpu_us,
                 self.threads,

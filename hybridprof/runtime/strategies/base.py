@@ -87,6 +87,8 @@ class StrategyConfig:
     memory: MemoryHooks | None = None
     # A model with compiled code: attributes each iteration's events (compiled/compiled_run.py).
     compiled: EventAttribution | None = None
+    # Record ops' input shapes: a tensor-parallel model's collectives' bytes come from them.
+    record_shapes: bool = False
 
 
 class IterationResult(Protocol):

@@ -35,6 +35,8 @@ def new_autograd_profiler(config: StrategyConfig) -> Any:
     kwargs: dict[str, Any] = {}
     if config.profile_memory and config.compat.profile_memory:
         kwargs["profile_memory"] = True
+    if config.record_shapes:
+        kwargs["record_shapes"] = True
     if config.use_device:
         arg = config.compat.profiler_device_arg
         kwargs[arg] = "cuda" if arg == "use_device" else True

@@ -211,10 +211,13 @@ class StoppedIteration:
 
     @property
     def _plain(self) -> bool:
-        """Forward-style events only: no memory or device events, no compiled code, raw kineto
+        """Forward-style events only: no memory or device events, no compiled code, no
+        tensor-parallel layers (their hooks ranges and collectives need the walk), raw kineto
         events to read."""
         config = self.config
-        plain = not (config.profile_memory or config.use_device or config.backward)
+        plain = not (
+            config.profile_memory or config.use_device or config.backward or config.record_shapes
+        )
         return plain and config.compat.raw_events == "kineto" and config.compiled is None
 
     @property
@@ -353,7 +356,8 @@ class StoppedIteration:
         return read_events(
             self.profiler,
             config.compat.raw_events,
-            links=config.backward or config.training or memory_links,
+            # with recorded shapes (tensor parallel), the collectives' bytes are read there too
+            links=config.backward or config.training or memory_links or config.record_shapes,
             device=config.use_device,
         )
 

@@ -333,4 +333,34 @@ def test_fsdp_units_merge_to_the_median_rank_with_the_extremes_of_all() -> None:
     assert (gather.path, gather.kind, gather.nbytes, gather.calls) == ("fc1", "all_gather", 800, 1)
     assert gather.time_us == Stat(200.0, 50.0, 600.0)
     assert scatter.time_us == Stat(0.0, 0.0, 60.0)  # ranks 1 and 2 have none: 0 for them
-    assert merged_unit_comm([rank_session(0)]) == ()
+    assert merged_unit_comm([rank_session(0).fsdp]) == ()
+
+
+def test_tensor_parallel_layers_merge_with_their_group_and_stay_apart_from_fsdp() -> None:
+    def with_tp(rank: int, time_us: float) -> ProfileSession:
+        comm = UnitComm("mlp.down", "tp_forward", 1.0, Stat(time_us, time_us, time_us), 1024)
+        return replace(rank_session(rank, world=2), tp=(replace(comm, group="mesh dim tp"),))
+
+    merged = merge_sessions([with_tp(0, 100.0), with_tp(1, 300.0)])
+    assert merged.fsdp == ()
+    (down,) = merged.tp
+    assert (down.path, down.kind, down.nbytes, down.group) == (
+        "mlp.down",
+        "tp_forward",
+        1024,
+        "mesh dim tp",
+    )
+    assert down.time_us == Stat(200.0, 100.0, 300.0)
+
+
+def test_the_same_collective_called_by_two_layers_stays_two_rows() -> None:
+    def calls(rank: int) -> ProfileSession:
+        rows = tuple(
+            CollectiveStat("c10d::allreduce_", "model", 1.0, Stat(t, t, t), layer=layer)
+            for layer, t in (("fc1", 5.0 + rank), ("fc2", 50.0 + rank))
+        )
+        return replace(rank_session(rank), collectives=rows)
+
+    merged = merge_sessions([calls(0), calls(1)])
+    model = {c.layer: c.time_us.median for c in merged.collectives if c.kind == "model"}
+    assert model == {"fc1": 5.5, "fc2": 50.5}  # one name, each layer's own
