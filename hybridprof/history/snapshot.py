@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Literal
 
-from hybridprof.analysis.layer_table import LayerRow, layer_table
+from hybridprof.analysis.layer_table import LayerRow, profiled_layers
 from hybridprof.datamodel import ProfileSession
 from hybridprof.datamodel.gc_pause import gc_paused
 from hybridprof.history.fingerprint import Machine, machine_of
@@ -70,8 +70,8 @@ def snapshot_of(
     """The session's figures for the history."""
     timing: Timing = "device" if session.use_device else "cpu"
     with gc_paused():  # a 1,000-layer table is thousands of objects, none in a cycle
-        table = layer_table(session)
-        layers = tuple(_figures(row, timing) for row in table.layers())
+        table = profiled_layers(session)  # the table's layer rows, without the rest of it
+        layers = tuple(_figures(row, timing) for row in table.rows)
     stability = session.stability.verdict if session.stability is not None else "unknown"
     return Snapshot(
         digest=digest_of(session),

@@ -4,10 +4,11 @@ format (text, HTML/PDF context, DataFrame, terminal) showing those same figures.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
-from hybridprof.analysis.layer_table import CI_VALUES, LayerRow, layer_table
+from hybridprof.analysis.layer_table import CI_VALUES, LayerRow, layer_table, profiled_layers
 from hybridprof.analysis.tree import CutRows, heaviest_with_ancestors, with_cuts
 from hybridprof.datamodel import IterationSeries, Series, Stat
 from hybridprof.reporting.dataframe import session_frame
@@ -16,7 +17,15 @@ from hybridprof.reporting.page.context import build_context
 from hybridprof.reporting.page.tree_table import cell_text
 from hybridprof.reporting.text.text_table import render_text
 from hybridprof.reporting.trust import timing_text
-from tests.sessions import backward_session, memory_session
+from tests.sessions import (
+    backward_session,
+    big_session,
+    device_session,
+    hostile_session,
+    memory_session,
+    nested_session,
+    small_session,
+)
 from tests.unit.reporting.test_complete_rows import complete_session
 
 
@@ -150,3 +159,24 @@ def test_a_session_s_table_is_built_once_and_kept_while_the_session_lives() -> N
     del session, first
     gc.collect()
     assert key not in module._TABLES  # the table went with its session
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        small_session,
+        nested_session,
+        backward_session,
+        device_session,
+        memory_session,
+        hostile_session,
+        complete_session,
+        lambda: big_session(200),
+    ],
+)
+def test_the_profiled_layers_alone_are_the_tables_layer_rows(make: Any) -> None:
+    session = make()
+    table = layer_table(session)
+    alone = profiled_layers(session)
+    assert {r.path: r for r in alone.rows} == {r.path: r for r in table.layers()}
+    assert len(alone.rows) == len(table.layers()) and alone.iteration_us == table.iteration_us
