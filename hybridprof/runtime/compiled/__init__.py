@@ -10,6 +10,9 @@
   each kernel in its layer and the compiled region's glue outside every layer;
 - `dynamo_facts`: compile time, graphs, graph breaks and recompiles from dynamo's bookkeeping;
 - `islands`: ranges for modules that run eagerly inside compiled code (after a graph break);
+- `compile_again`: code compiled before the profile, compiled again under the hooks;
+- `compiled_step`: a compiled function that calls the model (a compiled train step): found, and
+  mapped like a compiled model, its optimizer's kernels to the optimizer;
 - `compiled_run`: the pieces together for a run (`CompiledRun`).
 
 What `--compile` sets up and the eager-against-compiled speedup run are ways of driving a run:

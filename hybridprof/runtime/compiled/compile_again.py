@@ -84,8 +84,14 @@ def warm(module: nn.Module, backend: Any) -> bool:
     inner = getattr(module, "_orig_mod", module)
     forward = getattr(type(inner), "forward", None)
     code = getattr(inspect.unwrap(forward), "__code__", None) if forward is not None else None
+    return code is not None and code_is_warm(code, backend)
+
+
+def code_is_warm(code: Any, backend: Any) -> bool:
+    """dynamo's cache holds code of `code` compiled by `backend` that hybridprof's hook did not
+    see compiled."""
     eval_frame = sys.modules.get("torch._C._dynamo.eval_frame")
-    if code is None or eval_frame is None:
+    if eval_frame is None:
         return False
     try:
         entries = eval_frame._debug_get_cache_entry_list(code)
@@ -93,9 +99,18 @@ def warm(module: nn.Module, backend: Any) -> bool:
         return False
     mapped = {site.compile_id for site in SiteRecorder().sites}
     return any(
-        getattr(entry, "backend", None) is backend and _compile_id(entry) not in mapped
+        _same_backend(getattr(entry, "backend", None), backend) and _compile_id(entry) not in mapped
         for entry in entries
     )
+
+
+def _same_backend(found: Any, backend: Any) -> bool:
+    """Dynamo runs an entry for an equal backend too: two `torch.compile` calls with the same
+    settings make two inductor backends that compare equal, and share their entries."""
+    try:
+        return found is backend or bool(found == backend)
+    except Exception:  # a backend whose comparison fails: only itself
+        return False
 
 
 def _compile_id(entry: Any) -> str:
@@ -183,6 +198,7 @@ def compiled_again(model: nn.Module) -> Iterator[tuple[str, ...]]:
 
 __all__ = [
     "HookedBackend",
+    "code_is_warm",
     "compiled_again",
     "hooked_backend",
     "own_recompile",

@@ -34,8 +34,9 @@ from hybridprof.datamodel import (
 )
 from hybridprof.datamodel.compiled import KernelMapState
 from hybridprof.errors import UsageError
-from hybridprof.runtime.compiled import dynamo_facts
+from hybridprof.runtime.compiled import compiled_step, dynamo_facts
 from hybridprof.runtime.compiled.compile_again import compiled_again, own_recompile
+from hybridprof.runtime.compiled.compiled_step import CompiledStep, step_layout
 from hybridprof.runtime.compiled.detect import CompiledLayout, find_compiled
 from hybridprof.runtime.compiled.instrument import SiteRecorder, instrumented, probe
 from hybridprof.runtime.compiled.islands import IslandRanges
@@ -46,20 +47,25 @@ from hybridprof.runtime.compiled.kernel_events import (
     Rewritten,
     settle,
 )
-from hybridprof.runtime.compiled.kernel_map import KernelMap
+from hybridprof.runtime.compiled.kernel_map import STEP_CODE, KernelMap
 from hybridprof.runtime.events.attribution import Attribution, attribute
 from hybridprof.runtime.events.kineto import Event
+from hybridprof.runtime.events.training_names import OPTIMIZER_STEP_PREFIX
 
 EXTRA_WARMUP = 8  # warm-up iterations added while each still compiles something
 MAX_EXCLUDED = 20  # recompiling measured iterations tolerated before the run gives up
 
 
 def compiled_run(
-    model: nn.Module, strategy: str, *, compiled_by: str = "user"
+    model: nn.Module,
+    strategy: str,
+    *,
+    compiled_by: str = "user",
+    step: CompiledStep | None = None,
 ) -> CompiledRun | None:
-    """The run's compiled parts (None: the model has none); a strategy that cannot see inside
-    compiled code is refused in one line."""
-    layout = find_compiled(model)
+    """The run's compiled parts (None: the model has none), or those of the compiled `step` that
+    calls the model; a strategy that cannot see inside compiled code is refused in one line."""
+    layout = step_layout(model, step) if step is not None else find_compiled(model)
     if layout is None:
         return None
     if strategy != "session":
@@ -69,17 +75,24 @@ def compiled_run(
             "code (it times patched forwards, and compiled code runs none): use --strategy session "
             "(the default)"
         )
-    return CompiledRun(model, layout, compiled_by)
+    return CompiledRun(model, layout, compiled_by, step)
 
 
 class CompiledRun:
-    def __init__(self, model: nn.Module, layout: CompiledLayout, compiled_by: str) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        layout: CompiledLayout,
+        compiled_by: str,
+        step: CompiledStep | None = None,
+    ) -> None:
         self.model = model
         self.layout = layout
         self.compiled_by = compiled_by
+        self.step = step  # a compiled function calling the model: its frame is no module's
         self.hook = probe() if layout.inductor else None
         self.recorder = SiteRecorder()
-        self.kmap = KernelMap(self.recorder.sites, layout.paths)
+        self.kmap = self._new_map()
         self.start = dynamo_facts.snapshot()
         self.warmup = dynamo_facts.Delta(0, 0, 0, 0.0, 0.0, (), ())
         self.compiled_last = False
@@ -104,7 +117,11 @@ class CompiledRun:
         if not self.mapping:
             yield
             return
-        with instrumented(self.recorder), compiled_again(self.model) as again:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(instrumented(self.recorder))
+            again = stack.enter_context(compiled_again(self.model))
+            if self.step is not None:
+                again += stack.enter_context(compiled_step.compiled_again(self.step))
             self.again = again
             yield
 
@@ -121,7 +138,7 @@ class CompiledRun:
     def warmup_done(self, selected: Iterable[str]) -> None:
         """After warm-up: the map from the sites compiled so far, dynamo's facts, the islands."""
         self.warmup = dynamo_facts.since(self.start)
-        self.kmap = KernelMap(self.recorder.sites, self.layout.paths)
+        self.kmap = self._new_map()
         # Eager code inside: after a graph break, in a frame dynamo gave up on (its recompile
         # limit, a suppressed error), or everywhere when it compiled no graph at all (it skips
         # torch.nn containers' own forward: `nn.Sequential().compile()` compiles nothing).
@@ -182,7 +199,13 @@ class CompiledRun:
         self._map_new_sites()  # a with-block's steps: the first ones may have compiled
         rewriter = self._rewriter
         if rewriter is None or rewriter.names is not names:
-            rewriter = self._rewriter = Rewriter(self.kmap, names, self._opaque_owner())
+            rewriter = self._rewriter = Rewriter(
+                self.kmap,
+                names,
+                self._opaque_owner(),
+                self._optimizer_range(),
+                step=self.step is not None,
+            )
         rewritten, found = rewriter.rewrite(events)
         all_names = {**names, OUTSIDE_RANGE: OUTSIDE}
         result = attribute(rewritten, all_names, backward=backward, keep_raw=keep_raw)
@@ -193,8 +216,20 @@ class CompiledRun:
     def _map_new_sites(self) -> None:
         """The map rebuilt when inductor generated code since it was built."""
         if len(self.recorder.sites) > self.kmap.sites:
-            self.kmap = KernelMap(self.recorder.sites, self.layout.paths)
+            self.kmap = self._new_map()
             self._rewriter = None
+
+    def _new_map(self) -> KernelMap:
+        """The map of every site recorded so far; a compiled step's own code (its loss) is
+        outside every layer, a compiled model's frame code is the model's."""
+        home = STEP_CODE if self.step is not None else ""
+        return KernelMap(self.recorder.sites, self.layout.paths, home)
+
+    def _optimizer_range(self) -> str:
+        """The range a compiled step's optimizer kernels run in: torch's own name for a step of
+        the optimizer class the step names."""
+        optimizer = self.step.optimizer if self.step is not None else "compiled"
+        return f"{OPTIMIZER_STEP_PREFIX}{optimizer}.step"
 
     def _opaque_owner(self) -> str | None:
         """Where a compiled region's whole time goes when no kernel can be split (another
@@ -285,6 +320,8 @@ class CompiledRun:
 
     def notes(self) -> tuple[str, ...]:
         notes: list[str] = [self._again_note()] if self.again else []
+        if self.step is not None and self.mapping:
+            notes.append(self._step_note())
         part = self.layout.parts[0]
         if not self.layout.inductor:
             backends = sorted({p.backend for p in self.layout.parts if p.backend != "inductor"})
@@ -309,6 +346,22 @@ class CompiledRun:
             notes.append("some compiled graphs ran without a kernel map: shown as one layer each")
         return tuple(notes)
 
+    def _step_note(self) -> str:
+        """What of a compiled step was mapped to what, and what was not (one line)."""
+        optimizer = median_int([f.optimizer for f in self._found]) or 0
+        step_code = median_int([f.step_code for f in self._found]) or 0
+        unmatched = median_int([f.unmatched for f in self._found]) or 0
+        name = self.step.name if self.step is not None else "the step"
+        return (
+            f"{name}() is a torch.compile'd function calling the model: its kernels of the "
+            "model's forward and backward are the layers', and per iteration "
+            f"{optimizer} of the optimizer's code are in (optimizer), {step_code} of the step's "
+            "own code (the loss) in (outside modules); what it runs eagerly (dynamo breaks the "
+            "graph at backward(): the gradients' accumulation, and zero_grad, which dynamo "
+            "skips) is timed as eager code, in no layer"
+            + (f"; {unmatched} kernel events matched no kernel of the map" if unmatched else "")
+        )
+
     def _again_note(self) -> str:
         """What was compiled again for the profile, and what it cost (one line)."""
         where = ", ".join(path or "the model" for path in self.again)
@@ -322,7 +375,7 @@ class CompiledRun:
         return (
             f"{where} ran compiled before the profile, so hybridprof compiled it again under its "
             f"hooks ({part.backend}{mode}, the user's own backend): {took}; into a cache entry "
-            "of its own: the model's compiled code stays cached and its next call compiles nothing"
+            "of its own: the user's compiled code stays cached and its next call compiles nothing"
         )
 
     def warnings(self, section: CompileSection) -> tuple[str, ...]:

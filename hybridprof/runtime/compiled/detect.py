@@ -121,10 +121,10 @@ def compiled_roots(model: nn.Module) -> list[tuple[CompiledPart, nn.Module, Any]
         path = clean_path(raw_path)
         if is_optimized_module(module):
             context = getattr(module, "dynamo_ctx", None)
-            roots.append((_part(path, TORCH_COMPILE, context), module, context))
+            roots.append((part_of(path, TORCH_COMPILE, context), module, context))
         elif compiled_call_impl(module) is not None:
             context = _context_of(compiled_call_impl(module))
-            roots.append((_part(path, MODULE_COMPILE, context), module, context))
+            roots.append((part_of(path, MODULE_COMPILE, context), module, context))
     return roots
 
 
@@ -173,7 +173,8 @@ def _context_of(fn: Any) -> Any:
     return None
 
 
-def _part(path: str, kind: str, context: Any) -> CompiledPart:
+def part_of(path: str, kind: str, context: Any) -> CompiledPart:
+    """The compiled part at `path`, compiled as `kind` by the dynamo `context`."""
     backend_obj = backend_object(context)
     backend = str(
         getattr(backend_obj, "compiler_name", None)
@@ -231,4 +232,5 @@ __all__ = [
     "find_compiled",
     "is_optimized_module",
     "mode_of",
+    "part_of",
 ]

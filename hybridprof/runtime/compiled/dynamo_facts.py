@@ -114,7 +114,9 @@ def compiled_caller_warning(before: Snapshot) -> str | None:
         f"dynamo compiled {delta.frames} frame{'s' if delta.frames != 1 else ''} while the model "
         "was profiled: a torch.compile'd function called it, so its layers ran inside compiled "
         "code and are not measured one by one, and that function may compile again on its next "
-        "call; profile the model itself (torch.compile(model) or model.compile())"
+        "call; profile the model itself (torch.compile(model) or model.compile()), or let the "
+        "compiled function name the model (a global or a closure variable, not an argument): "
+        "then its kernels are mapped to the layers"
     )
 
 

@@ -46,6 +46,9 @@ CONFIG = (
     ("torch._functorch.config", "enable_autograd_cache", False),
 )
 Stack = tuple[str, str] | None  # a node's innermost (nn_module_stack key, qualified name)
+# The stack of a node of no module whose code is torch's optimizers' (a compiled step's
+# `optimizer.step()`): its stack trace runs through `torch/optim/`.
+OPTIMIZER_STACK: Stack = ("(optimizer)", "torch.optim")
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +242,8 @@ def _stack(node: Any) -> Stack:
     """A node's innermost module: (dynamo's key, the qualified name), or None (frame code)."""
     stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack")
     if not stack:
-        return None
+        trace = str(node.meta.get("stack_trace") or "").replace("\\", "/")
+        return OPTIMIZER_STACK if "/torch/optim/" in trace else None
     key, value = list(stack.items())[-1]
     qualified = value[0] if isinstance(value, tuple) else str(value)
     return str(key), str(qualified)
@@ -259,4 +263,12 @@ def expected_event(node_schedule: Any, kernel_name: str, is_extern: bool, graph_
     return f"aten::{name.split('.')[0]}"
 
 
-__all__ = ["CallSite", "HookProbe", "SiteRecorder", "expected_event", "instrumented", "probe"]
+__all__ = [
+    "OPTIMIZER_STACK",
+    "CallSite",
+    "HookProbe",
+    "SiteRecorder",
+    "expected_event",
+    "instrumented",
+    "probe",
+]

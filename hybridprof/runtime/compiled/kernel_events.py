@@ -28,9 +28,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from hybridprof.runtime.compiled.kernel_map import KernelMap, SiteTargets
+from hybridprof.runtime.compiled.kernel_map import OPTIMIZER, STEP_CODE, KernelMap, SiteTargets
 from hybridprof.runtime.events.attribution import BACKWARD_PREFIX, range_name
 from hybridprof.runtime.events.kineto import Event
+from hybridprof.runtime.events.training_names import OPTIMIZER_STEP_PREFIX
 from hybridprof.runtime.measures.iteration import IterationMeasure, OpMeasure, PathMeasure
 from hybridprof.runtime.measures.measure_table import OP_FIELDS
 
@@ -48,6 +49,7 @@ MACHINERY = (
     "TorchDynamo",
 )
 COMPILE_EVENT = "dynamo"  # a compile inside a profiled block: compile time, never a layer's
+NO_LAYER = (OPTIMIZER, STEP_CODE)  # a compiled step's kernels that are no layer's
 LOOKAHEAD = 64  # how far ahead of the last match a kernel event may find its call site
 
 
@@ -63,6 +65,8 @@ class Rewritten:
     opaque: int = 0  # events in graphs without a map
     compile_ns: int = 0  # time of compiles inside the profiled block
     graphs: dict[int, int] = field(default_factory=dict)  # graphs run: id of its sites -> count
+    optimizer: int = 0  # kernels of a compiled step's optimizer code: the optimizer's
+    step_code: int = 0  # kernels of a compiled step's own code (the loss): outside
 
 
 @dataclass(slots=True)
@@ -83,8 +87,22 @@ class _Context:
 class Rewriter:
     """`rewrite` for one run: the kernel map, the layer paths that have ranges, the fallback."""
 
-    def __init__(self, kmap: KernelMap, names: Mapping[str, str], opaque_owner: str | None) -> None:
+    def __init__(
+        self,
+        kmap: KernelMap,
+        names: Mapping[str, str],
+        opaque_owner: str | None,
+        optimizer_range: str = OPTIMIZER_STEP_PREFIX + "compiled.step",
+        step: bool = False,
+    ) -> None:
         self.kmap = kmap
+        # the range an optimizer kernel runs in (torch's own name for an optimizer's step, so the
+        # attribution makes it the optimizer's): a compiled step's
+        self.optimizer_range = optimizer_range
+        # A compiled step's region spans its whole frame: the graphs, and the eager code between
+        # them (the backward after the break at `backward()`, the resumed frames): that code is
+        # no machinery, so the region is not outside as a whole, only its machinery inside is.
+        self.step = step
         self.names = names  # range name -> path, of the selected (patched or island) layers
         self.selected = frozenset(names.values())
         self.opaque_owner = opaque_owner  # None: map kernels; else whole regions are this path's
@@ -135,7 +153,8 @@ class Rewriter:
                 found.compile_ns += node.event.end_ns - node.event.start_ns
                 before[node.index].append(_range(OUTSIDE_RANGE, node.event))
                 continue  # a compile: outside every layer, whatever ran inside it
-            if name.startswith(MACHINERY) and not context.machinery:
+            whole_frame = self.step and name.startswith(REGION)
+            if name.startswith(MACHINERY) and not context.machinery and not whole_frame:
                 inner.machinery = True
                 opaque = self.opaque_owner is not None and name.startswith(REGION)
                 owner = self._opaque_path(context.owner) if opaque else None
@@ -175,6 +194,7 @@ class Rewriter:
         found.graphs[id(sites)] = len(sites)
         position = 0
         seen: set[str] = set()
+        optimizer: list[_Node] = []  # the optimizer's kernels in a row: one range around them
         for child in children:
             hit = _match(sites, position, child.event.name)
             if hit is None:
@@ -183,20 +203,38 @@ class Rewriter:
             position = hit + 1
             site = sites[hit]
             target = site.target(context.owner, self.kmap.known)
-            path = self._selected(target.path)
-            if path is None:
+            if target.path == OPTIMIZER:
+                found.optimizer += 1
+                optimizer.append(child)
+            else:
+                self._optimizer_range(optimizer, before)
+            found.step_code += target.path == STEP_CODE  # stays in the region's: outside
+            path = None if target.path in NO_LAYER else self._selected(target.path)
+            if path is None and target.path not in NO_LAYER:
                 continue  # no selected layer above it: outside
             found.matched += 1
-            before[child.index].append(_range(self._range(path), child.event))
             if not site.extern and child.event.name != site.kernel:
                 renamed[child.index] = child.event._replace(name=site.kernel)
+            if path is None:
+                continue
+            before[child.index].append(_range(self._range(path), child.event))
             if target.fused:
                 found.fused[path].update(target.fused)
             if not context.backward:
                 found.forward_ranges[path] += 1
                 seen.add(path)
+        self._optimizer_range(optimizer, before)
         for path in seen:
             found.graph_calls[path] += 1
+
+    def _optimizer_range(self, kernels: list[_Node], before: dict[int, list[Event]]) -> None:
+        """One optimizer range from the first of `kernels` to the end of the last (emptied)."""
+        if not kernels:
+            return
+        first, last = kernels[0].event, kernels[-1].event
+        span = Event("cpu", self.optimizer_range, first.start_ns, last.end_ns, first.thread)
+        before[kernels[0].index].insert(0, span)
+        kernels.clear()
 
     # -- paths and ranges
 

@@ -17,9 +17,14 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from hybridprof.runtime.compiled.instrument import CallSite, Stack
+from hybridprof.runtime.compiled.instrument import OPTIMIZER_STACK, CallSite, Stack
 
 SELF = "L['self']"
+# Where kernels go that are no layer's work, in a compiled step (compiled_step.py): paths no
+# module can have (module names hold no NUL). The optimizer's kernels, and the step's own code
+# (the loss) when the frame has no module of its own.
+OPTIMIZER = "\x00(optimizer)"
+STEP_CODE = "\x00(step code)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +59,8 @@ class SiteTargets:
     shim: str | None = None  # with cpp_wrapper an extern runs as `aoti_torch_cpu_<op>...`
     # the modules of every node it computes (inductor's origins), in both forms: what it fused
     computed: tuple[tuple[str, ...], tuple[str, ...] | None] = ((), None)
+    optimizer: bool = False  # every node it writes is optimizer code (a compiled step's)
+    frame_home: str = ""  # where the frame's own code goes when no module holds it
     _cache: dict[str, Target] = field(default_factory=dict)
 
     def matches(self, name: str) -> bool:
@@ -66,9 +73,11 @@ class SiteTargets:
         """Where this site's time goes when its region runs inside `owner`'s range."""
         key = "\0" if owner is None else owner
         found = self._cache.get(key)
+        if found is None and self.optimizer:
+            found = self._cache[key] = Target(OPTIMIZER)
         if found is None:
             paths = _rooted(self.absolute, self.relative, owner, known)
-            path = common_ancestor(paths) if paths else (owner or "")
+            path = common_ancestor(paths) if paths else (owner or self.frame_home)
             # What it fused: the modules of the nodes it writes, and of every node it computes
             # (a producer inlined into it writes nothing, but its work is in this kernel); not
             # the owner's ancestors (the frame code around a layer is no layer's work it took).
@@ -102,7 +111,12 @@ def _within(path: str, ancestor: str) -> bool:
 class KernelMap:
     """Per inductor graph (graph id, backward), its call sites in wrapper order."""
 
-    def __init__(self, sites: Iterable[CallSite], paths: dict[str, str]) -> None:
+    def __init__(
+        self, sites: Iterable[CallSite], paths: dict[str, str], frame_home: str = ""
+    ) -> None:
+        """frame_home: where a kernel of the compiled frame's own code goes when no module's
+        range is around it: the model ("", a compiled model's frame is its forward) or
+        `STEP_CODE` (a compiled step's frame is no module's)."""
         self.by_graph: dict[tuple[int | None, bool], list[SiteTargets]] = defaultdict(list)
         self.graphs_of_compile: dict[tuple[str, bool], set[int | None]] = defaultdict(set)
         self.known = frozenset(paths.values())
@@ -113,9 +127,18 @@ class KernelMap:
                 f"_{site.event.split('::', 1)[1]}" if site.extern and "::" in site.event else None
             )
             computed = _paths(site.origins, paths)
+            optimizer = bool(site.written) and all(w == OPTIMIZER_STACK for w in site.written)
             self.by_graph[(site.graph_id, site.backward)].append(
                 SiteTargets(
-                    site.event, site.kernel, site.extern, absolute, relative, shim, computed
+                    site.event,
+                    site.kernel,
+                    site.extern,
+                    absolute,
+                    relative,
+                    shim,
+                    computed,
+                    optimizer,
+                    frame_home,
                 )
             )
             self.graphs_of_compile[(site.compile_id, site.backward)].add(site.graph_id)
@@ -153,7 +176,7 @@ def _paths(
     frame_root: str | None = None
     frame_code = False
     for stack in written:
-        if stack is None:
+        if stack is None or stack == OPTIMIZER_STACK:  # no module's: the frame's own code
             frame_code = True
             relative.append("")
             continue
@@ -175,4 +198,4 @@ def _paths(
     return tuple(dict.fromkeys(absolute)), rel_paths
 
 
-__all__ = ["KernelMap", "SiteTargets", "Target", "common_ancestor"]
+__all__ = ["OPTIMIZER", "STEP_CODE", "KernelMap", "SiteTargets", "Target", "common_ancestor"]

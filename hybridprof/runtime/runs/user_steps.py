@@ -62,8 +62,15 @@ class UserSteps:
     """The steps of one with-block (see the module docstring)."""
 
     def __init__(
-        self, driver: Driver, schedule: Schedule, steps_per_session: int = STEPS_PER_SESSION
+        self,
+        driver: Driver,
+        schedule: Schedule,
+        steps_per_session: int = STEPS_PER_SESSION,
+        *,
+        training_hooks: bool = True,
     ) -> None:
+        """training_hooks: install the optimizer's, clipping's and GradScaler's ranges in each
+        window (not for a compiled step, which traces what they patch)."""
         self.driver = driver
         self.schedule = schedule
         # With per-layer memory a session holds one measured step: the memory capture's records
@@ -77,6 +84,7 @@ class UserSteps:
         self.unmeasured = 0  # steps the schedule asked for beyond MAX_MEASURED_STEPS
         self.skipped_steps = 0  # steps not measured: another profiler was running
         self.hooks = TrainingHooks(range_factory(driver.config.compat.fast_ranges))
+        self._training_hooks = training_hooks
         self._windowed = spec_of(driver.strategy_name).backward  # one profiler per window
         self._make_range = self.hooks.make_range
         self._window = False
@@ -190,7 +198,8 @@ class UserSteps:
         driver.watch.sample()
         try:
             driver.patch()
-            self.hooks.install()
+            if self._training_hooks:
+                self.hooks.install()
             if self._windowed:
                 driver.strategy.begin_iteration()
         except BaseException:

@@ -22,6 +22,7 @@ from hybridprof.runtime.basics.quiet import quiet_fd2
 from hybridprof.runtime.basics.workload import resolve_device
 from hybridprof.runtime.compiled import dynamo_facts
 from hybridprof.runtime.compiled.compiled_run import compiled_run
+from hybridprof.runtime.compiled.compiled_step import compiled_step_of
 from hybridprof.runtime.compiled.detect import compiled_wrapper_of
 from hybridprof.runtime.distributed.fsdp_units import fsdp_unit_bytes
 from hybridprof.runtime.measures.aggregate import RunFacts, environment
@@ -59,6 +60,13 @@ WRAPPER_NOT_CALLED = (
     "delete the wrapper before the block (del compiled) to profile the eager model, or call the "
     "wrapper"
 )
+# A compiled step that names the model but was not called in the block.
+STEP_NOT_CALLED = (
+    "{name}() is a torch.compile'd function calling the model, so the block measured what runs "
+    "through it and patched no layer, and no layer ran there: if the loop called the model "
+    "outside {name}(), profile that loop without {name} alive (del {name}), or call it in the "
+    "block"
+)
 
 
 class BlockRun:
@@ -78,8 +86,14 @@ class BlockRun:
         # guards on them: a patch would make the wrapper compile again inside the block).
         wrapper = compiled_wrapper_of(model)
         self._through_wrapper = wrapper is not None
-        self.compiled = compiled_run(wrapper if wrapper is not None else model, options.strategy)
-        del wrapper  # held by the compiled run alone, until the block ends
+        # A compiled function that calls the model (a compiled train step) likewise: its kernels
+        # are mapped, and nothing it traces is patched (the model's modules, the optimizer).
+        step = compiled_step_of(model) if wrapper is None else None
+        self._step_name = step.name if step is not None else None
+        self.compiled = compiled_run(
+            wrapper if wrapper is not None else model, options.strategy, step=step
+        )
+        del wrapper, step  # held by the compiled run alone, until the block ends
         if self.compiled is not None:  # kernels of compiled code, mapped by a compile in the block
             config = replace(config, compiled=self.compiled)
         self.driver = Driver(
@@ -96,7 +110,14 @@ class BlockRun:
         self._grads = None if backward_seen else grads_state(model)
         self._modules = module_ids(model)  # a child added or replaced in the block is said
         schedule = options.schedule or EVERY_STEP
-        self.steps = UserSteps(self.driver, schedule, options.steps_per_session)
+        # The optimizer's hooks and ranges are patches of torch.optim and nn.Module, which a
+        # compiled step traces: left out there (its optimizer kernels are mapped instead).
+        self.steps = UserSteps(
+            self.driver,
+            schedule,
+            options.steps_per_session,
+            training_hooks=self._step_name is None,
+        )
         self.result: IterationResult | None = None  # a block without steps: read when asked
         self.said: tuple[str, ...] = ()  # what the block's steps must say, known when it ends
         self._hooked = contextlib.ExitStack()
@@ -172,6 +193,9 @@ class BlockRun:
         session = self.driver.build_session(measures, facts)
         if self._through_wrapper and not session.records:  # no compiled code ran either
             return replace(session, warnings=(WRAPPER_NOT_CALLED, *session.warnings))
+        if self._step_name is not None and not session.records:
+            unused = STEP_NOT_CALLED.format(name=self._step_name)
+            return replace(session, warnings=(unused, *session.warnings))
         if self.compiled is not None:
             return self.compiled.finish(session)
         said = dynamo_facts.compiled_caller_warning(self._dynamo)

@@ -14,6 +14,7 @@ from hybridprof.runtime.compiled.compile_again import (
     own_recompile,
     warm_paths,
 )
+from tests.compiled_models import counters
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -64,5 +65,11 @@ def test_warm_code_is_swapped_and_put_back_even_when_the_block_fails() -> None:
         raise RuntimeError("the profile failed")
     assert vars(model).keys() == before.keys()
     assert all(vars(model)[k] is v for k, v in before.items())
+    # Another compile of the same code with the same settings is warm as well: its backend
+    # equals the user's, and dynamo runs the user's entries for it (its first call compiles
+    # nothing), so the profile must compile it again too.
     inner.compile()
-    assert warm_paths(inner) == frozenset()  # its own entry point has not run yet
+    assert warm_paths(inner) == frozenset({""})
+    before_frames = counters()[0]
+    inner(torch.randn(2, 4))
+    assert counters()[0] == before_frames

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from hybridprof.runtime.compiled.kernel_map import SiteTargets, Target, common_ancestor
+from hybridprof.runtime.compiled.instrument import OPTIMIZER_STACK, CallSite, Stack
+from hybridprof.runtime.compiled.kernel_map import (
+    OPTIMIZER,
+    STEP_CODE,
+    KernelMap,
+    SiteTargets,
+    Target,
+    common_ancestor,
+)
 
 
 @pytest.mark.parametrize(
@@ -51,3 +59,32 @@ def test_a_kernel_names_every_module_it_computed_but_its_time_follows_what_it_wr
 ) -> None:
     site = SiteTargets("k", "k", False, written, None, computed=(computed, None))
     assert site.target(None, KNOWN) == target
+
+
+def _site(*written: Stack) -> CallSite:
+    return CallSite(0, "0/0", False, "cpp_fused_0", False, "graph_0_cpp_fused_0", written)
+
+
+PATHS = {"1": "", "2": "head"}  # str(id(module)) -> path, as dynamo keys nn_module_stack
+HEAD: Stack = ("2", "G['model'].head")
+
+
+@pytest.mark.parametrize(
+    ("written", "home", "path"),
+    [
+        # a compiled step: optimizer code is the optimizer's, the step's own code (the loss) is
+        # no module's, and a kernel that also writes a layer's nodes is that layer's
+        ((OPTIMIZER_STACK,), STEP_CODE, OPTIMIZER),
+        ((None,), STEP_CODE, STEP_CODE),
+        ((None, HEAD), STEP_CODE, "head"),
+        ((OPTIMIZER_STACK, HEAD), STEP_CODE, "head"),
+        # a compiled model: its frame's own code is the model's
+        ((None,), "", ""),
+    ],
+)
+def test_a_compiled_steps_kernels_of_no_layer_go_to_the_optimizer_or_outside(
+    written: tuple[Stack, ...], home: str, path: str
+) -> None:
+    kmap = KernelMap([_site(*written)], PATHS, home)
+    (site,) = kmap.by_graph[(0, False)]
+    assert site.target(None, kmap.known).path == path
