@@ -91,7 +91,7 @@ def warm(module: nn.Module, backend: Any) -> bool:
         entries = eval_frame._debug_get_cache_entry_list(code)
     except Exception:  # a torch without it: nothing known to be warm (the old way: opaque)
         return False
-    mapped = {site.compile_id for site in SiteRecorder().sites}
+    mapped = SiteRecorder().compiles
     return any(
         getattr(entry, "backend", None) is backend and _compile_id(entry) not in mapped
         for entry in entries

@@ -35,6 +35,7 @@ from hybridprof.datamodel import (
 from hybridprof.datamodel.compiled import KernelMapState
 from hybridprof.errors import UsageError
 from hybridprof.runtime.compiled import dynamo_facts
+from hybridprof.runtime.compiled.cached_maps import CacheUse, cache_notes, mapped_caches
 from hybridprof.runtime.compiled.compile_again import compiled_again, own_recompile
 from hybridprof.runtime.compiled.detect import CompiledLayout, find_compiled
 from hybridprof.runtime.compiled.instrument import SiteRecorder, instrumented, probe
@@ -78,8 +79,10 @@ class CompiledRun:
         self.layout = layout
         self.compiled_by = compiled_by
         self.hook = probe() if layout.inductor else None
-        self.recorder = SiteRecorder()
+        self.recorder = SiteRecorder(layout.paths)
+        self.cache = CacheUse()
         self.kmap = KernelMap(self.recorder.sites, layout.paths)
+        self._kmap_changes = self.recorder.changes
         self.start = dynamo_facts.snapshot()
         self.warmup = dynamo_facts.Delta(0, 0, 0, 0.0, 0.0, (), ())
         self.compiled_last = False
@@ -104,7 +107,11 @@ class CompiledRun:
         if not self.mapping:
             yield
             return
-        with instrumented(self.recorder), compiled_again(self.model) as again:
+        with (
+            instrumented(self.recorder),
+            mapped_caches(self.recorder, self.cache),
+            compiled_again(self.model) as again,
+        ):
             self.again = again
             yield
 
@@ -121,7 +128,7 @@ class CompiledRun:
     def warmup_done(self, selected: Iterable[str]) -> None:
         """After warm-up: the map from the sites compiled so far, dynamo's facts, the islands."""
         self.warmup = dynamo_facts.since(self.start)
-        self.kmap = KernelMap(self.recorder.sites, self.layout.paths)
+        self._rebuild_map()
         # Eager code inside: after a graph break, in a frame dynamo gave up on (its recompile
         # limit, a suppressed error), or everywhere when it compiled no graph at all (it skips
         # torch.nn containers' own forward: `nn.Sequential().compile()` compiles nothing).
@@ -192,9 +199,13 @@ class CompiledRun:
 
     def _map_new_sites(self) -> None:
         """The map rebuilt when inductor generated code since it was built."""
-        if len(self.recorder.sites) > self.kmap.sites:
-            self.kmap = KernelMap(self.recorder.sites, self.layout.paths)
+        if self.recorder.changes != self._kmap_changes:
+            self._rebuild_map()
             self._rewriter = None
+
+    def _rebuild_map(self) -> None:
+        self._kmap_changes = self.recorder.changes
+        self.kmap = KernelMap(self.recorder.sites, self.layout.paths)
 
     def _opaque_owner(self) -> str | None:
         """Where a compiled region's whole time goes when no kernel can be split (another
@@ -264,6 +275,8 @@ class CompiledRun:
             matched_events=median_int([f.matched for f in self._found]),
             unmatched_events=median_int([f.unmatched for f in self._found]),
             eager_islands=len(self.islands.paths) if self.islands is not None else 0,
+            cache_hits=len(self.cache.hit),
+            cache_rebuilt=len(self.cache.rebuilt),
             layers=tuple(CompiledLayer(p, tuple(sorted(m))) for p, m in sorted(fused.items())),
             notes=self.notes(),
         )
@@ -285,6 +298,7 @@ class CompiledRun:
 
     def notes(self) -> tuple[str, ...]:
         notes: list[str] = [self._again_note()] if self.again else []
+        notes.extend(cache_notes(self.cache))
         part = self.layout.parts[0]
         if not self.layout.inductor:
             backends = sorted({p.backend for p in self.layout.parts if p.backend != "inductor"})

@@ -100,10 +100,17 @@ def _within(path: str, ancestor: str) -> bool:
 
 
 class KernelMap:
-    """Per inductor graph (graph id, backward), its call sites in wrapper order."""
+    """Per inductor graph (graph id, backward), its call sites in wrapper order; and per FX-graph
+    cache key, for graphs that have one (a cached graph's sites are found by key only: their
+    graph id is that of the process that compiled them, and may be another graph's here)."""
 
     def __init__(self, sites: Iterable[CallSite], paths: dict[str, str]) -> None:
         self.by_graph: dict[tuple[int | None, bool], list[SiteTargets]] = defaultdict(list)
+        # key -> (graph id, backward, cached) -> sites: one key compiled twice in a process (its
+        # map could not be stored) is two graphs, told apart by their kernels' graph ids
+        self.by_key: dict[str, dict[tuple[int | None, bool, bool], list[SiteTargets]]] = (
+            defaultdict(lambda: defaultdict(list))
+        )
         self.graphs_of_compile: dict[tuple[str, bool], set[int | None]] = defaultdict(set)
         self.known = frozenset(paths.values())
         count = 0
@@ -113,12 +120,15 @@ class KernelMap:
                 f"_{site.event.split('::', 1)[1]}" if site.extern and "::" in site.event else None
             )
             computed = _paths(site.origins, paths)
-            self.by_graph[(site.graph_id, site.backward)].append(
-                SiteTargets(
-                    site.event, site.kernel, site.extern, absolute, relative, shim, computed
-                )
+            targets = SiteTargets(
+                site.event, site.kernel, site.extern, absolute, relative, shim, computed
             )
-            self.graphs_of_compile[(site.compile_id, site.backward)].add(site.graph_id)
+            if site.cache_key is not None:
+                group = (site.graph_id, site.backward, site.cached)
+                self.by_key[site.cache_key][group].append(targets)
+            if not site.cached:
+                self.by_graph[(site.graph_id, site.backward)].append(targets)
+                self.graphs_of_compile[(site.compile_id, site.backward)].add(site.graph_id)
             count += 1
         self.sites = count
 
@@ -126,11 +136,20 @@ class KernelMap:
         return self.sites
 
     def graph_of(
-        self, child_names: Iterable[str], region: str | None, backward: bool
+        self,
+        child_names: Iterable[str],
+        region: str | None,
+        backward: bool,
+        cache_key: str | None = None,
     ) -> list[SiteTargets]:
-        """The sites of the graph a `## Call CompiledFxGraph` event ran: named by its kernels'
-        `graph_<id>_` prefix, else the one graph compiled under the enclosing region's id."""
-        for name in child_names:
+        """The sites of the graph a `## Call CompiledFxGraph <key>` event ran: by its cache key,
+        else named by its kernels' `graph_<id>_` prefix, else the one graph compiled under the
+        enclosing region's id."""
+        names = list(child_names)
+        keyed = self._keyed(cache_key, names)
+        if keyed is not None:
+            return keyed
+        for name in names:
             if name.startswith("graph_"):
                 number = name.split("_", 2)[1]
                 if number.isdigit() and (int(number), backward) in self.by_graph:
@@ -140,6 +159,15 @@ class KernelMap:
             if len(graphs) == 1:
                 return self.by_graph[(next(iter(graphs)), backward)]
         return []
+
+    def _keyed(self, cache_key: str | None, names: list[str]) -> list[SiteTargets] | None:
+        groups = self.by_key.get(cache_key) if cache_key is not None else None
+        if not groups:
+            return None
+        if len(groups) == 1:
+            return next(iter(groups.values()))
+        prefixes = {name.split("_", 2)[1] for name in names if name.startswith("graph_")}
+        return next((sites for (g, _, _), sites in groups.items() if str(g) in prefixes), None)
 
 
 def _paths(
