@@ -75,11 +75,22 @@ class CacheUse:
     off: str | None = None  # why both caches were off for the run (None: they were as set)
 
 
-@functools.cache
 def usable() -> str | None:
-    """Why a cache hit cannot be mapped on this torch (None: it can)."""
+    """Why a cache hit cannot be mapped in this process now (None: it can)."""
+    missing = _methods_missing()
+    if missing is not None:
+        return missing
+    from torch._functorch import config as functorch_config
+
+    if getattr(functorch_config, "bundled_autograd_cache", False):  # the user's setting, now
+        return "AOTAutograd bundles its compiled graphs (bundled_autograd_cache)"
+    return None
+
+
+@functools.cache
+def _methods_missing() -> str | None:
+    """Why this torch lacks the two cache methods wrapped here (None: it has them), once."""
     try:
-        from torch._functorch import config as functorch_config
         from torch._inductor.codecache import FxGraphCache
     except Exception as exc:  # a module that moved: the caches are off for the run
         return f"{type(exc).__name__}: {exc}"
@@ -90,8 +101,6 @@ def usable() -> str | None:
         parameters = tuple(inspect.signature(method.__func__).parameters)
         if parameters[: len(wanted)] != wanted:
             return f"FxGraphCache.{name} takes {parameters}"
-    if getattr(functorch_config, "bundled_autograd_cache", False):
-        return "AOTAutograd bundles its compiled graphs (bundled_autograd_cache)"
     return None
 
 

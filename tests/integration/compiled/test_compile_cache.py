@@ -155,3 +155,30 @@ def test_a_damaged_or_missing_map_is_rebuilt_never_trusted(
     after = _run(copy, "after", "--backward")
     assert _cache(after) == (2, 0)
     assert _kernel_map(after) == _kernel_map(session)
+
+
+def test_where_a_hit_cannot_be_mapped_both_caches_are_off_and_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AOTAutograd bundling its compiled graphs (the user's setting): they carry no FX-graph key
+    and bypass inductor's cache, so no cache is asked during the profile, and a note says so."""
+    import torch
+    import torch._dynamo.utils as dynamo_utils
+    from torch._functorch import config as functorch_config
+
+    import hybridprof
+    from tests.compiled_models import fresh
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    torch.manual_seed(0)
+    model = fresh().MLP().eval()
+    asked = ("autograd_cache_miss", "autograd_cache_hit", "autograd_cache_bypass")
+    before = [dynamo_utils.counters["aot_autograd"][name] for name in asked]
+    with functorch_config.patch({"bundled_autograd_cache": True}), torch.no_grad():
+        session = hybridprof.profile(model, torch.randn(4, 32), compile=True, warmup=1, iters=1)
+        assert functorch_config.bundled_autograd_cache  # the user's settings are left as set
+    assert [dynamo_utils.counters["aot_autograd"][name] for name in asked] == before
+    compiled = _section(session)
+    assert compiled.kernel_map == "mapped" and compiled.cache_hits == 0
+    assert any("caches were off for the run (AOTAutograd bundles" in n for n in compiled.notes)
+    assert not (tmp_path / "xdg").exists()  # no map stored that no hit could use
