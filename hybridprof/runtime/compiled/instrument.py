@@ -111,7 +111,7 @@ def getattr_dotted(obj: Any, dotted: str) -> Any:
 _RECORDED: list[CallSite] = []
 
 
-_KEYED: set[str] = set()  # the cache keys whose sites are in _RECORDED (generated or read)
+_READ: set[tuple[str, str]] = set()  # (cache key, compile) whose map was read back
 _CHANGES = [0]  # how often _RECORDED changed: a map built before is rebuilt
 _CACHED_COMPILES: set[str] = set()  # compiles that read a graph's map back from the cache
 
@@ -148,12 +148,13 @@ class SiteRecorder:
         return {site.compile_id for site in _RECORDED} | _CACHED_COMPILES
 
     def add_cached(self, key: str, sites: list[CallSite]) -> None:
-        """The sites of a graph inductor's cache answered, for the compile under way (the sites
-        of one key once: the same code)."""
+        """The sites of a graph inductor's cache answered, for the compile under way: read back
+        for each compile, with the modules of the model being compiled (a model compiled earlier
+        in this process from the same code has other modules, maybe gone, their ids reused)."""
         compile_id = _current_compile_id()
         _CACHED_COMPILES.add(compile_id)
-        if key not in _KEYED:
-            _KEYED.add(key)
+        if (key, compile_id) not in _READ:
+            _READ.add((key, compile_id))
             _RECORDED.extend(replace(site, compile_id=compile_id) for site in sites)
             _CHANGES[0] += 1
 
@@ -164,7 +165,6 @@ class SiteRecorder:
             if site.graph_id == graph_id and site.backward == backward and not site.cached:
                 _RECORDED[index] = site = replace(site, cache_key=key)
                 keyed.append(site)
-        _KEYED.add(key)
         _CHANGES[0] += 1
         return keyed
 

@@ -106,10 +106,11 @@ class KernelMap:
 
     def __init__(self, sites: Iterable[CallSite], paths: dict[str, str]) -> None:
         self.by_graph: dict[tuple[int | None, bool], list[SiteTargets]] = defaultdict(list)
-        # key -> (graph id, backward, cached) -> sites: one key compiled twice in a process (its
-        # map could not be stored) is two graphs, told apart by their kernels' graph ids
-        self.by_key: dict[str, dict[tuple[int | None, bool, bool], list[SiteTargets]]] = (
-            defaultdict(lambda: defaultdict(list))
+        # key -> (compile, graph id, backward) -> sites: one key in several compiles of a process
+        # (several models from the same code; a map that could not be stored, so compiled
+        # again), told apart by the region the graph runs in, else by its kernels' graph ids
+        self.by_key: dict[str, dict[tuple[str, int | None, bool], list[SiteTargets]]] = defaultdict(
+            lambda: defaultdict(list)
         )
         self.graphs_of_compile: dict[tuple[str, bool], set[int | None]] = defaultdict(set)
         self.known = frozenset(paths.values())
@@ -124,7 +125,7 @@ class KernelMap:
                 site.event, site.kernel, site.extern, absolute, relative, shim, computed
             )
             if site.cache_key is not None:
-                group = (site.graph_id, site.backward, site.cached)
+                group = (site.compile_id, site.graph_id, site.backward)
                 self.by_key[site.cache_key][group].append(targets)
             if not site.cached:
                 self.by_graph[(site.graph_id, site.backward)].append(targets)
@@ -146,7 +147,7 @@ class KernelMap:
         else named by its kernels' `graph_<id>_` prefix, else the one graph compiled under the
         enclosing region's id."""
         names = list(child_names)
-        keyed = self._keyed(cache_key, names)
+        keyed = self._keyed(cache_key, region, names)
         if keyed is not None:
             return keyed
         for name in names:
@@ -160,14 +161,21 @@ class KernelMap:
                 return self.by_graph[(next(iter(graphs)), backward)]
         return []
 
-    def _keyed(self, cache_key: str | None, names: list[str]) -> list[SiteTargets] | None:
+    def _keyed(
+        self, cache_key: str | None, region: str | None, names: list[str]
+    ) -> list[SiteTargets] | None:
         groups = self.by_key.get(cache_key) if cache_key is not None else None
         if not groups:
             return None
+        here = [sites for (compile_id, _, _), sites in groups.items() if compile_id == region]
+        if len(here) == 1:
+            return here[0]
         if len(groups) == 1:
             return next(iter(groups.values()))
+        # a backward runs in no region: the newest compile with these kernels (this profile's)
         prefixes = {name.split("_", 2)[1] for name in names if name.startswith("graph_")}
-        return next((sites for (g, _, _), sites in groups.items() if str(g) in prefixes), None)
+        found = [sites for (_, g, _), sites in groups.items() if str(g) in prefixes]
+        return found[-1] if found else None
 
 
 def _paths(

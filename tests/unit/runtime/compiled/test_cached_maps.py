@@ -133,3 +133,22 @@ def _field_values(site: CallSite) -> dict[str, object]:
 def test_the_map_names_the_torch_it_was_made_with() -> None:
     write_map(KEY, _sites(), PATHS_THEN)
     assert json.loads(map_path(KEY).read_text())["torch"] == torch.__version__
+
+
+def test_one_cached_key_read_by_two_compiles_is_told_apart_by_the_region() -> None:
+    """Two models from the same code: each compile reads the map with its own modules."""
+    write_map(KEY, _sites(), PATHS_THEN)
+    first = [
+        CallSite(**{**_field_values(s), "compile_id": "0/0"})
+        for s in read_map(KEY, PATHS_THEN) or []
+    ]
+    second = [
+        CallSite(**{**_field_values(s), "compile_id": "1/0"})
+        for s in read_map(KEY, PATHS_NOW) or []
+    ]
+    kmap = KernelMap([*first, *second], {**PATHS_THEN, **PATHS_NOW})
+    names = ["graph_3_cpp_fused_add_native_layer_norm_0", "aten::addmm"]
+    for region in ("0/0", "1/0"):
+        sites = kmap.graph_of(names, region, False, KEY)
+        assert sites[0].absolute == ("norm",) and len(sites) == 2, region
+        assert sites is kmap.by_key[KEY][(region, 3, False)]
