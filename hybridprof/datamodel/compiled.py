@@ -80,6 +80,8 @@ class CompileSection:
     matched_events: int = 0  # kernel and extern events put in layers, median iteration
     unmatched_events: int = 0  # left outside every layer
     eager_islands: int = 0  # modules measured eagerly inside compiled code
+    cache_hits: int = 0  # graphs inductor's cache answered, their kernel maps read back
+    cache_rebuilt: int = 0  # cached graphs without a kernel map: compiled again, map stored
     layers: tuple[CompiledLayer, ...] = ()
     notes: tuple[str, ...] = ()
 

@@ -12,13 +12,15 @@ the scheduler took, which iterations were excluded for it) and the stability's
 `threads_exceed_free_cores`; 7 added an FSDP2-sharded model's communication per unit (`fsdp`,
 `datamodel.ranks.UnitComm`; absent otherwise); 8 added the ops of the time in no layer
 (`outside_ops`: the `(outside modules)` row's breakdown; absent when empty); 9 added the
-tensor-parallel layers' communication (`tp`, `UnitComm` with its `group`; absent otherwise). The
-reader takes every form, so files of versions 1-8 still load.
+tensor-parallel layers' communication (`tp`, `UnitComm` with its `group`; absent otherwise); 10
+added the compile section's `cache_hits` and `cache_rebuilt` (graphs inductor's cache answered,
+and those compiled again for want of a kernel map; absent when 0). The reader takes every form,
+so files of versions 1-9 still load.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # The strategy a plan and a run use unless told otherwise (the registry in runtime/strategies/
 # lists them all); defined here, the lowest layer, so planner, runtime and CLI share one name.
 DEFAULT_STRATEGY = "session"

@@ -100,6 +100,8 @@ _COMPILE_FIGURES = (
     "matched_events",
     "unmatched_events",
     "eager_islands",
+    "cache_hits",
+    "cache_rebuilt",
 )
 
 

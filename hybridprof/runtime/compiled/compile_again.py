@@ -97,7 +97,7 @@ def code_is_warm(code: Any, backend: Any) -> bool:
         entries = eval_frame._debug_get_cache_entry_list(code)
     except Exception:  # a torch without it: nothing known to be warm (the old way: opaque)
         return False
-    mapped = {site.compile_id for site in SiteRecorder().sites}
+    mapped = SiteRecorder().compiles
     return any(
         _same_backend(getattr(entry, "backend", None), backend) and _compile_id(entry) not in mapped
         for entry in entries

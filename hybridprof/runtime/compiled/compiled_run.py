@@ -35,6 +35,7 @@ from hybridprof.datamodel import (
 from hybridprof.datamodel.compiled import KernelMapState
 from hybridprof.errors import UsageError
 from hybridprof.runtime.compiled import compiled_step, dynamo_facts
+from hybridprof.runtime.compiled.cached_maps import CacheUse, cache_notes, mapped_caches
 from hybridprof.runtime.compiled.compile_again import compiled_again, own_recompile
 from hybridprof.runtime.compiled.compiled_step import CompiledStep, step_layout
 from hybridprof.runtime.compiled.detect import CompiledLayout, find_compiled
@@ -91,7 +92,9 @@ class CompiledRun:
         self.compiled_by = compiled_by
         self.step = step  # a compiled function calling the model: its frame is no module's
         self.hook = probe() if layout.inductor else None
-        self.recorder = SiteRecorder()
+        self.recorder = SiteRecorder(layout.paths)
+        self.cache = CacheUse()
+        self._kmap_changes = self.recorder.changes
         self.kmap = self._new_map()
         self.start = dynamo_facts.snapshot()
         self.warmup = dynamo_facts.Delta(0, 0, 0, 0.0, 0.0, (), ())
@@ -119,6 +122,7 @@ class CompiledRun:
             return
         with contextlib.ExitStack() as stack:
             stack.enter_context(instrumented(self.recorder))
+            stack.enter_context(mapped_caches(self.recorder, self.cache))
             again = stack.enter_context(compiled_again(self.model))
             if self.step is not None:
                 again += stack.enter_context(compiled_step.compiled_again(self.step))
@@ -138,7 +142,7 @@ class CompiledRun:
     def warmup_done(self, selected: Iterable[str]) -> None:
         """After warm-up: the map from the sites compiled so far, dynamo's facts, the islands."""
         self.warmup = dynamo_facts.since(self.start)
-        self.kmap = self._new_map()
+        self._rebuild_map()
         # Eager code inside: after a graph break, in a frame dynamo gave up on (its recompile
         # limit, a suppressed error), or everywhere when it compiled no graph at all (it skips
         # torch.nn containers' own forward: `nn.Sequential().compile()` compiles nothing).
@@ -215,9 +219,13 @@ class CompiledRun:
 
     def _map_new_sites(self) -> None:
         """The map rebuilt when inductor generated code since it was built."""
-        if len(self.recorder.sites) > self.kmap.sites:
-            self.kmap = self._new_map()
+        if self.recorder.changes != self._kmap_changes:
+            self._rebuild_map()
             self._rewriter = None
+
+    def _rebuild_map(self) -> None:
+        self._kmap_changes = self.recorder.changes
+        self.kmap = self._new_map()
 
     def _new_map(self) -> KernelMap:
         """The map of every site recorded so far; a compiled step's own code (its loss) is
@@ -299,6 +307,8 @@ class CompiledRun:
             matched_events=median_int([f.matched for f in self._found]),
             unmatched_events=median_int([f.unmatched for f in self._found]),
             eager_islands=len(self.islands.paths) if self.islands is not None else 0,
+            cache_hits=len(self.cache.hit),
+            cache_rebuilt=len(self.cache.rebuilt),
             layers=tuple(CompiledLayer(p, tuple(sorted(m))) for p, m in sorted(fused.items())),
             notes=self.notes(),
         )
@@ -322,6 +332,7 @@ class CompiledRun:
         notes: list[str] = [self._again_note()] if self.again else []
         if self.step is not None and self.mapping:
             notes.append(self._step_note())
+        notes.extend(cache_notes(self.cache))
         part = self.layout.parts[0]
         if not self.layout.inductor:
             backends = sorted({p.backend for p in self.layout.parts if p.backend != "inductor"})

@@ -12,11 +12,11 @@ the event name the profiler will show, the module of each FX node the site write
 computes (its buffers' origins: what it fused); it never raises into a compile.
 
 The map exists only if codegen runs while the hook is in: hybridprof must own the compile (its
-warm-up), and inductor's FX-graph cache and AOTAutograd's cache must not answer it (a cache hit
-skips codegen). `cpp.enable_kernel_profile` makes each C++ kernel an event of its own
-(`graph_<id>_<kernel>`); without it their time is the graph call's own. `instrumented()` sets
-these three for the run and puts back every value it changed; the user's caches are untouched
-before and after.
+warm-up). A cache hit skips codegen: cached_maps.py keeps each compiled graph's sites beside
+inductor's cache, keyed by its FX-graph cache key, so a hit reads its map back (or, without one,
+is compiled again). `cpp.enable_kernel_profile` makes each C++ kernel an event of its own
+(`graph_<id>_<kernel>`); without it their time is the graph call's own. `instrumented()` sets it
+for the run and puts it back.
 
 The hook point is private: `probe()` checks it once, and without it compiled code is measured as
 one opaque layer per compiled module, with a note.
@@ -29,7 +29,7 @@ import functools
 import importlib
 import inspect
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 HOOK_NAME = "set_kernel_post_grad_provenance_tracing"
@@ -40,8 +40,9 @@ HOOK_NAMESPACES = (
 )
 HOOK_PARAMETERS = ("node_schedule", "kernel_name", "is_extern")
 # (module, config key, value for hybridprof's compile)
-CONFIG = (
-    ("torch._inductor.config", "cpp.enable_kernel_profile", True),
+CONFIG = (("torch._inductor.config", "cpp.enable_kernel_profile", True),)
+# Both caches off for the run: where a cache hit cannot be mapped (cached_maps.py).
+CACHES_OFF = (
     ("torch._inductor.config", "fx_graph_cache", False),
     ("torch._functorch.config", "enable_autograd_cache", False),
 )
@@ -66,6 +67,9 @@ class CallSite:
     # embedding lookups, which write nothing): its module. They name what a kernel fused, never
     # where its time goes.
     origins: tuple[Stack, ...] = ()
+    cache_key: str | None = None  # its graph's FX-graph cache key (None: not cached)
+    # read back from hybridprof's map of a cache hit: its graph id is the compiling process's
+    cached: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +89,7 @@ def probe() -> HookProbe:
             parameters = tuple(inspect.signature(function).parameters)
             if parameters[: len(HOOK_PARAMETERS)] != HOOK_PARAMETERS:
                 return HookProbe(False, f"{name}.{HOOK_NAME} takes {parameters}")
-        for module_name, key, _ in CONFIG:
+        for module_name, key, _ in CONFIG + CACHES_OFF:
             config = importlib.import_module(module_name)
             with config.patch({key: getattr_dotted(config, key)}):
                 pass
@@ -110,22 +114,62 @@ def getattr_dotted(obj: Any, dotted: str) -> Any:
 _RECORDED: list[CallSite] = []
 
 
-class SiteRecorder:
-    """The call sites inductor generated while `instrumented()` was in, in order."""
+_READ: set[tuple[str, str]] = set()  # (cache key, compile) whose map was read back
+_CHANGES = [0]  # how often _RECORDED changed: a map built before is rebuilt
+_CACHED_COMPILES: set[str] = set()  # compiles that read a graph's map back from the cache
 
-    def __init__(self) -> None:
+
+class SiteRecorder:
+    """The call sites inductor generated while `instrumented()` was in, in order; and those of
+    cached graphs, read back (cached_maps.py). `paths`: `str(id(module))` -> the module's path in
+    the profiled model, to store a site's modules in a form another process can read."""
+
+    def __init__(self, paths: dict[str, str] | None = None) -> None:
         self.errors = 0  # call sites the hook could not read (their kernels stay unmatched)
+        self.paths = paths or {}
 
     @property
     def sites(self) -> list[CallSite]:
         """The sites recorded in this process so far (this run's and earlier runs')."""
         return _RECORDED
 
+    @property
+    def changes(self) -> int:
+        return _CHANGES[0]
+
     def record(self, node_schedule: Any, kernel_name: str, is_extern: bool) -> None:
         try:
             _RECORDED.append(_site(node_schedule, kernel_name, is_extern))
+            _CHANGES[0] += 1
         except Exception:  # never break the user's compile
             self.errors += 1
+
+    @property
+    def compiles(self) -> set[str]:
+        """Dynamo's compiles ("frame/compile") whose graphs have a map: generated under the
+        hook, or answered by inductor's cache with their map read back."""
+        return {site.compile_id for site in _RECORDED} | _CACHED_COMPILES
+
+    def add_cached(self, key: str, sites: list[CallSite]) -> None:
+        """The sites of a graph inductor's cache answered, for the compile under way: read back
+        for each compile, with the modules of the model being compiled (a model compiled earlier
+        in this process from the same code has other modules, maybe gone, their ids reused)."""
+        compile_id = _current_compile_id()
+        _CACHED_COMPILES.add(compile_id)
+        if (key, compile_id) not in _READ:
+            _READ.add((key, compile_id))
+            _RECORDED.extend(replace(site, compile_id=compile_id) for site in sites)
+            _CHANGES[0] += 1
+
+    def key_graph(self, graph_id: Any, backward: bool, key: str) -> list[CallSite]:
+        """The sites just generated for one graph (its id and direction), given its cache key."""
+        keyed: list[CallSite] = []
+        for index, site in enumerate(_RECORDED):
+            if site.graph_id == graph_id and site.backward == backward and not site.cached:
+                _RECORDED[index] = site = replace(site, cache_key=key)
+                keyed.append(site)
+        _CHANGES[0] += 1
+        return keyed
 
 
 @contextlib.contextmanager
@@ -164,16 +208,14 @@ def _hook(original: Any, recorder: SiteRecorder) -> Any:
 
 
 def _site(node_schedule: Any, kernel_name: str, is_extern: bool) -> CallSite:
-    from torch._guards import CompileContext
     from torch._inductor.virtualized import V
 
     graph = V.graph
     graph_id = getattr(graph, "graph_id", None)
-    compile_id = CompileContext.current_compile_id()
     written = _written(node_schedule, is_extern)
     return CallSite(
         graph_id=graph_id if isinstance(graph_id, int) else None,
-        compile_id=(f"{compile_id.frame_id}/{compile_id.frame_compile_id}" if compile_id else "?"),
+        compile_id=_current_compile_id(),
         backward=bool(getattr(graph, "is_backward", False)),
         kernel=kernel_name,
         extern=is_extern,
@@ -181,6 +223,14 @@ def _site(node_schedule: Any, kernel_name: str, is_extern: bool) -> CallSite:
         written=tuple(dict.fromkeys(_stack(node) for node in written)),
         origins=tuple(dict.fromkeys(_stack(node) for node in _origins(node_schedule, is_extern))),
     )
+
+
+def _current_compile_id() -> str:
+    """Dynamo's compile under way, as "frame/compile" (the region event's name ends with it)."""
+    from torch._guards import CompileContext
+
+    compile_id = CompileContext.current_compile_id()
+    return f"{compile_id.frame_id}/{compile_id.frame_compile_id}" if compile_id else "?"
 
 
 def _origins(node_schedule: Any, is_extern: bool) -> list[Any]:
@@ -264,6 +314,7 @@ def expected_event(node_schedule: Any, kernel_name: str, is_extern: bool, graph_
 
 
 __all__ = [
+    "CACHES_OFF",
     "OPTIMIZER_STACK",
     "CallSite",
     "HookProbe",

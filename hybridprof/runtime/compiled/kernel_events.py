@@ -181,7 +181,10 @@ class Rewriter:
     ) -> None:
         children = node.children
         sites = self.kmap.graph_of(
-            (c.event.name for c in children), context.region, context.backward
+            (c.event.name for c in children),
+            context.region,
+            context.backward,
+            graph_key(node.event.name),
         )
         if not sites:  # a graph compiled without the hook: opaque, its module's
             owner = self._opaque_path(context.owner)
@@ -277,6 +280,12 @@ def _match(sites: list[SiteTargets], position: int, name: str) -> int | None:
 
 def _range(name: str, like: Event) -> Event:
     return Event("cpu", name, like.start_ns, like.end_ns, like.thread)
+
+
+def graph_key(name: str) -> str | None:
+    """The FX-graph cache key a graph call's event names (`None` there: the cache was off)."""
+    key = name[len(GRAPH_CALL) :].strip(" #")
+    return key if key and key != "None" else None
 
 
 def _forest(events: list[tuple[int, Event]]) -> list[_Node]:

@@ -109,7 +109,9 @@ def _within(path: str, ancestor: str) -> bool:
 
 
 class KernelMap:
-    """Per inductor graph (graph id, backward), its call sites in wrapper order."""
+    """Per inductor graph (graph id, backward), its call sites in wrapper order; and per FX-graph
+    cache key, for graphs that have one (a cached graph's sites are found by key only: their
+    graph id is that of the process that compiled them, and may be another graph's here)."""
 
     def __init__(
         self, sites: Iterable[CallSite], paths: dict[str, str], frame_home: str = ""
@@ -118,6 +120,12 @@ class KernelMap:
         range is around it: the model ("", a compiled model's frame is its forward) or
         `STEP_CODE` (a compiled step's frame is no module's)."""
         self.by_graph: dict[tuple[int | None, bool], list[SiteTargets]] = defaultdict(list)
+        # key -> (compile, graph id, backward) -> sites: one key in several compiles of a process
+        # (several models from the same code; a map that could not be stored, so compiled
+        # again), told apart by the region the graph runs in, else by its kernels' graph ids
+        self.by_key: dict[str, dict[tuple[str, int | None, bool], list[SiteTargets]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
         self.graphs_of_compile: dict[tuple[str, bool], set[int | None]] = defaultdict(set)
         self.known = frozenset(paths.values())
         count = 0
@@ -128,20 +136,23 @@ class KernelMap:
             )
             computed = _paths(site.origins, paths)
             optimizer = bool(site.written) and all(w == OPTIMIZER_STACK for w in site.written)
-            self.by_graph[(site.graph_id, site.backward)].append(
-                SiteTargets(
-                    site.event,
-                    site.kernel,
-                    site.extern,
-                    absolute,
-                    relative,
-                    shim,
-                    computed,
-                    optimizer,
-                    frame_home,
-                )
+            targets = SiteTargets(
+                site.event,
+                site.kernel,
+                site.extern,
+                absolute,
+                relative,
+                shim,
+                computed,
+                optimizer,
+                frame_home,
             )
-            self.graphs_of_compile[(site.compile_id, site.backward)].add(site.graph_id)
+            if site.cache_key is not None:
+                group = (site.compile_id, site.graph_id, site.backward)
+                self.by_key[site.cache_key][group].append(targets)
+            if not site.cached:
+                self.by_graph[(site.graph_id, site.backward)].append(targets)
+                self.graphs_of_compile[(site.compile_id, site.backward)].add(site.graph_id)
             count += 1
         self.sites = count
 
@@ -149,11 +160,20 @@ class KernelMap:
         return self.sites
 
     def graph_of(
-        self, child_names: Iterable[str], region: str | None, backward: bool
+        self,
+        child_names: Iterable[str],
+        region: str | None,
+        backward: bool,
+        cache_key: str | None = None,
     ) -> list[SiteTargets]:
-        """The sites of the graph a `## Call CompiledFxGraph` event ran: named by its kernels'
-        `graph_<id>_` prefix, else the one graph compiled under the enclosing region's id."""
-        for name in child_names:
+        """The sites of the graph a `## Call CompiledFxGraph <key>` event ran: by its cache key,
+        else named by its kernels' `graph_<id>_` prefix, else the one graph compiled under the
+        enclosing region's id."""
+        names = list(child_names)
+        keyed = self._keyed(cache_key, region, names)
+        if keyed is not None:
+            return keyed
+        for name in names:
             if name.startswith("graph_"):
                 number = name.split("_", 2)[1]
                 if number.isdigit() and (int(number), backward) in self.by_graph:
@@ -163,6 +183,22 @@ class KernelMap:
             if len(graphs) == 1:
                 return self.by_graph[(next(iter(graphs)), backward)]
         return []
+
+    def _keyed(
+        self, cache_key: str | None, region: str | None, names: list[str]
+    ) -> list[SiteTargets] | None:
+        groups = self.by_key.get(cache_key) if cache_key is not None else None
+        if not groups:
+            return None
+        here = [sites for (compile_id, _, _), sites in groups.items() if compile_id == region]
+        if len(here) == 1:
+            return here[0]
+        if len(groups) == 1:
+            return next(iter(groups.values()))
+        # a backward runs in no region: the newest compile with these kernels (this profile's)
+        prefixes = {name.split("_", 2)[1] for name in names if name.startswith("graph_")}
+        found = [sites for (_, g, _), sites in groups.items() if str(g) in prefixes]
+        return found[-1] if found else None
 
 
 def _paths(

@@ -22,13 +22,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 
 import torch
 
 from hybridprof.datamodel import MachinePeak
 from hybridprof.errors import OutputError
 from hybridprof.files.outputs import write_atomic
+from hybridprof.files.user_cache import cache_dir
 
 BUDGET_S = 0.4  # per benchmark (matmul, copy, sum), after one warm-up call
 CACHE_FILE = "peak.json"
@@ -41,11 +41,6 @@ class PeakRequest:
     threads: int
     gflops: float | None = None  # given by the user: not measured
     gbps: float | None = None
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "hybridprof"
 
 
 def machine_peak(request: PeakRequest) -> MachinePeak:
