@@ -187,12 +187,7 @@ class Rewriter:
             graph_key(node.event.name),
         )
         if not sites:  # a graph compiled without the hook: opaque, its module's
-            owner = self._opaque_path(context.owner)
-            for child in children:
-                before[child.index].append(_range(self._range(owner), child.event))
-                found.opaque += 1
-            if children and not context.backward:
-                self._count(owner, found)
+            self._opaque_graph(children, context, found, before)
             return
         found.graphs[id(sites)] = len(sites)
         position = 0
@@ -229,6 +224,21 @@ class Rewriter:
         self._optimizer_range(optimizer, before)
         for path in seen:
             found.graph_calls[path] += 1
+
+    def _opaque_graph(
+        self,
+        children: list[_Node],
+        context: _Context,
+        found: Rewritten,
+        before: dict[int, list[Event]],
+    ) -> None:
+        """A graph with no call sites: all its kernels in one range of the module that owns it."""
+        owner = self._opaque_path(context.owner)
+        for child in children:
+            before[child.index].append(_range(self._range(owner), child.event))
+            found.opaque += 1
+        if children and not context.backward:
+            self._count(owner, found)
 
     def _optimizer_range(self, kernels: list[_Node], before: dict[int, list[Event]]) -> None:
         """One optimizer range from the first of `kernels` to the end of the last (emptied)."""
