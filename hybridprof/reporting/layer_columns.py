@@ -476,8 +476,17 @@ def has_fsdp(table: LayerTable) -> bool:
     return table.has_fsdp
 
 
-def _comm_column(key: str, kind: str, title: str, keep: int, tip: str, size: bool) -> LayerColumn:
-    """One FSDP2 column: the unit's time of `kind` per iteration, or (`size`) its bytes."""
+def _comm_column(
+    key: str,
+    kind: str,
+    title: str,
+    keep: int,
+    tip: str,
+    size: bool,
+    shown: Callable[[LayerTable], bool] = has_fsdp,
+) -> LayerColumn:
+    """One communication column (FSDP2's, or with `shown=has_tp` tensor parallel's): the row's
+    time of `kind` per iteration, or (`size`) its bytes."""
     figure = _comm_bytes(kind) if size else _comm_us(kind)
     field = (
         FrameField(kind + "_bytes", "int64", figure)
@@ -488,7 +497,7 @@ def _comm_column(key: str, kind: str, title: str, keep: int, tip: str, size: boo
         key,
         figure,
         format_bytes if size else format_time_us,
-        has_fsdp,
+        shown,
         sort=figure,
         terminal=OnTerminal(title, keep),
         text=title,
@@ -535,23 +544,7 @@ def _tp_group(row: LayerRow) -> str | None:
 
 
 def _tp_column(key: str, kind: str, title: str, keep: int, tip: str, size: bool) -> LayerColumn:
-    figure = _comm_bytes(kind) if size else _comm_us(kind)
-    field = (
-        FrameField(kind + "_bytes", "int64", figure)
-        if size
-        else FrameField(kind + "_us", "float64", figure)
-    )
-    return LayerColumn(
-        key,
-        figure,
-        format_bytes if size else format_time_us,
-        has_tp,
-        sort=figure,
-        terminal=OnTerminal(title, keep),
-        text=title,
-        page=OnPage(title, order="num", tip=tip, missing=""),
-        frame=(field,),
-    )
+    return _comm_column(key, kind, title, keep, tip, size, shown=has_tp)
 
 
 def _compute_column(key: str, figure: Callable[[LayerRow], float | None], title: str, keep: int,
