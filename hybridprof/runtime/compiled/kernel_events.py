@@ -28,7 +28,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from hybridprof.runtime.compiled.kernel_map import OPTIMIZER, STEP_CODE, KernelMap, SiteTargets
+from hybridprof.runtime.compiled.kernel_map import (
+    OPTIMIZER,
+    STEP_CODE,
+    KernelMap,
+    SiteTargets,
+    Target,
+)
 from hybridprof.runtime.events.attribution import BACKWARD_PREFIX, range_name
 from hybridprof.runtime.events.kineto import Event
 from hybridprof.runtime.events.training_names import OPTIMIZER_STEP_PREFIX
@@ -213,17 +219,29 @@ class Rewriter:
             found.matched += 1
             if not site.extern and child.event.name != site.kernel:
                 renamed[child.index] = child.event._replace(name=site.kernel)
-            if path is None:
-                continue
-            before[child.index].append(_range(self._range(path), child.event))
-            if target.fused:
-                found.fused[path].update(target.fused)
-            if not context.backward:
-                found.forward_ranges[path] += 1
-                seen.add(path)
+            if path is not None:
+                self._in_layer(child, path, target, context, found, before)
+                if not context.backward:
+                    seen.add(path)
         self._optimizer_range(optimizer, before)
         for path in seen:
             found.graph_calls[path] += 1
+
+    def _in_layer(
+        self,
+        child: _Node,
+        path: str,
+        target: Target,
+        context: _Context,
+        found: Rewritten,
+        before: dict[int, list[Event]],
+    ) -> None:
+        """A kernel put in the range of layer `path`, with what it fused and (forward) counted."""
+        before[child.index].append(_range(self._range(path), child.event))
+        if target.fused:
+            found.fused[path].update(target.fused)
+        if not context.backward:
+            found.forward_ranges[path] += 1
 
     def _opaque_graph(
         self,
