@@ -11,14 +11,22 @@ the busy run excluded. The load (/proc/loadavg) before each run is printed besid
 
     .venv/bin/python benchmarks/bench_busy_machine.py [--iters 20] [--busy 2]
     .venv/bin/python benchmarks/bench_busy_machine.py --cost   # what reading the waits costs
+    .venv/bin/python benchmarks/bench_busy_machine.py --bare   # the layers' own code, unprofiled
 
 `--cost` times a forward of the 400-leaf MLP (32x256, one thread) alone and with the two reads of
 the thread's wait a measured iteration makes, interleaved, and prints the median per-round ratio.
+
+`--bare` asks what the load does to the layers' own code, without any profiler: each leaf layer
+called alone on the inputs it got in the model's forward, in the forward's order, 20 iterations
+(after 3), perf_counter around each call, one thread, quiet then busy; its per-layer median
+deviation and largest share move (the same statistics as above) beside hybridprof's, measured in
+the same quiet and busy periods. What the bare code moves by is the floor no profiler can go below.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -139,6 +147,37 @@ MODELS = {"tiny_gpt.py": GPT, "small_resnet.py": CNN, "net.py": NET}
 OVER_100 = re.compile(r"±\s*(\d{3,}(?:\.\d+)?)%")
 BUSY = "while True: pass"
 
+# One process timing each leaf layer's call alone (argv: model file, iterations): a JSON object
+# of path -> median microseconds per iteration.
+BARE = r"""
+import importlib.util, json, statistics, sys, time
+import torch
+torch.set_num_threads(1)
+spec = importlib.util.spec_from_file_location("bare_model", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+model, inputs = module.build_model(), module.example_inputs()
+leaves = {m: name for name, m in model.named_modules() if not any(m.children())}
+calls = []
+hooks = [m.register_forward_pre_hook(lambda m, args: calls.append((m, args))) for m in leaves]
+with torch.no_grad():
+    model(*inputs)
+for hook in hooks:
+    hook.remove()
+times = {}
+with torch.no_grad():
+    for iteration in range(3 + int(sys.argv[2])):
+        spent = dict.fromkeys(leaves.values(), 0.0)
+        for layer, args in calls:
+            start = time.perf_counter()
+            layer(*args)
+            spent[leaves[layer]] += (time.perf_counter() - start) * 1e6
+        if iteration >= 3:
+            for path, us in spent.items():
+                times.setdefault(path, []).append(us)
+print(json.dumps({path: statistics.median(us) for path, us in times.items()}))
+"""
+
 
 def loadavg() -> str:
     return Path("/proc/loadavg").read_text().split(" ")[0]
@@ -201,6 +240,47 @@ def compare(name: str, quiet: ProfileSession, loaded: ProfileSession, printed: s
     )
 
 
+def bare_times(model: Path, iters: int) -> dict[str, float]:
+    done = subprocess.run(
+        [sys.executable, "-c", BARE, str(model), str(iters)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=900,
+    )
+    return dict(json.loads(done.stdout))
+
+
+def drift(quiet: dict[str, float], loaded: dict[str, float], paths: list[str]) -> str:
+    """Busy against quiet over `paths`: the median deviation and the largest share move."""
+    q_sum, b_sum = sum(quiet[p] for p in paths), sum(loaded[p] for p in paths)
+    heavy = [p for p in paths if quiet[p] > 0.02 * q_sum]
+    off = statistics.median(abs(loaded[p] / quiet[p] - 1) for p in heavy)
+    shares = max(abs(100 * loaded[p] / b_sum - 100 * quiet[p] / q_sum) for p in paths)
+    return f"layers off by {100 * off:.0f}% (median of {len(heavy)}), shares within {shares:.1f} pp"
+
+
+def bare_against_profiled(root: Path, iters: int, count: int) -> None:
+    """Per model: the bare leaves and hybridprof's leaf rows, quiet, then beside busy processes."""
+    for file, source in MODELS.items():
+        model = root / file
+        model.write_text(source)
+        before = loadavg()
+        bare_quiet = bare_times(model, iters)
+        quiet, _ = profiled(model, root / f"{file}.quiet.json", iters)
+        with busy(count):
+            bare_busy = bare_times(model, iters)
+            loaded, _ = profiled(model, root / f"{file}.busy.json", iters)
+            during = loadavg()
+        paths = sorted(bare_quiet)  # the leaves: a leaf's self time is its whole call
+        rows_quiet, rows_busy = self_times(quiet), self_times(loaded)
+        print(
+            f"[load {before} quiet, {during} busy] {file}: bare code "
+            f"{drift(bare_quiet, bare_busy, paths)}; hybridprof's leaf rows "
+            f"{drift(rows_quiet, rows_busy, paths)}"
+        )
+
+
 def wait_cost(rounds: int = 30) -> None:
     """The forward with the two wait reads of a measured iteration, against the forward alone."""
     import time
@@ -248,12 +328,16 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--busy", type=int, default=2, help="busy processes in the loaded run")
     parser.add_argument("--cost", action="store_true", help="time the wait reads instead")
+    parser.add_argument("--bare", action="store_true", help="the layers' own code beside it")
     args = parser.parse_args()
     if args.cost:
         wait_cost()
         return
     with tempfile.TemporaryDirectory(prefix="hybridprof-busy-") as folder:
         root = Path(folder)
+        if args.bare:
+            bare_against_profiled(root, args.iters, args.busy)
+            return
         for file, source in MODELS.items():
             model = root / file
             model.write_text(source)
