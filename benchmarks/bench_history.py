@@ -24,6 +24,8 @@ with the load.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import statistics
 import subprocess
@@ -85,15 +87,18 @@ def session_file(folder: Path, layers: int, seed: int) -> Path:
 
 
 def add_here(db: Path, file: Path, rev: str) -> float:
-    from hybridprof.files.storage import load_session
-    from hybridprof.history.snapshot import snapshot_of
-    from hybridprof.history.store import CommitRef, open_store
+    """`history add FILE --db DB --commit REV` run in this process: the command's own work
+    (reading, snapshot, store, its one output line) without Python's start and imports."""
+    from hybridprof.cli.history.history_add import main
 
     start = time.perf_counter()
-    snapshot = snapshot_of(load_session(file, ops=False))  # as `history add` reads it
-    with open_store(db) as store:
-        done = store.add(snapshot, CommitRef(rev))
-    assert done.added
+    # outside a git checkout (the system's temp folder), where --commit takes any label
+    with (
+        contextlib.chdir(tempfile.gettempdir()),
+        contextlib.redirect_stdout(io.StringIO()) as printed,
+    ):
+        code = main([str(file), "--db", str(db.resolve()), "--commit", rev])
+    assert code == 0 and printed.getvalue().startswith("added "), printed.getvalue()
     return time.perf_counter() - start
 
 
