@@ -143,6 +143,11 @@ class MeasureTable:
         """Each iteration's FSDP2 communication: (unit path, kind) -> its calls and time."""
         return [it.comm for it in self._iterations]
 
+    @property
+    def layer_rows(self) -> int:
+        """How many layers (and optimizer and outside rows) any iteration measured."""
+        return len(self._path_rows)
+
     def row_of(self, path: str) -> int | None:
         return self._path_rows.get(path)
 

@@ -181,7 +181,8 @@ class StoppedIteration:
     time, and those come from the layer ranges alone (`layer_measure`). The events are read once
     into columns (`event_columns.read_columns`), which both passes use; the full pass
     (`attribution`: ops, and memory, backward and device time where measured) runs the first time
-    something needs ops, and releases the stopped profiler, which owns the events.
+    something needs ops. The stopped profiler, which owns the events, is dropped with this result
+    (not when it is read: see `__init__`).
 
     A with-block's session holds step ranges (`events/steps.py`): its measure is that of its one
     measured step, and `step_measures` gives one per measured step of a window of several. The
@@ -198,7 +199,11 @@ class StoppedIteration:
         mark_window: tuple[int, int] | None = None,
         memory: StepMemory | None = None,
     ) -> None:
-        self.profiler = profiler
+        self.profiler = profiler  # None once its events are read
+        # torch's events stay alive as long as this result, as a torch profiler keeps its own
+        # until it is dropped: freeing them takes as long as reading them (a with-block's result
+        # lives with its Profile; the run loop drops each iteration's when it is worked out)
+        self._events_owner = profiler
         self._memory = memory
         self._mark_window = mark_window
         self.config = config
@@ -253,7 +258,7 @@ class StoppedIteration:
             return from_frames(kept.raw_calls, kept.kernels, list_options(self.config))
 
     def attribution(self) -> Attribution:
-        """Every event attributed (the first call reads them all, then drops the profiler).
+        """Every event attributed (the first call reads them all; none are read again).
 
         Forward on the CPU without memory (`layers_suffice`): from the columns the layer numbers
         came from too, in array passes; the per-call frames of `raw()` are walked only when asked
@@ -269,7 +274,7 @@ class StoppedIteration:
 
     def step_measures(self, keep_raw: bool = False) -> list[IterationMeasure]:
         """One measure per measured step of the session's window, in order (warm-up steps and
-        what ran between steps left out); the profiler is released. `keep_raw`: keep what
+        what ran between steps left out); the events are not read again. `keep_raw`: keep what
         `raw_events()` needs of the measured steps' calls (when the config asks for them)."""
         keep_raw = keep_raw and self.config.keep_raw_events
         with gc_paused():
@@ -316,7 +321,7 @@ class StoppedIteration:
 
     def _from_columns(self, columns: EventColumns) -> Attribution:
         """The session's one measured step (or, without step ranges, all of it) from columns."""
-        self.profiler = None  # its events are in the columns: free them first
+        self.profiler = None  # its events are in the columns
         steps = split_columns(columns)
         active = [(step, at) for step, at in steps or [] if step.active]
         if steps is None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import gc
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -261,6 +263,24 @@ class Nested(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.act(self.body(x) * 2)
+
+
+def test_torchs_events_are_freed_with_the_profile_not_while_it_is_read() -> None:
+    """Freeing torch's events takes as long as reading them: a Profile keeps them until it is
+    dropped, as a torch profiler does, so `str(prof)` and `session()` do not pay for it."""
+    model = Nested()
+    with torch.no_grad(), hybridprof.Profile(model) as prof:
+        model(torch.ones(8, 4))
+    assert prof._block is not None and isinstance(prof._block.result, StoppedIteration)
+    events = weakref.ref(prof._block.result.profiler)
+    str(prof)
+    session = prof.session()
+    assert prof._block.result.profiler is None  # read: nothing reads the events again
+    assert events() is not None
+    del prof
+    gc.collect()
+    assert events() is None
+    assert session.records
 
 
 def test_first_table_from_layer_ranges_matches_the_full_session() -> None:

@@ -210,7 +210,7 @@ def test_layer_ranges_alone_give_the_same_layer_numbers_as_the_full_pass() -> No
         assert stopped.profiler is not None  # no op was read yet
         assert all(not m.ops for m in layers.paths.values())
         full = stopped.attribution().measure
-        assert stopped.profiler is None  # the events are released once attributed
+        assert stopped.profiler is None  # attributed: the events are not read again
         assert layer_numbers(layers) == layer_numbers(full)
         assert layers.paths["shared"].calls == 2 and "aten::mul" in full.paths[""].ops
     strategy.end()
