@@ -81,7 +81,7 @@ def _never_negative(session: ProfileSession) -> Iterator[Figure]:
         yield from ((f"outside_ops[{index}].{name}", getattr(op, name)) for name in _OP_FIGURES)
 
 
-_UNIT_FIGURES = ("calls", "time_us", "nbytes")
+_UNIT_FIGURES = ("calls", "time_us", "nbytes", "exposed_us", "waited_for")
 # An op's counts and times (its memory figures are net: a free makes them negative).
 _OP_FIGURES = ("calls", "self_cpu_us", "total_cpu_us", "self_device_us", "total_device_us")
 

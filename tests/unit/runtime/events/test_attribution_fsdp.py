@@ -57,3 +57,25 @@ def test_the_rows_times_are_as_without_the_ranges() -> None:
     for path in NAMES:
         a, b = with_ranges.paths[path], without.paths[path]
         assert (a.self_cpu_us, a.backward_self_cpu_us) == (b.self_cpu_us, b.backward_self_cpu_us)
+
+
+def test_the_exposed_part_leaves_out_the_compute_around_the_collective() -> None:
+    events = [
+        cpu("FSDP::pre_forward (blocks.0)", 0, 40),
+        cpu("FSDP::all_gather (blocks.0)", 0, 30),  # starts with its parent: found all the same
+        cpu("fsdp::all_gather_copy_in", 1, 5),  # compute: copying the shards into the buffer
+        cpu("aten::copy_", 2, 4),  # nested in it: counted once, with it
+        cpu("c10d::_allgather_base_", 5, 8),  # the collective's call: exposed
+        cpu("record_param_comms", 6, 7),
+        cpu("FSDP::all_gather_copy_out (blocks.0)", 30, 38),
+        cpu("aten::split_with_sizes_copy", 31, 37),  # compute: the copy-out itself
+    ]
+    comm = attribute(events, NAMES, backward=True).measure.comm
+    gather, copy = comm[("blocks.0", "all_gather")], comm[("blocks.0", "copy_out")]
+    assert (gather.time_us, gather.exposed_us) == (30.0, 26.0)  # the wait is the range's self time
+    assert (copy.time_us, copy.exposed_us) == (8.0, 2.0)
+
+
+def test_without_compute_inside_every_range_is_exposed() -> None:
+    comm = attribute(step(), NAMES, backward=True).measure.comm
+    assert all(m.exposed_us == m.time_us for m in comm.values())
