@@ -238,12 +238,15 @@ def block_rank(model: nn.Module, use_cuda: bool, session: ProfileSession) -> Ran
         device=device,
         ddp=is_ddp(model),
     )
-    steps = session.iteration_cpu_us
-    # a unit's ranges run one after another on the rank's thread: their times add up
+    return RankRun(info, step_us=session.iteration_cpu_us, comm_us=fsdp_comm_us(session))
+
+
+def fsdp_comm_us(session: ProfileSession) -> tuple[float, ...]:
+    """Per measured iteration, the time in the FSDP2 units' collectives (their ranges run one
+    after another on the rank's thread, so their times add up); () without units."""
     collectives = [c.iteration_us for c in session.fsdp if c.kind != "copy_out"]
     count = min((len(times) for times in collectives), default=0)
-    comm = tuple(sum(times[i] for times in collectives) for i in range(count))
-    return RankRun(info, step_us=steps, comm_us=comm if collectives else ())
+    return tuple(sum(times[i] for times in collectives) for i in range(count))
 
 
 def owners(model: nn.Module) -> dict[int, str]:
@@ -337,6 +340,7 @@ __all__ = [
     "Group",
     "Launch",
     "block_rank",
+    "fsdp_comm_us",
     "gather_to_rank0",
     "is_ddp",
     "join_group",
