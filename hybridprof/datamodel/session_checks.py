@@ -75,6 +75,7 @@ def _never_negative(session: ProfileSession) -> Iterator[Figure]:
             yield from _device_figures(f"memory.devices[{index}]", device)
     for index, unit in enumerate(session.fsdp):
         yield from ((f"fsdp[{index}].{name}", getattr(unit, name)) for name in _UNIT_FIGURES)
+        yield from ((f"fsdp[{index}].wait_us[{r}]", us) for r, us in enumerate(unit.wait_us))
     for index, unit in enumerate(session.tp):
         yield from ((f"tp[{index}].{name}", getattr(unit, name)) for name in _UNIT_FIGURES)
     for index, op in enumerate(session.outside_ops):
