@@ -22,7 +22,7 @@ gradients' copies. Its exposed part (`settle_exposed`, once a thread is walked) 
 less its direct children that are compute (`is_collective_call` tells them apart): the time the
 rank's thread spent issuing and waiting for the collective, with no compute of its own beside
 it. A wait with no op of its own (a work's `wait()` on gloo) is the range's self time, so
-exposed. On CPU (gloo) a collective runs while its caller waits, so nearly all of a range is
+exposed, and so is FSDP2's own Python in the range (the two cannot be told apart). On CPU (gloo) a collective runs while its caller waits, so nearly all of a range is
 exposed. On CUDA this is still the CPU thread's view: a collective the device overlaps with
 compute kernels on another stream shows as exposed only as long as the thread waits for it.
 Torch-free.
