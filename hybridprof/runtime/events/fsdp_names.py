@@ -16,15 +16,16 @@ An all-gather inside a backward node (autograd ran it: the pre-backward hook, or
 prefetch) is the backward's re-gather of parameters freed after the forward. With a world size of
 1 FSDP2 gathers nothing (no all-gather or copy-out range opens).
 
-A range holds the collective's call and the wait for it, and the compute around them: the copy
-into the gather's input buffer (`fsdp::all_gather_copy_in`), the copy-out's splits, the
-gradients' copies. Its exposed part (`settle_exposed`, once a thread is walked) is its wall time
-less its direct children that are compute (`is_collective_call` tells them apart): the time the
-rank's thread spent issuing and waiting for the collective, with no compute of its own beside
-it. A wait with no op of its own (a work's `wait()` on gloo) is the range's self time, so
-exposed, and so is FSDP2's own Python in the range (the two cannot be told apart). On CPU (gloo) a collective runs while its caller waits, so nearly all of a range is
-exposed. On CUDA this is still the CPU thread's view: a collective the device overlaps with
-compute kernels on another stream shows as exposed only as long as the thread waits for it.
+A range holds the collective's call and the wait for it, and the compute around them: the copy into
+the gather's input buffer (`fsdp::all_gather_copy_in`), the copy-out's splits, the gradients'
+copies. Its exposed part (`settle_exposed`, once a thread is walked) is its wall time less its
+direct children that are compute (`is_collective_call` tells them apart): the time the rank's
+thread spent issuing and waiting for the collective, with no compute of its own beside it. A wait
+with no op of its own (a work's `wait()` on gloo) is the range's self time, so exposed, and so is
+FSDP2's own Python in the range (the two cannot be told apart). On CPU (gloo) a collective runs
+while its caller waits, so nearly all of a range is exposed. On CUDA this is still the CPU thread's
+view: a collective the device overlaps with compute kernels on another stream shows as exposed only
+as long as the thread waits for it.
 Torch-free.
 """
 

@@ -79,3 +79,25 @@ def test_the_exposed_part_leaves_out_the_compute_around_the_collective() -> None
 def test_without_compute_inside_every_range_is_exposed() -> None:
     comm = attribute(step(), NAMES, backward=True).measure.comm
     assert all(m.exposed_us == m.time_us for m in comm.values())
+
+
+def test_the_backends_thread_is_left_out_with_the_ops_inside_its_transfers() -> None:
+    def on(thread: int, name: str, start: int, end: int) -> Event:
+        return Event("cpu", name, start * 1000, end * 1000, thread)
+
+    gloo = [
+        on(7, "gloo:all_gather", 2, 14),
+        on(7, "aten::view", 3, 4),  # gloo's own ops, inside the transfer
+        on(7, "gloo:all_reduce", 101, 127),
+        on(7, "aten::div_", 120, 125),
+    ]
+    measure = attribute(step() + gloo, NAMES, backward=True).measure
+    alone = attribute(step(), NAMES, backward=True).measure
+    assert measure.total_cpu_us == alone.total_cpu_us
+    assert measure.outside_cpu_us == alone.outside_cpu_us and not measure.outside_ops.keys() - {
+        *alone.outside_ops
+    }
+    computing = [*gloo, on(7, "aten::mm", 200, 210)]  # an op in no transfer: a thread of work
+    assert attribute(step() + computing, NAMES, backward=True).measure.total_cpu_us > (
+        alone.total_cpu_us
+    )
