@@ -155,6 +155,38 @@ class LayerRow:
         return max(0.0, self.backward_self_cpu_us - (comm.time_us.median if comm else 0.0))
 
     @property
+    def exposed_us(self) -> float | None:
+        """An FSDP2 unit's exposed communication per iteration: the medians of its kinds'
+        exposed parts summed (a merged session: each kind's median over the ranks); None for a
+        row without them."""
+        found = [c.exposed_us.median for c in self.comm if c.exposed_us is not None]
+        return sum(found) if found else None
+
+    @property
+    def wait_us(self) -> float | None:
+        """A merged session's unit: the most any rank waited per iteration in its collectives
+        (each rank's kinds summed); None without per-rank waits."""
+        waits = self._rank_waits()
+        return max(waits) if waits else None
+
+    @property
+    def waited_for(self) -> int | None:
+        """The rank that made the rank waiting most wait: the one its largest wait (of the
+        unit's kinds) was for."""
+        waits = self._rank_waits()
+        if not waits:
+            return None
+        waiting = waits.index(max(waits))
+        kinds = [c for c in self.comm if c.wait_us and c.waited_for is not None]
+        return max(kinds, key=lambda c: c.wait_us[waiting]).waited_for
+
+    def _rank_waits(self) -> list[float]:
+        waits = [c.wait_us for c in self.comm if c.wait_us]
+        if not waits:
+            return []
+        return [sum(w[rank] for w in waits) for rank in range(min(map(len, waits)))]
+
+    @property
     def _tensor_parallel(self) -> bool:
         return self.kind == "layer" and any(c.kind.startswith("tp_") for c in self.comm)
 
@@ -195,6 +227,7 @@ class LayerTable:
     has_compiled: bool = False  # a torch.compile'd model (rows may say what fused)
     has_fsdp: bool = False  # an FSDP2-sharded model: its units' rows carry their communication
     has_tp: bool = False  # tensor-parallel layers: their rows carry their collectives
+    has_wait: bool = False  # a merged session's FSDP2 units: each rank's wait in them
     summed: bool = False  # totals and the headline are sums of the rows (the outside measured)
 
     def tree(self) -> tuple[LayerRow, ...]:
@@ -286,6 +319,7 @@ def build_layer_table(session: ProfileSession) -> LayerTable:
         has_compiled=session.compiled is not None,
         has_fsdp=bool(session.fsdp),
         has_tp=bool(session.tp),
+        has_wait=any(c.wait_us for c in session.fsdp),
         summed=session.outside_cpu_us is not None,  # the totals are subtree sums (_subtree_totals)
     )
 

@@ -9,7 +9,8 @@ across ranks: the ranks step together, so `hybridprof diff` can judge two merged
 them as it judges single runs. Communication rows are merged per bucket (or collective) with the
 part spent waiting for other ranks split off: in a collective, the last rank to arrive waits
 least, so per iteration the fastest rank's time is taken as the transfer itself and every other
-rank's excess as waiting.
+rank's excess as waiting. FSDP2 units' collectives are split the same way, per unit and kind,
+and each names the rank the others waited for.
 
 Used by rank 0 at the end of `hybridprof run` under torchrun and by `hybridprof merge` offline.
 """
@@ -38,6 +39,7 @@ from hybridprof.datamodel import (
     Straggler,
     UnitComm,
 )
+from hybridprof.datamodel.measures import SERIES_DECIMALS
 from hybridprof.errors import UsageError
 
 # A straggler must be slower than the other ranks' median by this much (fraction of it), by at
@@ -61,6 +63,7 @@ def merge_sessions(sessions: Sequence[ProfileSession]) -> ProfileSession:
     waits = {c.layer for s in ordered for c in s.collectives if c.layer is not None}
     stragglers = tuple(s for path in paths if path not in waits and (s := _straggler(ranks, path)))
     collectives, waiting = _merged_collectives(ordered)
+    _add_unit_waiting(waiting, [s.fsdp for s in ordered])
     summaries = tuple(_summary(s, w) for s, w in zip(ordered, waiting, strict=True))
     first = ordered[0]
     plan = replace(
@@ -88,7 +91,8 @@ def merged_unit_comm(ordered: Sequence[tuple[UnitComm, ...]]) -> tuple[UnitComm,
     """Each FSDP2 unit's (or tensor-parallel layer's) communication across the ranks, from each
     rank's: the median over ranks of each rank's median time (min and max: the lowest and
     highest over every rank's iterations), calls and bytes as the median rank has them; a rank
-    without a unit's kind counts 0 for it."""
+    without a unit's kind counts 0 for it. A collective every rank timed per iteration gets each
+    rank's wait and the rank waited for (`_unit_waits`)."""
     keys = list(dict.fromkeys((c.path, c.kind) for comms in ordered for c in comms))
     found = [{(c.path, c.kind): c for c in comms} for comms in ordered]
     merged = []
@@ -102,8 +106,66 @@ def merged_unit_comm(ordered: Sequence[tuple[UnitComm, ...]]) -> tuple[UnitComm,
         calls = median_or_zero([c.calls for c in per_rank])
         nbytes = round(median_or_zero([c.nbytes for c in per_rank]))
         group = next((c.group for c in per_rank if c.group), "")
-        merged.append(UnitComm(key[0], key[1], calls, time, nbytes, group))
+        exposed = [c.exposed_us for c in per_rank if c.exposed_us is not None]
+        wait_us, waited_for = _unit_waits(per_rank)
+        merged.append(
+            UnitComm(
+                key[0],
+                key[1],
+                calls,
+                time,
+                nbytes,
+                group,
+                iteration_us=_median_per_iteration([c.iteration_us for c in per_rank]),
+                exposed_us=_across([e.median for e in exposed]) if exposed else None,
+                wait_us=wait_us,
+                waited_for=waited_for,
+            )
+        )
     return tuple(merged)
+
+
+# An FSDP2 copy-out is the rank's own copying, not a collective: no rank waits in it for another.
+_NOT_COLLECTIVES = frozenset({"copy_out"})
+
+
+def _unit_waits(per_rank: Sequence[UnitComm]) -> tuple[tuple[float, ...], int | None]:
+    """A collective's `wait_us` (per rank, the median over iterations of its time beyond the
+    shortest rank's in the same iteration) and `waited_for` (the rank with the shortest time in
+    the most iterations, the lowest of a tie: the late rank arrives last and waits least); none
+    without two ranks or without every rank's per-iteration times."""
+    series = [c.iteration_us for c in per_rank]
+    waits = _beyond_fastest(series)
+    if len(series) < 2 or not waits[0] or per_rank[0].kind in _NOT_COLLECTIVES:
+        return (), None
+    shortest = [0] * len(series)
+    for i in range(len(waits[0])):
+        shortest[min(range(len(series)), key=lambda rank: series[rank][i])] += 1
+    medians = tuple(round(median_or_zero(w), SERIES_DECIMALS) for w in waits)
+    return medians, shortest.index(max(shortest))
+
+
+def _add_unit_waiting(waiting: list[list[float]], ordered: Sequence[tuple[UnitComm, ...]]) -> None:
+    """Each rank's wait in the FSDP2 units' collectives, per iteration, into its waiting (the
+    iterations `waiting` holds: those every rank timed its communication in)."""
+    found = [{(c.path, c.kind): c for c in comms} for comms in ordered]
+    for key in dict.fromkeys(key for by_key in found for key in by_key):
+        per_rank = [by_key.get(key) for by_key in found]
+        if key[1] in _NOT_COLLECTIVES or any(c is None for c in per_rank):
+            continue
+        waits = _beyond_fastest([c.iteration_us for c in per_rank if c is not None])
+        for rank, series in enumerate(waits):
+            for i, value in enumerate(series[: len(waiting[rank])]):
+                waiting[rank][i] += value
+
+
+def _beyond_fastest(series: Sequence[Sequence[float]]) -> list[list[float]]:
+    """Per rank and iteration (those every rank has), its time beyond the fastest rank's in
+    the same iteration: the rank that arrives last waits least, so the fastest time is the
+    transfer itself and every other rank's excess is waiting."""
+    count = min((len(s) for s in series), default=0)
+    fastest = [min(s[i] for s in series) for i in range(count)]
+    return [[s[i] - fastest[i] for i in range(count)] for s in series]
 
 
 def _rank_warnings(ordered: list[ProfileSession]) -> list[str]:
@@ -382,12 +444,8 @@ def _merged_collectives(
 
 def _waiting(per_rank: Sequence[CollectiveStat | None]) -> list[list[float]] | None:
     """Per rank and iteration, the time beyond the fastest rank's in the same iteration."""
-    series = [c.iteration_us for c in per_rank if c is not None]
-    count = min(len(s) for s in series)
-    if count == 0:
-        return None
-    fastest = [min(s[i] for s in series) for i in range(count)]
-    return [[s[i] - fastest[i] for i in range(count)] for s in series]
+    waits = _beyond_fastest([c.iteration_us for c in per_rank if c is not None])
+    return waits if waits and waits[0] else None
 
 
 def _comm_times(session: ProfileSession) -> tuple[float, ...]:

@@ -134,10 +134,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     if launch is not None:
         _check_rank_options(args)
         return run_rank(args, argv, launch)
-    if args.ddp:
-        raise UsageError(
-            "--ddp needs torchrun: torchrun --nproc-per-node N -m hybridprof run ... --ddp"
-        )
+    _check_single_process(args)
     plan = _load_plan(args.plan) if args.plan else None
     model_file, entry = model_and_entry(args, plan)
     read_model_source(model_file)  # missing file or syntax error: said before anything is created
@@ -172,6 +169,16 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
+def _check_single_process(args: argparse.Namespace) -> None:
+    """What only a torchrun rank does: another process group's ranks to wrap the model with."""
+    for option, asked in (("--ddp", args.ddp), ("--fsdp", args.fsdp or args.fsdp_wrap)):
+        if asked:
+            raise UsageError(
+                f"{option} needs torchrun: torchrun --nproc-per-node N -m hybridprof run ... "
+                f"{option}"
+            )
+
+
 def _check_rank_options(args: argparse.Namespace) -> None:
     """What a torchrun rank cannot do: each rank must run the same steps as the others."""
     if args.plan:
@@ -186,6 +193,8 @@ def _check_rank_options(args: argparse.Namespace) -> None:
             "--history under torchrun: add the merged session with hybridprof "
             "history add (after hybridprof merge)"
         )
+    if args.ddp and (args.fsdp or args.fsdp_wrap):
+        raise UsageError("--ddp and --fsdp each wrap the model: give one of them")
 
 
 def _stopped_by(sigterm: TerminateHandler) -> str:

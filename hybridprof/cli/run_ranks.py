@@ -35,12 +35,24 @@ STOPPED_WAIT_S = 5.0  # how long an interrupted rank 0 waits to hear which ranks
 
 
 def add_rank_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("under torchrun (data-parallel)")
+    group = parser.add_argument_group("under torchrun (data-parallel, FSDP2)")
     group.add_argument(
         "--ddp",
         action="store_true",
         help="wrap the model in DistributedDataParallel "
         "(default: profile it as the entry returns it)",
+    )
+    group.add_argument(
+        "--fsdp",
+        action="store_true",
+        help="shard the model with FSDP2 (fully_shard): each child of every ModuleList, then "
+        "the root (default: profile it as the entry returns it)",
+    )
+    group.add_argument(
+        "--fsdp-wrap",
+        metavar="NAME",
+        help="shard through your function, FILE.py:FUNCTION or module:FUNCTION, called with "
+        "the model: it calls fully_shard on it (implies --fsdp) (default: --fsdp's units)",
     )
     group.add_argument(
         "--gather-timeout",
@@ -221,6 +233,8 @@ class _Rank:
             d.time_buckets(through, clock)
         elif self.args.ddp:
             through, ddp = d.wrap_ddp(inner, device, clock), True
+        elif self.args.fsdp or self.args.fsdp_wrap:
+            self._shard(inner, device)
         session = profile_loaded(
             self.args,
             self.argv,
@@ -235,11 +249,21 @@ class _Rank:
         )
         info = d.rank_info(self.group, device, ddp)
         warmup, iterations = session.warmup, session.iterations
+        run = clock.rank_run(info, warmup, iterations)
+        if session.fsdp:  # no DDP buckets: the units' collectives are the communication
+            run = replace(run, comm_us=d.fsdp_comm_us(session))
         return replace(
             session,
-            rank=clock.rank_run(info, warmup, iterations),
+            rank=run,
             collectives=clock.bucket_rows(warmup, iterations) + d.model_collectives(session),
         )
+
+    def _shard(self, model: Any, device: Any) -> None:
+        """--fsdp: the model sharded in place, by default or by the user's wrap function."""
+        from hybridprof.runtime.distributed.fsdp_wrap import load_wrap, shard
+
+        spec = self.args.fsdp_wrap
+        shard(model, device, load_wrap(spec) if spec else None, spec or "")
 
     def _finish(self, session: ProfileSession) -> int:
         out = self.outputs

@@ -80,6 +80,14 @@ class UnitComm:
     (DTensor's hooks included) and its backward nodes issued, and the waits for them wherever
     they ran. time_us: those ops' CPU time on this rank's thread (waiting included); nbytes: the
     bytes the collectives sent (their input's); group: the mesh dimension and process group.
+
+    iteration_us: the time in each measured iteration (a rank's session: the merge compares the
+    ranks iteration by iteration). exposed_us: FSDP2 kinds, the part of the time the rank's
+    thread spent in the collectives' own calls and waits (not in the copies and buffer work
+    around them, which are compute): time no compute overlapped. wait_us and waited_for: a
+    merged session's, per rank (index = rank) the median over iterations of its time beyond
+    the shortest rank's, and the rank whose time was the shortest most often (the late one:
+    it arrived last and waited least).
     """
 
     path: str
@@ -88,6 +96,10 @@ class UnitComm:
     time_us: Stat
     nbytes: int = 0
     group: str = ""  # tensor parallel: "mesh dim tp, group default_pg"
+    iteration_us: tuple[float, ...] = ()
+    exposed_us: Stat | None = None
+    wait_us: tuple[float, ...] = ()
+    waited_for: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,13 +14,16 @@ the scheduler took, which iterations were excluded for it) and the stability's
 (`outside_ops`: the `(outside modules)` row's breakdown; absent when empty); 9 added the
 tensor-parallel layers' communication (`tp`, `UnitComm` with its `group`; absent otherwise); 10
 added the compile section's `cache_hits` and `cache_rebuilt` (graphs inductor's cache answered,
-and those compiled again for want of a kernel map; absent when 0). The reader takes every form,
-so files of versions 1-9 still load.
+and those compiled again for want of a kernel map; absent when 0); 11 added each FSDP2 unit's
+time per iteration and its exposed part (`UnitComm.iteration_us`, `exposed_us`), and in a merged
+session each rank's wait in the unit's collectives and the rank waited for (`wait_us`,
+`waited_for`); absent in older files. The reader takes every form, so files of versions 1-10
+still load.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 # The strategy a plan and a run use unless told otherwise (the registry in runtime/strategies/
 # lists them all); defined here, the lowest layer, so planner, runtime and CLI share one name.
 DEFAULT_STRATEGY = "session"

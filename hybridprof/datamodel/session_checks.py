@@ -75,13 +75,14 @@ def _never_negative(session: ProfileSession) -> Iterator[Figure]:
             yield from _device_figures(f"memory.devices[{index}]", device)
     for index, unit in enumerate(session.fsdp):
         yield from ((f"fsdp[{index}].{name}", getattr(unit, name)) for name in _UNIT_FIGURES)
+        yield from ((f"fsdp[{index}].wait_us[{r}]", us) for r, us in enumerate(unit.wait_us))
     for index, unit in enumerate(session.tp):
         yield from ((f"tp[{index}].{name}", getattr(unit, name)) for name in _UNIT_FIGURES)
     for index, op in enumerate(session.outside_ops):
         yield from ((f"outside_ops[{index}].{name}", getattr(op, name)) for name in _OP_FIGURES)
 
 
-_UNIT_FIGURES = ("calls", "time_us", "nbytes")
+_UNIT_FIGURES = ("calls", "time_us", "nbytes", "exposed_us", "waited_for")
 # An op's counts and times (its memory figures are net: a free makes them negative).
 _OP_FIGURES = ("calls", "self_cpu_us", "total_cpu_us", "self_device_us", "total_device_us")
 

@@ -285,6 +285,12 @@ def _not_a_module(entry: str, result: Any) -> str:
     )
 
 
+def find_callable(module: types.ModuleType, name: str, path: str | Path, what: str) -> Any:
+    """`name` in the imported file or module; a one-line error listing its callables if it is
+    not there or not callable (`what` names it: "entry", "--fsdp-wrap function")."""
+    return _find_callable(module, name, path, what)
+
+
 def _find_callable(module: types.ModuleType, name: str, path: str | Path, what: str) -> Any:
     value = getattr(module, name, None)
     if callable(value):

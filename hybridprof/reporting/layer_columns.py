@@ -476,6 +476,15 @@ def has_fsdp(table: LayerTable) -> bool:
     return table.has_fsdp
 
 
+def has_wait(table: LayerTable) -> bool:
+    return table.has_wait
+
+
+def _waited_for_text(row: LayerRow) -> str | None:
+    rank = row.waited_for
+    return str(rank) if rank is not None else None
+
+
 def _comm_column(
     key: str,
     kind: str,
@@ -514,6 +523,30 @@ def _comm_size(key: str, kind: str, title: str, keep: int, tip: str) -> LayerCol
     return _comm_column(key, kind, title, keep, tip, size=True)
 
 
+def _time_column(
+    key: str,
+    figure: Callable[[LayerRow], float | None],
+    title: str,
+    keep: int,
+    tip: str,
+    frame: str,
+    shown: Callable[[LayerTable], bool],
+) -> LayerColumn:
+    """A time per iteration a row's communication gives (its compute, its exposed or waited
+    part), when `shown`."""
+    return LayerColumn(
+        key,
+        figure,
+        format_time_us,
+        shown,
+        sort=figure,
+        terminal=OnTerminal(title, keep),
+        text=title,
+        page=OnPage(title, order="num", tip=tip, missing=""),
+        frame=(FrameField(frame, "float64", figure),),
+    )
+
+
 _WALL = "wall time per iteration of FSDP2's ranges for this unit, waiting for other ranks included"
 _COMM: tuple[LayerColumn, ...] = (
     _comm_time("gather", "all_gather", "All-gather", 58, f"Forward all-gather: {_WALL}"),
@@ -529,6 +562,32 @@ _COMM: tuple[LayerColumn, ...] = (
         "scatter-bytes", "reduce_scatter", "Scattered", 53,
         "Bytes of gradients this rank reduce-scattered per iteration (from its FSDP parameter "
         "group)",
+    ),
+    _time_column(
+        "exposed", lambda r: r.exposed_us, "Exposed", 57,
+        "Of the unit's communication per iteration, the time the rank's thread spent in the "
+        "collectives' calls and waits, not computing (on CPU with gloo nearly all of it; a "
+        "merged session: the median rank's)", "exposed_us", has_fsdp,
+    ),
+    _time_column(
+        "wait", lambda r: r.wait_us, "Wait", 58,
+        "The most a rank waited per iteration in the unit's collectives for another rank: its "
+        "time beyond the shortest rank's in the same iteration, median over iterations",
+        "wait_us", has_wait,
+    ),
+    LayerColumn(
+        "waited-for",
+        lambda r: r.waited_for,
+        lambda rank: f"rank {rank}",
+        has_wait,
+        terminal=OnTerminal("Waited for", 57),
+        text="Waited for",
+        page=OnPage(
+            "Waited for", order="text", missing="",
+            tip="The rank the waiting rank waited for: the one with the shortest time in the "
+            "collective in most iterations (the late rank arrives last and waits least)",
+        ),
+        frame=(FrameField("waited_for", "str", _waited_for_text),),
     ),
 )  # fmt: skip
 
@@ -547,21 +606,6 @@ def _tp_column(key: str, kind: str, title: str, keep: int, tip: str, size: bool)
     return _comm_column(key, kind, title, keep, tip, size, shown=has_tp)
 
 
-def _compute_column(key: str, figure: Callable[[LayerRow], float | None], title: str, keep: int,
-                    tip: str, frame: str) -> LayerColumn:  # fmt: skip
-    return LayerColumn(
-        key,
-        figure,
-        format_time_us,
-        has_tp,
-        sort=figure,
-        terminal=OnTerminal(title, keep),
-        text=title,
-        page=OnPage(title, order="num", tip=tip, missing=""),
-        frame=(FrameField(frame, "float64", figure),),
-    )
-
-
 _TP_TIME = (
     "CPU time per iteration of the collectives this layer issued (DTensor's hooks included) "
     "and of the waits for them, wherever they ran; waiting for other ranks included"
@@ -577,14 +621,14 @@ _TP: tuple[LayerColumn, ...] = (
         "tp-bwd-bytes", "tp_backward", "TP sent bwd", 50,
         "Bytes the backward's collectives sent per iteration (their inputs)", size=True,
     ),
-    _compute_column(
+    _time_column(
         "compute", lambda r: r.compute_us, "Compute", 60,
-        "Self time without the layer's tensor-parallel communication", "compute_us",
+        "Self time without the layer's tensor-parallel communication", "compute_us", has_tp,
     ),
-    _compute_column(
+    _time_column(
         "bwd-compute", lambda r: r.backward_compute_us, "Compute bwd", 49,
         "Backward self time without the layer's tensor-parallel communication",
-        "backward_compute_us",
+        "backward_compute_us", has_tp,
     ),
     LayerColumn(
         "tp-group",

@@ -26,11 +26,11 @@ from hybridprof.reporting.trust import timing_text
 
 # The page's columns in its order (each where the session has it).
 PAGE_COLUMNS = (
-    "name", "class", "calls", "self", "total", "dev-self", "dev-total", "bwd-self", "bwd-total",
-    "share", "subtree-share", "mem-self", "mem-peak", "mem-saved", "mem-bwd-peak", "flops",
-    "gflops", "verdict", "gather", "gather-bytes", "copy-out", "regather", "scatter",
-    "scatter-bytes", "compute", "tp-fwd", "tp-fwd-bytes", "bwd-compute", "tp-bwd",
-    "tp-bwd-bytes", "tp-group", "spread", "params", "output",
+    "name", "class", "calls", "self", "total", "dev-self", "dev-total", "bwd-self",
+    "bwd-total", "share", "subtree-share", "mem-self", "mem-peak", "mem-saved", "mem-bwd-peak",
+    "flops", "gflops", "verdict", "gather", "gather-bytes", "copy-out", "regather", "scatter",
+    "scatter-bytes", "exposed", "wait", "waited-for", "compute", "tp-fwd", "tp-fwd-bytes",
+    "bwd-compute", "tp-bwd", "tp-bwd-bytes", "tp-group", "spread", "params", "output",
 )  # fmt: skip
 
 # Bits of a row's flags in the page's data (report.js reads the same values).

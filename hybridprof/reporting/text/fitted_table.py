@@ -39,8 +39,9 @@ MODULE_ORDER = "module"
 COLUMN_KEYS = (
     "class", "self", "total", "bwd-self", "bwd-total", "dev-self", "dev-total", "share",
     "mem-self", "mem", "dev-mem-self", "dev-mem", "flops", "intensity", "gflops", "verdict",
-    "gather", "gather-bytes", "copy-out", "regather", "scatter", "scatter-bytes", "compute",
-    "tp-fwd", "tp-fwd-bytes", "bwd-compute", "tp-bwd", "tp-bwd-bytes", "calls",
+    "gather", "gather-bytes", "copy-out", "regather", "scatter", "scatter-bytes", "exposed",
+    "wait", "waited-for", "compute", "tp-fwd", "tp-fwd-bytes", "bwd-compute", "tp-bwd",
+    "tp-bwd-bytes", "calls",
 )  # fmt: skip
 SORT_KEYS = (MODULE_ORDER, "name", *(k for k in COLUMN_KEYS if BY_KEY[k].sort is not None))
 

@@ -63,8 +63,9 @@ class TableText(str):
 TEXT_COLUMNS = (
     "self", "total", "bwd-self", "bwd-total", "dev-self", "dev-total", "mem-self", "mem",
     "dev-mem-self", "dev-mem", "flops", "intensity", "gflops", "verdict", "gather",
-    "gather-bytes", "copy-out", "regather", "scatter", "scatter-bytes", "compute", "tp-fwd",
-    "tp-fwd-bytes", "bwd-compute", "tp-bwd", "tp-bwd-bytes", "tp-group", "calls", "fused",
+    "gather-bytes", "copy-out", "regather", "scatter", "scatter-bytes", "exposed", "wait",
+    "waited-for", "compute", "tp-fwd", "tp-fwd-bytes", "bwd-compute", "tp-bwd", "tp-bwd-bytes",
+    "tp-group", "calls", "fused",
 )  # fmt: skip
 
 

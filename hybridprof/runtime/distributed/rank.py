@@ -9,6 +9,7 @@ profiled like a single process; this module adds what only a rank has:
   from `GradBucket.parameters()`), plus the wall time of every step;
 - `model_collectives`: the `c10d::` collectives the model's own forward calls, read from the ops
   the profiler attributed to each layer;
+- `block_rank`: a with-block's rank facts, when it ran in an initialised process group;
 - `gather_to_rank0`: every rank's session (as JSON) sent to rank 0 through a gloo group of our own
   with a timeout, so no shared file system is needed and nothing waits forever;
 - the step times and progress that `failures.FailureBoard` watches: a rank that fails, hangs past
@@ -17,6 +18,7 @@ profiled like a single process; this module adds what only a rank has:
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -218,6 +220,35 @@ def _union_us(buckets: list[tuple[int, int, int, int]]) -> float:
     return total / 1000
 
 
+def block_rank(model: nn.Module, use_cuda: bool, session: ProfileSession) -> RankRun | None:
+    """A with-block's rank facts when it ran inside an initialised process group (under
+    torchrun): where it ran, each measured step's profiled time as the step's time, and its
+    FSDP2 units' collectives per step as its communication, so `hybridprof merge` takes the
+    ranks' sessions; None outside a process group."""
+    if not dist.is_available() or not dist.is_initialized():
+        return None
+    local = os.environ.get("LOCAL_RANK", "")
+    device = f"cuda:{torch.cuda.current_device()}" if use_cuda else "cpu"
+    info = RankInfo(
+        rank=dist.get_rank(),
+        world_size=dist.get_world_size(),
+        local_rank=int(local) if local.isdigit() else 0,
+        host=socket.gethostname(),
+        backend=str(dist.get_backend()),
+        device=device,
+        ddp=is_ddp(model),
+    )
+    return RankRun(info, step_us=session.iteration_cpu_us, comm_us=fsdp_comm_us(session))
+
+
+def fsdp_comm_us(session: ProfileSession) -> tuple[float, ...]:
+    """Per measured iteration, the time in the FSDP2 units' collectives (their ranges run one
+    after another on the rank's thread, so their times add up); () without units."""
+    collectives = [c.iteration_us for c in session.fsdp if c.kind != "copy_out"]
+    count = min((len(times) for times in collectives), default=0)
+    return tuple(sum(times[i] for times in collectives) for i in range(count))
+
+
 def owners(model: nn.Module) -> dict[int, str]:
     """id(parameter) -> path of the module that holds it directly (the layer it belongs to)."""
     found: dict[int, str] = {}
@@ -308,6 +339,8 @@ __all__ = [
     "CommClock",
     "Group",
     "Launch",
+    "block_rank",
+    "fsdp_comm_us",
     "gather_to_rank0",
     "is_ddp",
     "join_group",

@@ -80,6 +80,7 @@ from hybridprof.runtime.events.frames import (
     SOLE,
     Frame,
 )
+from hybridprof.runtime.events.fsdp_names import settle_exposed
 from hybridprof.runtime.events.kineto import Event
 from hybridprof.runtime.events.links import (
     backward_root,
@@ -150,6 +151,9 @@ def attribute(
     for thread_events in threads.values():
         if not tp_comm.backend_thread(thread_events):
             top_level_ns += _walk_thread(thread_events, walk)
+            if walk.fsdp_notes:  # the thread's events are in start order now
+                settle_exposed(walk.fsdp_notes, thread_events, walk.measure)
+                walk.fsdp_notes.clear()
     walk.measure.total_cpu_us = top_level_ns / 1000
     for frame in walk.deferred:
         if frame[KIND] == RECOMPUTE:
@@ -258,6 +262,7 @@ def _note_comm(event: Event, frame: Frame, entry: CommEntry, walk: Walk) -> None
     if kind == "all_gather" and frame[BWD] is not None:
         kind = "regather"
     walk.measure.add_comm(path, kind, (event.end_ns - event.start_ns) / 1000)
+    walk.fsdp_notes.append((event, kind, path))
 
 
 def _open_layer(frame: Frame, path: str, walk: Walk, kind: int = LAYER) -> None:

@@ -1,4 +1,5 @@
-"""FSDP2's profiler ranges: which are communication, of which kind, and for which unit.
+"""FSDP2's profiler ranges: which are communication, of which kind, for which unit, and the
+exposed part of each.
 
 `torch.distributed.fsdp.fully_shard` opens a `record_function` range around each thing it does
 for a unit (a module it sharded), named `FSDP::<what> (<the unit's path>)` (the root unit's path
@@ -13,12 +14,29 @@ is "", and its names have no parentheses). Four of them are communication:
 
 An all-gather inside a backward node (autograd ran it: the pre-backward hook, or a backward
 prefetch) is the backward's re-gather of parameters freed after the forward. With a world size of
-1 FSDP2 gathers nothing (no all-gather or copy-out range opens). Torch-free.
+1 FSDP2 gathers nothing (no all-gather or copy-out range opens).
+
+A range holds the collective's call and the wait for it, and the compute around them: the copy into
+the gather's input buffer (`fsdp::all_gather_copy_in`), the copy-out's splits, the gradients'
+copies. Its exposed part (`settle_exposed`, once a thread is walked) is its wall time less its
+direct children that are compute (`is_collective_call` tells them apart): the time the rank's
+thread spent issuing and waiting for the collective, with no compute of its own beside it. A wait
+with no op of its own (a work's `wait()` on gloo) is the range's self time, so exposed, and so is
+FSDP2's own Python in the range (the two cannot be told apart). On CPU (gloo) a collective runs
+while its caller waits, so nearly all of a range is exposed. On CUDA this is still the CPU thread's
+view: a collective the device overlaps with compute kernels on another stream shows as exposed only
+as long as the thread waits for it.
+Torch-free.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections.abc import Sequence
 from typing import Literal
+
+from hybridprof.runtime.events.kineto import Event
+from hybridprof.runtime.measures.iteration import IterationMeasure
 
 CommKind = Literal["all_gather", "regather", "copy_out", "reduce_scatter"]
 COMM_KINDS: tuple[CommKind, ...] = ("all_gather", "regather", "copy_out", "reduce_scatter")
@@ -29,6 +47,15 @@ _RANGES: dict[str, CommKind] = {
     "all_gather_copy_out": "copy_out",
     "post_backward_reduce": "reduce_scatter",
 }
+
+
+# Ops inside an FSDP2 range that are the collective itself (its call, its backend's events).
+_COLLECTIVE_PREFIXES = ("c10d::", "_c10d_functional::", "record_param_comms", "gloo:", "nccl:")
+
+
+def is_collective_call(name: str) -> bool:
+    """An op that is a collective's call or its backend's, not compute around it."""
+    return name.startswith(_COLLECTIVE_PREFIXES)
 
 
 def fsdp_comm(name: str) -> tuple[CommKind, str] | None:
@@ -47,4 +74,35 @@ def fsdp_comm(name: str) -> tuple[CommKind, str] | None:
     return None
 
 
-__all__ = ["COMM_KINDS", "CommKind", "fsdp_comm"]
+def settle_exposed(
+    notes: Sequence[tuple[Event, str, str]], events: Sequence[Event], measure: IterationMeasure
+) -> None:
+    """Each noted range's exposed time to its (unit, kind); `events`: the range's thread's, in
+    start order (as the walk leaves them)."""
+    starts = [event.start_ns for event in events]
+    for event, kind, path in notes:
+        first = bisect_left(starts, event.start_ns)
+        # the range itself among the events starting in its nanosecond (a parent comes first)
+        while first < len(events) and events[first] is not event:
+            first += 1
+        compute_ns = _compute_children_ns(events, first + 1, event.end_ns)
+        measure.add_exposed(path, kind, (event.end_ns - event.start_ns - compute_ns) / 1000)
+
+
+def _compute_children_ns(events: Sequence[Event], index: int, end_ns: int) -> int:
+    """The wall time of the direct children (from `index` on, ending by `end_ns`) that are not
+    the collective's own calls."""
+    compute = 0
+    child_end = -1  # the end of the direct child last seen: events before it are nested in it
+    while index < len(events) and events[index].start_ns < end_ns:
+        child = events[index]
+        index += 1
+        if child.kind != "cpu" or child.start_ns < child_end:
+            continue
+        child_end = child.end_ns
+        if not is_collective_call(child.name):
+            compute += min(child.end_ns, end_ns) - child.start_ns
+    return compute
+
+
+__all__ = ["COMM_KINDS", "CommKind", "fsdp_comm", "is_collective_call", "settle_exposed"]

@@ -36,8 +36,16 @@ Place = tuple[str | None, bool]
 
 def backend_thread(events: list[Event]) -> bool:
     """A thread of the communication backend alone (gloo's worker, doing the transfers): its
-    time is no time of the profiled thread, which waits for it in `wait_tensor` if at all."""
-    return bool(events) and all(is_backend_event(e.name) for e in events if e.kind == "cpu")
+    time is no time of the profiled thread, which waits for it in `wait_tensor` (or FSDP2's
+    ranges) if at all. Every top-level event on it is the backend's; ops nested in one are the
+    transfer's own (gloo's reduce-scatter divides and copies its result there)."""
+    reach, found = -1, False
+    for event in sorted((e for e in events if e.kind == "cpu"), key=lambda e: e.start_ns):
+        if is_backend_event(event.name):
+            reach, found = max(reach, event.end_ns), True
+        elif event.start_ns >= reach:
+            return False  # an op in no transfer: a thread that computes
+    return found
 
 
 def settle(walk: Walk) -> None:

@@ -16,6 +16,7 @@ from hybridprof.runtime.events.frames import (
     MEM,
     Frame,
 )
+from hybridprof.runtime.events.kineto import Event
 from hybridprof.runtime.events.training_names import RangeNames
 from hybridprof.runtime.measures.iteration import IterationMeasure, OpMeasure, op_key
 
@@ -42,6 +43,9 @@ class Walk:
     # Tensor-parallel collectives and waits, in walk order: settled once every layer is known
     # (`tp_comm.settle`)
     tp_notes: list[tuple[Frame, str]] = field(default_factory=list)
+    # FSDP2 communication ranges, (event, kind, unit path): their exposed part is worked out
+    # from the thread's events once it is walked (`fsdp_names.settle_exposed`)
+    fsdp_notes: list[tuple[Event, str, str]] = field(default_factory=list)
 
 
 def fold_op(frame: Frame, ops: dict[str, OpMeasure], name: str, *, backward: bool) -> None:

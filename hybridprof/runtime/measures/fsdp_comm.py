@@ -5,6 +5,8 @@ Each iteration's measure holds, per (unit path, kind), the calls and wall time o
 (`events/fsdp_names.py`); an iteration without a kind for a unit counts 0 for it. Bytes are the
 median calls per iteration times the bytes one call moves (`distributed/fsdp_units.py`), so they
 are exact whenever the calls are the same each iteration, as they are in a training loop.
+Each unit's kind keeps its time in every iteration (the merge across ranks compares them) and
+the exposed part of it (`events/fsdp_exposed.py`).
 
 A tensor-parallel layer's kinds ("tp_forward", "tp_backward": its collectives and the waits for
 them, `events/tp_comm.py`) carry the bytes they sent, per iteration: their median is the figure.
@@ -15,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hybridprof.analysis.stats import median_int
-from hybridprof.datamodel import Stat, UnitComm
+from hybridprof.datamodel import Series, Stat, UnitComm
 from hybridprof.runtime.measures.iteration import CommMeasure
 
 # FSDP2's kinds of communication, in the order a step runs them, then tensor parallel's
@@ -72,11 +74,20 @@ def _one(
 ) -> UnitComm:
     found = [comm.get(key) for comm in iterations]
     times = [m.time_us if m is not None else 0.0 for m in found]
+    exposed = [m.exposed_us if m is not None else 0.0 for m in found]
     calls = median_int([m.calls if m is not None else 0 for m in found])
     path, kind = key
     gather, scatter = per_call.get(path, (0, 0))
     one = {"all_gather": gather, "regather": gather, "reduce_scatter": scatter}.get(kind, 0)
-    return UnitComm(path, kind, float(calls), Stat.of(times), calls * one)
+    return UnitComm(
+        path,
+        kind,
+        float(calls),
+        Stat.of(times),
+        calls * one,
+        iteration_us=Series.of(times).values,  # 0.1 us kept, as every per-iteration series
+        exposed_us=Stat.of(exposed),
+    )
 
 
 __all__ = ["KINDS", "TP_KINDS", "UnitSizes", "tp_comm", "unit_comm"]

@@ -96,6 +96,7 @@ class CommMeasure:
     calls: int = 0
     time_us: float = 0.0
     nbytes: int = 0  # tensor parallel: the collectives' inputs (FSDP2's come from its units)
+    exposed_us: float = 0.0  # FSDP2: of time_us, the collectives' own calls and waits
 
 
 @dataclass(slots=True)
@@ -137,6 +138,10 @@ class IterationMeasure:
         found.calls += calls
         found.time_us += time_us
         found.nbytes += nbytes
+
+    def add_exposed(self, path: str, kind: str, exposed_us: float) -> None:
+        """The exposed part of a communication range already added (`add_comm`)."""
+        self.comm[(path, kind)].exposed_us += exposed_us
 
     def path(self, path: str) -> PathMeasure:
         measure = self.paths.get(path)

@@ -37,6 +37,7 @@ from hybridprof.runtime.basics.machine import LoadWatch
 from hybridprof.runtime.basics.patching import ForwardPatcher
 from hybridprof.runtime.basics.workload import BackwardFailed, ShapeRecorder
 from hybridprof.runtime.compiled.compiled_run import CompiledRun
+from hybridprof.runtime.distributed.fsdp_units import fsdp_unit_bytes
 from hybridprof.runtime.distributed.tp_layers import HookRanges, tp_layers
 from hybridprof.runtime.measures.aggregate import RunFacts, as_table, build_session
 from hybridprof.runtime.measures.iteration import IterationMeasure
@@ -233,6 +234,8 @@ class Driver:
             backward=self.config.backward,
             started_at=self.started_at,
             tp_groups=tuple(self.tp.items()),
+            # an FSDP2-sharded model's units, read after the steps (which set their dtypes)
+            fsdp_sizes=facts.fsdp_sizes or fsdp_unit_bytes(self.model),
             stability=self.watch.stability(
                 table.total_cpu_us,
                 self.threads,

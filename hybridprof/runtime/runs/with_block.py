@@ -24,7 +24,7 @@ from hybridprof.runtime.compiled import dynamo_facts
 from hybridprof.runtime.compiled.compiled_run import compiled_run
 from hybridprof.runtime.compiled.compiled_step import compiled_step_of
 from hybridprof.runtime.compiled.detect import compiled_wrapper_of
-from hybridprof.runtime.distributed.fsdp_units import fsdp_unit_bytes
+from hybridprof.runtime.distributed.rank import block_rank
 from hybridprof.runtime.measures.aggregate import RunFacts, environment
 from hybridprof.runtime.measures.iteration import IterationMeasure
 from hybridprof.runtime.measures.measure_table import MeasureTable
@@ -188,9 +188,10 @@ class BlockRun:
             warnings=self.said,
             steps=steps.steps,
             schedule=schedule.info() if schedule is not None else None,
-            fsdp_sizes=fsdp_unit_bytes(self.driver.model),  # read after the steps set dtypes
         )
         session = self.driver.build_session(measures, facts)
+        rank = block_rank(self.driver.model, self.options.use_cuda, session)
+        session = replace(session, rank=rank) if rank is not None else session
         if self._through_wrapper and not session.records:  # no compiled code ran either
             return replace(session, warnings=(WRAPPER_NOT_CALLED, *session.warnings))
         if self._step_name is not None and not session.records:

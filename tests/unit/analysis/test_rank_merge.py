@@ -364,3 +364,65 @@ def test_the_same_collective_called_by_two_layers_stays_two_rows() -> None:
     merged = merge_sessions([calls(0), calls(1)])
     model = {c.layer: c.time_us.median for c in merged.collectives if c.kind == "model"}
     assert model == {"fc1": 5.5, "fc2": 50.5}  # one name, each layer's own
+
+
+def _timed(path: str, kind: str, times: tuple[float, ...], exposed: float = 0.0) -> UnitComm:
+    return UnitComm(
+        path, kind, 1.0, Stat.of(times), 800, iteration_us=times,
+        exposed_us=Stat(exposed, exposed, exposed),
+    )  # fmt: skip
+
+
+def _units(rank: int, world: int, units: tuple[UnitComm, ...]) -> ProfileSession:
+    return replace(rank_session(rank, world=world), fsdp=units)
+
+
+def test_each_rank_waits_its_time_beyond_the_shortest_rank_and_names_the_late_one() -> None:
+    # rank 1 is late in iterations 0 and 2 (shortest there), rank 2 in iteration 1
+    ranks = [
+        (_timed("fc2", "all_gather", (5000.0, 400.0, 5200.0), exposed=900.0),),
+        (_timed("fc2", "all_gather", (300.0, 300.0, 200.0), exposed=100.0),),
+        (_timed("fc2", "all_gather", (2000.0, 100.0, 2200.0), exposed=300.0),),
+    ]
+    merged = merge_sessions([_units(r, 3, units) for r, units in enumerate(ranks)])
+    (gather,) = merged.fsdp
+    # per iteration beyond the shortest: rank 0 (4700, 300, 5000), rank 1 (0, 200, 0), rank 2
+    # (1700, 0, 2000); each rank's median over iterations
+    assert gather.wait_us == (4700.0, 0.0, 1700.0)
+    assert gather.waited_for == 1
+    assert gather.exposed_us == Stat(300.0, 100.0, 900.0)  # across the ranks
+    assert gather.iteration_us == (2000.0, 300.0, 2200.0)  # iteration i's median rank
+    assert gather.time_us.median == 2000.0  # the median rank's median, as before
+    assert merged.ranks is not None  # each rank's waiting per iteration holds the units' too
+    assert [r.waiting_us for r in merged.ranks.ranks] == [4700.0, 0.0, 1700.0]
+
+
+def test_no_wait_in_a_copy_out_nor_without_per_iteration_times_or_a_second_rank() -> None:
+    ranks = [
+        (_timed("fc1", "copy_out", (50.0, 60.0)), UnitComm("fc2", "regather", 1.0, Stat(9, 9, 9))),
+        (_timed("fc1", "copy_out", (10.0, 20.0)), UnitComm("fc2", "regather", 1.0, Stat(1, 1, 1))),
+    ]
+    merged = merge_sessions([_units(r, 2, units) for r, units in enumerate(ranks)])
+    assert [(c.wait_us, c.waited_for) for c in merged.fsdp] == [((), None), ((), None)]
+    (alone,) = merged_unit_comm([(_timed("fc1", "all_gather", (5.0, 6.0)),)])
+    assert (alone.wait_us, alone.waited_for) == ((), None)
+
+
+def test_a_merged_units_row_shows_its_wait_and_the_rank_waited_for() -> None:
+    from hybridprof.analysis.layer_table import layer_table
+    from hybridprof.reporting.text.fitted_table import TableChoice, fitted_table
+
+    scatter = "reduce_scatter"
+    ranks = [
+        (_timed("fc2", "all_gather", (900.0, 950.0)), _timed("fc2", scatter, (40.0, 30.0))),
+        (_timed("fc2", "all_gather", (20.0, 30.0)), _timed("fc2", scatter, (60.0, 90.0))),
+    ]
+    merged = merge_sessions([_units(r, 2, units) for r, units in enumerate(ranks)])
+    table = layer_table(merged)
+    (row,) = [r for r in table.rows if r.comm]
+    assert table.has_wait
+    assert row.wait_us == 900.0  # rank 0: 880 + 920 gathering (median 900), 0 scattering
+    assert row.waited_for == 1  # its largest wait, the gather, was for rank 1
+    text = fitted_table(merged, TableChoice(columns=("wait", "waited-for", "exposed"))).text
+    assert "Wait" in str(text) and "Waited for" in str(text) and "rank 1" in str(text)
+    assert not layer_table(_units(0, 2, ranks[0])).has_wait  # a rank's own session: none

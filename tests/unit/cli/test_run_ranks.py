@@ -65,3 +65,30 @@ def test_a_ranks_own_names_are_never_written_through_a_symlink(tmp_path: Path, n
     with pytest.raises(OutputError, match=r"is a symbolic link; hybridprof never writes"):
         plan_rank_outputs(args, launch)
     assert victim.read_text() == "precious"
+
+
+@pytest.mark.parametrize("option", [["--fsdp"], ["--fsdp-wrap", f"{MODEL}:build_model"]])
+def test_fsdp_outside_torchrun_says_how_to_launch(
+    option: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    code = main(["run", MODEL, *option, "-o", str(tmp_path / "s.json")])
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "hybridprof: error: --fsdp needs torchrun: torchrun --nproc-per-node N -m hybridprof run "
+        "... --fsdp"
+    ]
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_ddp_and_fsdp_together_are_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")):
+        monkeypatch.setenv(name, value)
+    argv = ["run", MODEL, "--ddp", "--fsdp", "--warmup", "1", "--iters", "1"]
+    assert main([*argv, "--out-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["hybridprof: error: --ddp and --fsdp each wrap the model: give one of them"]
+    assert not (tmp_path / "out").exists()

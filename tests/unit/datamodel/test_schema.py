@@ -64,7 +64,7 @@ def test_schema_3_round_trips_series_stability_and_auto_counts() -> None:
     session = auto_session()
     text = session.to_json()
     data = json.loads(text)
-    assert data["schema_version"] == SCHEMA_VERSION == 10
+    assert data["schema_version"] == SCHEMA_VERSION >= 3  # series and stability since 3
     assert data["stability"] == {
         "verdict": "noisy",
         "iteration_cv": 0.2345,

@@ -99,6 +99,9 @@ BROKEN: dict[str, tuple[Edit, str]] = {
     "negative duration": (put("duration_s", -2.0), "duration_s"),
     "negative gathered bytes": (put("fsdp.0.nbytes", -8), "fsdp[0].nbytes"),
     "negative gather time": (put("fsdp.0.time_us", [5, -4, 6]), "fsdp[0].time_us"),
+    "negative exposed time": (put("fsdp.0.exposed_us", [-1, -2, 0]), "fsdp[0].exposed_us"),
+    "negative wait": (put("fsdp.0.wait_us", [0, -3]), "fsdp[0].wait_us[1]"),
+    "negative rank waited for": (put("fsdp.0.waited_for", -1), "fsdp[0].waited_for"),
 }
 
 

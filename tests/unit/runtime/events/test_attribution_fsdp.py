@@ -57,3 +57,47 @@ def test_the_rows_times_are_as_without_the_ranges() -> None:
     for path in NAMES:
         a, b = with_ranges.paths[path], without.paths[path]
         assert (a.self_cpu_us, a.backward_self_cpu_us) == (b.self_cpu_us, b.backward_self_cpu_us)
+
+
+def test_the_exposed_part_leaves_out_the_compute_around_the_collective() -> None:
+    events = [
+        cpu("FSDP::pre_forward (blocks.0)", 0, 40),
+        cpu("FSDP::all_gather (blocks.0)", 0, 30),  # starts with its parent: found all the same
+        cpu("fsdp::all_gather_copy_in", 1, 5),  # compute: copying the shards into the buffer
+        cpu("aten::copy_", 2, 4),  # nested in it: counted once, with it
+        cpu("c10d::_allgather_base_", 5, 8),  # the collective's call: exposed
+        cpu("record_param_comms", 6, 7),
+        cpu("FSDP::all_gather_copy_out (blocks.0)", 30, 38),
+        cpu("aten::split_with_sizes_copy", 31, 37),  # compute: the copy-out itself
+    ]
+    comm = attribute(events, NAMES, backward=True).measure.comm
+    gather, copy = comm[("blocks.0", "all_gather")], comm[("blocks.0", "copy_out")]
+    assert (gather.time_us, gather.exposed_us) == (30.0, 26.0)  # the wait is the range's self time
+    assert (copy.time_us, copy.exposed_us) == (8.0, 2.0)
+
+
+def test_without_compute_inside_every_range_is_exposed() -> None:
+    comm = attribute(step(), NAMES, backward=True).measure.comm
+    assert all(m.exposed_us == m.time_us for m in comm.values())
+
+
+def test_the_backends_thread_is_left_out_with_the_ops_inside_its_transfers() -> None:
+    def on(thread: int, name: str, start: int, end: int) -> Event:
+        return Event("cpu", name, start * 1000, end * 1000, thread)
+
+    gloo = [
+        on(7, "gloo:all_gather", 2, 14),
+        on(7, "aten::view", 3, 4),  # gloo's own ops, inside the transfer
+        on(7, "gloo:all_reduce", 101, 127),
+        on(7, "aten::div_", 120, 125),
+    ]
+    measure = attribute(step() + gloo, NAMES, backward=True).measure
+    alone = attribute(step(), NAMES, backward=True).measure
+    assert measure.total_cpu_us == alone.total_cpu_us
+    assert measure.outside_cpu_us == alone.outside_cpu_us and not measure.outside_ops.keys() - {
+        *alone.outside_ops
+    }
+    computing = [*gloo, on(7, "aten::mm", 200, 210)]  # an op in no transfer: a thread of work
+    assert attribute(step() + computing, NAMES, backward=True).measure.total_cpu_us > (
+        alone.total_cpu_us
+    )

@@ -34,3 +34,14 @@ def test_a_unit_without_sizes_has_times_and_no_bytes() -> None:
     (only,) = unit_comm([{("x", "regather"): CommMeasure(1, 5.0)}], ())
     assert only.time_us.median == 5.0 and only.nbytes == 0
     assert unit_comm([{}, {}], ()) == ()
+
+
+def test_each_unit_keeps_its_time_per_iteration_and_its_exposed_part() -> None:
+    iterations = [
+        {("a", "all_gather"): CommMeasure(1, 10.04, exposed_us=9.0)},
+        {},
+        {("a", "all_gather"): CommMeasure(1, 30.0, exposed_us=25.0)},
+    ]
+    (gather,) = unit_comm(iterations, ())
+    assert gather.iteration_us == (10.0, 0.0, 30.0)  # 0.1 us kept; an iteration without it: 0
+    assert gather.exposed_us == Stat(9.0, 0.0, 25.0)
