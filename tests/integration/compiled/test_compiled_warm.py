@@ -83,7 +83,9 @@ def _no_iteration_counts_twice(session: ProfileSession) -> bool:
         assert record.per_iteration is not None
         for i, value in enumerate(record.per_iteration.self_cpu_us.values):
             rows_by_iteration[i] += value
-    return all(r <= t * 1.001 for r, t in zip(rows_by_iteration, session.iteration_cpu_us))
+    return all(
+        r <= t * 1.001 for r, t in zip(rows_by_iteration, session.iteration_cpu_us, strict=True)
+    )
 
 
 def _changed(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> list[str]:
