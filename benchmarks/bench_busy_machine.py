@@ -18,9 +18,14 @@ the thread's wait a measured iteration makes, interleaved, and prints the median
 
 `--bare` asks what the load does to the layers' own code, without any profiler: each leaf layer
 called alone on the inputs it got in the model's forward, in the forward's order, 20 iterations
-(after 3), perf_counter around each call, one thread, quiet then busy; its per-layer median
-deviation and largest share move (the same statistics as above) beside hybridprof's, measured in
-the same quiet and busy periods. What the bare code moves by is the floor no profiler can go below.
+(after 3), perf_counter and time.thread_time_ns around each call, one thread, quiet then busy;
+its per-layer median deviation and largest share move (the same statistics as above), in wall
+time and in the thread's CPU time, beside hybridprof's, measured in the same quiet and busy
+periods; with the thread's run-queue wait (schedstat) and the host's steal (/proc/stat) over each
+bare run. What the bare code moves by is the floor no profiler can go below: wall time that moves
+while CPU time holds is waiting (which per-layer waits could take out); CPU time that moves is
+the code running slower on a shared core (cache, frequency, the host), which nothing can.
+`--models` picks models, `--repeat N` measures each N times (an outlier seen once: again).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from hybridprof.analysis.layer_table import layer_table
@@ -148,7 +154,10 @@ OVER_100 = re.compile(r"±\s*(\d{3,}(?:\.\d+)?)%")
 BUSY = "while True: pass"
 
 # One process timing each leaf layer's call alone (argv: model file, iterations): a JSON object
-# of path -> median microseconds per iteration.
+# with, per leaf path, the median wall microseconds per iteration ("wall") and the median thread
+# CPU microseconds (time.thread_time_ns around the same calls: "cpu"), and the thread's
+# run-queue wait over the timed iterations (schedstat's second field, "wait_us"). Wall minus CPU
+# is the time the thread was not running; CPU time that moves is the code itself running slower.
 BARE = r"""
 import importlib.util, json, statistics, sys, time
 import torch
@@ -164,18 +173,30 @@ with torch.no_grad():
     model(*inputs)
 for hook in hooks:
     hook.remove()
-times = {}
+def waited():
+    with open("/proc/thread-self/schedstat") as f:
+        return int(f.read().split()[1]) / 1e3
+walls, cpus = {}, {}
 with torch.no_grad():
     for iteration in range(3 + int(sys.argv[2])):
-        spent = dict.fromkeys(leaves.values(), 0.0)
+        if iteration == 3:
+            wait_before = waited()
+        wall, cpu = dict.fromkeys(leaves.values(), 0.0), dict.fromkeys(leaves.values(), 0.0)
         for layer, args in calls:
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter_ns(), time.thread_time_ns()
             layer(*args)
-            spent[leaves[layer]] += (time.perf_counter() - start) * 1e6
+            end_cpu, end = time.thread_time_ns(), time.perf_counter_ns()
+            wall[leaves[layer]] += (end - start) / 1e3
+            cpu[leaves[layer]] += (end_cpu - start_cpu) / 1e3
         if iteration >= 3:
-            for path, us in spent.items():
-                times.setdefault(path, []).append(us)
-print(json.dumps({path: statistics.median(us) for path, us in times.items()}))
+            for path in wall:
+                walls.setdefault(path, []).append(wall[path])
+                cpus.setdefault(path, []).append(cpu[path])
+print(json.dumps({
+    "wall": {path: statistics.median(us) for path, us in walls.items()},
+    "cpu": {path: statistics.median(us) for path, us in cpus.items()},
+    "wait_us": waited() - wait_before,
+}))
 """
 
 
@@ -240,7 +261,25 @@ def compare(name: str, quiet: ProfileSession, loaded: ProfileSession, printed: s
     )
 
 
-def bare_times(model: Path, iters: int) -> dict[str, float]:
+@dataclass(frozen=True)
+class Bare:
+    """One bare run: per leaf, median wall and thread CPU us per iteration; what it waited."""
+
+    wall: dict[str, float]
+    cpu: dict[str, float]
+    wait_us: float  # the thread's run-queue wait over the timed iterations (schedstat)
+    steal: float  # the host's steal over the run: a share of all the machine's CPU time
+
+
+def cpu_ticks() -> tuple[int, int]:
+    """/proc/stat's all-CPU line: (steal, total) ticks. Steal is the time the hypervisor ran
+    something else on a vCPU that wanted to run: the guest's scheduler never sees it."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
+    return fields[7], sum(fields)  # user nice system idle iowait irq softirq steal
+
+
+def bare_times(model: Path, iters: int) -> Bare:
+    steal_before, total_before = cpu_ticks()
     done = subprocess.run(
         [sys.executable, "-c", BARE, str(model), str(iters)],
         capture_output=True,
@@ -248,23 +287,45 @@ def bare_times(model: Path, iters: int) -> dict[str, float]:
         check=True,
         timeout=900,
     )
-    return dict(json.loads(done.stdout))
+    steal_after, total_after = cpu_ticks()
+    got = json.loads(done.stdout)
+    steal = (steal_after - steal_before) / max(1, total_after - total_before)
+    return Bare(dict(got["wall"]), dict(got["cpu"]), float(got["wait_us"]), steal)
 
 
 def drift(quiet: dict[str, float], loaded: dict[str, float], paths: list[str]) -> str:
-    """Busy against quiet over `paths`: the median deviation and the largest share move."""
+    """Busy against quiet over `paths`: the median deviation and the largest share move (and
+    whose it is: an outlier is then a layer one can look at)."""
     q_sum, b_sum = sum(quiet[p] for p in paths), sum(loaded[p] for p in paths)
     heavy = [p for p in paths if quiet[p] > 0.02 * q_sum]
     off = statistics.median(abs(loaded[p] / quiet[p] - 1) for p in heavy)
-    shares = max(abs(100 * loaded[p] / b_sum - 100 * quiet[p] / q_sum) for p in paths)
-    return f"layers off by {100 * off:.0f}% (median of {len(heavy)}), shares within {shares:.1f} pp"
+    moves = {p: abs(100 * loaded[p] / b_sum - 100 * quiet[p] / q_sum) for p in paths}
+    worst = max(moves, key=moves.__getitem__)
+    return (
+        f"layers off by {100 * off:.0f}% (median of {len(heavy)}), shares within "
+        f"{moves[worst]:.1f} pp ({worst} {quiet[worst]:.0f} -> {loaded[worst]:.0f} us)"
+    )
 
 
-def bare_against_profiled(root: Path, iters: int, count: int) -> None:
+def bare_line(quiet: Bare, loaded: Bare, iters: int) -> str:
+    """The bare code's wall and CPU time, busy against quiet, and what it lost to whom."""
+    paths = sorted(quiet.wall)
+    wall_q, wall_b = sum(quiet.wall.values()), sum(loaded.wall.values())
+    cpu_q, cpu_b = sum(quiet.cpu.values()), sum(loaded.cpu.values())
+    return (
+        f"bare wall {wall_q:.0f} -> {wall_b:.0f} us ({wall_b / wall_q:.2f}x), "
+        f"{drift(quiet.wall, loaded.wall, paths)}; bare thread CPU {cpu_q:.0f} -> {cpu_b:.0f} "
+        f"us ({cpu_b / cpu_q:.2f}x), {drift(quiet.cpu, loaded.cpu, paths)}; run-queue wait "
+        f"{quiet.wait_us / iters:.0f} -> {loaded.wait_us / iters:.0f} us per iteration; "
+        f"steal {100 * quiet.steal:.2f}% quiet, {100 * loaded.steal:.2f}% busy"
+    )
+
+
+def bare_against_profiled(root: Path, iters: int, count: int, models: list[str]) -> None:
     """Per model: the bare leaves and hybridprof's leaf rows, quiet, then beside busy processes."""
-    for file, source in MODELS.items():
+    for file in models:
         model = root / file
-        model.write_text(source)
+        model.write_text(MODELS[file])
         before = loadavg()
         bare_quiet = bare_times(model, iters)
         quiet, _ = profiled(model, root / f"{file}.quiet.json", iters)
@@ -272,12 +333,13 @@ def bare_against_profiled(root: Path, iters: int, count: int) -> None:
             bare_busy = bare_times(model, iters)
             loaded, _ = profiled(model, root / f"{file}.busy.json", iters)
             during = loadavg()
-        paths = sorted(bare_quiet)  # the leaves: a leaf's self time is its whole call
+        paths = sorted(bare_quiet.wall)  # the leaves: a leaf's self time is its whole call
         rows_quiet, rows_busy = self_times(quiet), self_times(loaded)
         print(
-            f"[load {before} quiet, {during} busy] {file}: bare code "
-            f"{drift(bare_quiet, bare_busy, paths)}; hybridprof's leaf rows "
-            f"{drift(rows_quiet, rows_busy, paths)}"
+            f"[load {before} quiet, {during} busy] {file}: "
+            f"{bare_line(bare_quiet, bare_busy, iters)}; hybridprof's leaf rows "
+            f"{drift(rows_quiet, rows_busy, paths)}",
+            flush=True,
         )
 
 
@@ -329,6 +391,8 @@ def main() -> None:
     parser.add_argument("--busy", type=int, default=2, help="busy processes in the loaded run")
     parser.add_argument("--cost", action="store_true", help="time the wait reads instead")
     parser.add_argument("--bare", action="store_true", help="the layers' own code beside it")
+    parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=list(MODELS))
+    parser.add_argument("--repeat", type=int, default=1, help="measure every model this often")
     args = parser.parse_args()
     if args.cost:
         wait_cost()
@@ -336,11 +400,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hybridprof-busy-") as folder:
         root = Path(folder)
         if args.bare:
-            bare_against_profiled(root, args.iters, args.busy)
+            for _ in range(args.repeat):
+                bare_against_profiled(root, args.iters, args.busy, args.models)
             return
-        for file, source in MODELS.items():
+        for file in args.models:
             model = root / file
-            model.write_text(source)
+            model.write_text(MODELS[file])
             before = loadavg()
             quiet, _ = profiled(model, root / f"{file}.quiet.json", args.iters)
             with busy(args.busy):
