@@ -14,7 +14,10 @@ the busy run excluded. The load (/proc/loadavg) before each run is printed besid
     .venv/bin/python benchmarks/bench_busy_machine.py --bare   # the layers' own code, unprofiled
 
 `--cost` times a forward of the 400-leaf MLP (32x256, one thread) alone and with the two reads of
-the thread's wait a measured iteration makes, interleaved, and prints the median per-round ratio.
+the thread's wait a measured iteration makes, interleaved, and prints the median per-round ratio;
+then hybridprof's default profiled forward of the 400-leaf MLP of benchmarks/README.md (200 x
+Linear+ReLU) as it is and with time.thread_time_ns() read at both boundaries of every layer call
+(what per-layer waits need), interleaved, beside an A/A control.
 
 `--bare` asks what the load does to the layers' own code, without any profiler: each leaf layer
 called alone on the inputs it got in the model's forward, in the forward's order, 20 iterations
@@ -38,10 +41,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hybridprof.analysis.layer_table import layer_table
 from hybridprof.datamodel import ProfileSession
@@ -345,8 +350,6 @@ def bare_against_profiled(root: Path, iters: int, count: int, models: list[str])
 
 def wait_cost(rounds: int = 30) -> None:
     """The forward with the two wait reads of a measured iteration, against the forward alone."""
-    import time
-
     import torch
     from torch import nn
 
@@ -376,9 +379,107 @@ def wait_cost(rounds: int = 30) -> None:
     )
 
 
-def _read_us(read: Callable[[], object]) -> float:
-    import time
+def mlp_400() -> tuple[Any, Any]:
+    """The 400-leaf MLP of benchmarks/README.md (200 x Linear(256, 256) + ReLU, 32x256)."""
+    import torch
+    from torch import nn
 
+    torch.manual_seed(0)
+    layers: list[nn.Module] = []
+    for _ in range(200):
+        layers += [nn.Linear(256, 256), nn.ReLU()]
+    return nn.Sequential(*layers).eval(), torch.randn(32, 256)
+
+
+class ProfiledForward:
+    """hybridprof's default strategy (session, one range per layer call) around the 400-leaf
+    MLP's forward; `reading` is its call with the thread's CPU time read at both boundaries."""
+
+    def __init__(self) -> None:
+        import torch
+
+        from hybridprof.planner.compat import probe
+        from hybridprof.planner.module_tree import tree_plan
+        from hybridprof.runtime.strategies import make_strategy
+        from hybridprof.runtime.strategies.base import StrategyConfig
+
+        torch.set_num_threads(1)
+        self.model, self.x = mlp_400()
+        self.paths = tree_plan(self.model, None, (), None).selected_paths()
+        self.strategy = make_strategy("session", StrategyConfig(paths=self.paths, compat=probe()))
+        self.readings: list[int] = []
+        self.plain = self.strategy.call
+        self._quietly(self.strategy.begin)
+
+    def reading(self, path: str, forward: Any, args: Any, kwargs: Any) -> Any:
+        """The strategy's call (no memory profiling: the default) with the two reads inlined,
+        as a per-range wait would be built: no extra frame, two reads and two appends."""
+        strategy, read = self.strategy, time.thread_time_ns
+        self.readings.append(read())
+        with strategy._make_range(strategy._range_names[path]):  # type: ignore[attr-defined]
+            result = forward(*args, **kwargs)
+        self.readings.append(read())
+        return result
+
+    def seconds(self, call: Any) -> float:
+        """One profiled forward through `call`, timed (the profiler's start and stop outside)."""
+        import torch
+
+        from hybridprof.runtime.basics.patching import ForwardPatcher
+
+        patcher = ForwardPatcher(self.model, self.paths, call)
+        patcher.patch()
+        try:
+            self._quietly(self.strategy.begin_iteration)
+            start = time.perf_counter()
+            with torch.no_grad():
+                self.model(self.x)
+            seconds = time.perf_counter() - start
+            self._quietly(self.strategy.end_iteration)
+        finally:
+            patcher.restore()
+        self.readings.clear()
+        return seconds
+
+    def close(self) -> None:
+        self._quietly(self.strategy.end)
+
+    @staticmethod
+    def _quietly(work: Callable[[], object]) -> None:
+        from hybridprof.runtime.basics.quiet import quiet_fd2
+
+        with quiet_fd2():
+            work()
+
+
+def range_read_cost(rounds: int = 30) -> None:
+    """The profiled forward with and without the per-range CPU time reads, interleaved (the
+    order alternates, so a drift of the machine cancels), beside an A/A control."""
+    runner = ProfiledForward()
+    plain, reading = runner.plain, runner.reading
+    for _ in range(3):
+        runner.seconds(plain), runner.seconds(reading)
+    with_reads, control, forwards = [], [], []
+    for round_no in range(rounds):
+        if round_no % 2:
+            bare, read = runner.seconds(plain), runner.seconds(reading)
+        else:
+            read, bare = runner.seconds(reading), runner.seconds(plain)
+        with_reads.append(read / bare)
+        control.append(runner.seconds(plain) / runner.seconds(plain))
+        forwards.append(bare)
+    runner.close()
+    print(
+        f"[load {loadavg()}] 400-leaf MLP, hybridprof's default forward "
+        f"{statistics.median(forwards) * 1e3:.1f} ms; with thread CPU time read at both "
+        f"boundaries of every layer call: {statistics.median(with_reads):.4f}x (A/A control "
+        f"{statistics.median(control):.4f}x; medians of {rounds} rounds); one "
+        f"time.thread_time_ns() {_read_us(time.thread_time_ns):.2f} us",
+        flush=True,
+    )
+
+
+def _read_us(read: Callable[[], object]) -> float:
     start = time.perf_counter()
     for _ in range(10_000):
         read()
@@ -396,12 +497,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.cost:
         wait_cost()
+        range_read_cost()
         return
     with tempfile.TemporaryDirectory(prefix="hybridprof-busy-") as folder:
         root = Path(folder)
         if args.bare:
-            for _ in range(args.repeat):
-                bare_against_profiled(root, args.iters, args.busy, args.models)
+            for repeat in range(args.repeat):  # each set in its own folder: run never overwrites
+                (root / str(repeat)).mkdir()
+                bare_against_profiled(root / str(repeat), args.iters, args.busy, args.models)
             return
         for file in args.models:
             model = root / file
