@@ -28,7 +28,9 @@ periods; with the thread's run-queue wait (schedstat) and the host's steal (/pro
 bare run. What the bare code moves by is the floor no profiler can go below: wall time that moves
 while CPU time holds is waiting (which per-layer waits could take out); CPU time that moves is
 the code running slower on a shared core (cache, frequency, the host), which nothing can.
-`--models` picks models, `--repeat N` measures each N times (an outlier seen once: again).
+`--pinned`: the bare code on CPU 0, the busy processes on the others: no scheduler wait at all,
+only the shared hardware. `--models` picks models, `--repeat N` measures each N times (an
+outlier seen once: again).
 """
 
 from __future__ import annotations
@@ -209,9 +211,17 @@ def loadavg() -> str:
     return Path("/proc/loadavg").read_text().split(" ")[0]
 
 
+def pinned(cpus: set[int] | None) -> Callable[[], None] | None:
+    """A subprocess's preexec: run on `cpus` only (None: wherever the scheduler likes)."""
+    return None if cpus is None else lambda: os.sched_setaffinity(0, cpus)
+
+
 @contextmanager
-def busy(count: int) -> Iterator[None]:
-    loops = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(count)]
+def busy(count: int, cpus: set[int] | None = None) -> Iterator[None]:
+    loops = [
+        subprocess.Popen([sys.executable, "-c", BUSY], preexec_fn=pinned(cpus))
+        for _ in range(count)
+    ]
     try:
         yield
     finally:
@@ -283,7 +293,7 @@ def cpu_ticks() -> tuple[int, int]:
     return fields[7], sum(fields)  # user nice system idle iowait irq softirq steal
 
 
-def bare_times(model: Path, iters: int) -> Bare:
+def bare_times(model: Path, iters: int, cpus: set[int] | None = None) -> Bare:
     steal_before, total_before = cpu_ticks()
     done = subprocess.run(
         [sys.executable, "-c", BARE, str(model), str(iters)],
@@ -291,6 +301,7 @@ def bare_times(model: Path, iters: int) -> Bare:
         text=True,
         check=True,
         timeout=900,
+        preexec_fn=pinned(cpus),
     )
     steal_after, total_after = cpu_ticks()
     got = json.loads(done.stdout)
@@ -389,6 +400,26 @@ def mlp_400() -> tuple[Any, Any]:
     for _ in range(200):
         layers += [nn.Linear(256, 256), nn.ReLU()]
     return nn.Sequential(*layers).eval(), torch.randn(32, 256)
+
+
+def bare_pinned(root: Path, iters: int, count: int, models: list[str]) -> None:
+    """The bare code on CPU 0 alone, then with the busy processes on the other CPUs only: it
+    never waits for its core, so whatever its CPU time moves by is the hardware it shares (the
+    caches, the memory bus, the host's other work), not the scheduler."""
+    others = set(range(1, os.cpu_count() or 1)) or {0}
+    for file in models:
+        model = root / file
+        model.write_text(MODELS[file])
+        before = loadavg()
+        quiet = bare_times(model, iters, {0})
+        with busy(count, others):
+            loaded = bare_times(model, iters, {0})
+            during = loadavg()
+        print(
+            f"[load {before} quiet, {during} busy; pinned: bare on CPU 0, {count} busy on "
+            f"{sorted(others)}] {file}: {bare_line(quiet, loaded, iters)}",
+            flush=True,
+        )
 
 
 class ProfiledForward:
@@ -492,6 +523,7 @@ def main() -> None:
     parser.add_argument("--busy", type=int, default=2, help="busy processes in the loaded run")
     parser.add_argument("--cost", action="store_true", help="time the wait reads instead")
     parser.add_argument("--bare", action="store_true", help="the layers' own code beside it")
+    parser.add_argument("--pinned", action="store_true", help="--bare, busy on the other CPU")
     parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=list(MODELS))
     parser.add_argument("--repeat", type=int, default=1, help="measure every model this often")
     args = parser.parse_args()
@@ -501,6 +533,10 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="hybridprof-busy-") as folder:
         root = Path(folder)
+        if args.pinned:
+            for _ in range(args.repeat):
+                bare_pinned(root, args.iters, args.busy, args.models)
+            return
         if args.bare:
             for repeat in range(args.repeat):  # each set in its own folder: run never overwrites
                 (root / str(repeat)).mkdir()
