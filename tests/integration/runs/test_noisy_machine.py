@@ -134,14 +134,19 @@ def test_iterations_that_lost_their_core_to_other_processes_are_excluded(
     busy_cores: set[int],
 ) -> None:
     """Structural only: under two busy loops on the run's two cores, waits are recorded and the
-    iterations hit are taken out (or, past the limit, kept and counted)."""
+    iterations hit are taken out (or, past the limit, kept and counted).
+
+    Each forward is tens of milliseconds (about 1 GFLOP on one thread), so the 22 calls span many
+    scheduler slices: with three runnable tasks on two cores the run must wait. A forward of a
+    fraction of a millisecond could finish inside the slices the scheduler gave it first and
+    record no wait at all (it did once in CI)."""
     if not Path("/proc/thread-self/schedstat").exists():
         pytest.skip("no schedstat on this kernel")
-    model = nn.Sequential(*[nn.Sequential(nn.Linear(128, 128), nn.ReLU()) for _ in range(8)])
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(512, 512), nn.ReLU()) for _ in range(8)])
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, busy_cores)
     try:
-        session = hybridprof.profile(model, torch.rand(64, 128), warmup=2, iters=20)
+        session = hybridprof.profile(model, torch.rand(256, 512), warmup=2, iters=20)
     finally:
         os.sched_setaffinity(0, before)
     assert isinstance(session, hybridprof.ProfileSession)
