@@ -1,7 +1,7 @@
 """`hybridprof history add` and `show` on a history of 10,000 sessions of 1,000 layers.
 
     .venv/bin/python benchmarks/bench_history.py [--sessions 10000] [--layers 1000] [--rounds 5]
-        [--db PATH]
+        [--db PATH] [--baseline CHECKOUT]
 
 The history is built here (no torch work): `--sessions` - 1 sessions, one per commit, their
 layers' self times with noise and two steps, added through the store as `history add` adds them
@@ -16,6 +16,11 @@ run, which then reuses it). Then each round, interleaved, times:
   `history show --last 1000` in a new process, to see how it grows with the window;
 - baselines: a new process that does nothing, and one that only imports ruptures (1 s of
   show's time: ruptures imports scipy.stats, scipy.spatial and scipy.signal up front).
+
+With `--baseline CHECKOUT` (another checkout of hybridprof, e.g. a git worktree of main), the
+add in a process is also timed in two long-lived worker processes, one importing this checkout's
+code and one the other's, each round both in turn (which goes first alternates): the two codes'
+times side by side in one run, on one machine load.
 
 Medians over the rounds are printed with the load average. On a shared machine wall time grows
 with the load.
@@ -39,6 +44,20 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 COMMAND = "import sys; from hybridprof.cli.history import main; sys.exit(main(sys.argv[1:]))"
+# A worker: per line "FILE<tab>DB<tab>REV" read, `history add FILE --db DB --commit REV` run in
+# the worker's process (as `add_here`), its seconds printed.
+WORKER = """
+import contextlib, io, sys, time
+from hybridprof.cli.history.history_add import main
+for line in sys.stdin:
+    file, db, rev = line.rstrip("\\n").split("\\t")
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        code = main([file, "--db", db, "--commit", rev])
+    seconds = time.perf_counter() - start
+    assert code == 0 and printed.getvalue().startswith("added "), printed.getvalue()
+    print(seconds, flush=True)
+"""
 
 
 def build(db: Path, sessions: int, layers: int) -> None:
@@ -117,6 +136,34 @@ def in_new_process(*argv: str, code: str = COMMAND) -> float:
     return time.perf_counter() - start
 
 
+class AddWorker:
+    """A process that imported the hybridprof of `root` once and adds session files on request
+    (in the system's temp folder, as `add_here`)."""
+
+    def __init__(self, root: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", WORKER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=tempfile.gettempdir(),
+            env={**os.environ, "PYTHONPATH": str(root)},
+        )
+
+    def add(self, db: Path, file: Path, rev: str) -> float:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(f"{file}\t{db.resolve()}\t{rev}\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        assert answer, f"the add worker stopped (exit code {self.process.wait()})"
+        return float(answer)
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
+
+
 def show_parts(db: Path) -> tuple[float, float, float]:
     from hybridprof.history.overview import overview
     from hybridprof.history.series import read_window
@@ -140,7 +187,10 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--db", type=Path)
+    parser.add_argument("--baseline", type=Path, metavar="CHECKOUT")
     args = parser.parse_args()
+    if args.baseline is not None and not (args.baseline / "hybridprof" / "__init__.py").is_file():
+        sys.exit(f"--baseline {args.baseline}: no hybridprof checkout there; give its root folder")
     print(f"load average at start: {os.getloadavg()[0]:.2f} (2 cores)")
     with tempfile.TemporaryDirectory() as folder:
         db = args.db or Path(folder) / "history.sqlite"
@@ -156,6 +206,12 @@ def run_rounds(db: Path, folder: Path, args: argparse.Namespace) -> None:
     from hybridprof.history.store import open_store
 
     times: dict[str, list[float]] = {}
+    workers = {}
+    if args.baseline is not None:
+        workers = {
+            "add, in a worker: this checkout": AddWorker(ROOT),
+            f"add, in a worker: {args.baseline}": AddWorker(args.baseline.resolve()),
+        }
     with open_store(db) as store:  # warm-up: the file's pages into the OS cache
         store.sessions_of(store.all_series()[0])
     in_new_process("show", "--db", str(db))
@@ -179,8 +235,14 @@ def run_rounds(db: Path, folder: Path, args: argparse.Namespace) -> None:
         read, detect, lines = show_parts(db)
         samples |= {"  show: read the window": read, "  show: change points": detect}
         samples["  show: the lines"] = lines
+        order = list(workers.items())[:: 1 if r % 2 == 0 else -1]
+        for k, (name, worker) in enumerate(order):
+            file = session_file(folder, args.layers, 1000 + 2 * r + k)
+            samples[name] = worker.add(db, file, f"worker-{stamp}-{r}-{k}")
         for name, seconds in samples.items():
             times.setdefault(name, []).append(seconds)
+    for worker in workers.values():
+        worker.close()
     print(f"{args.rounds} rounds, medians (ms):")
     for name, values in times.items():
         print(f"  {name:<46} {1e3 * statistics.median(values):8.1f}")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -275,7 +276,7 @@ def profiled_layers(session: ProfileSession) -> ProfiledLayers:
     """The rows of the profiled layers without the rest of the table: no tree order, no
     containers, no optimizer or outside rows, for a reader of layer figures only (the history:
     the tree's order and container rows were 40% of a 1,000-layer table's time)."""
-    shares_of = headline_us(session, _optimizer_rows(session))
+    shares_of = headline_us(session, optimizer_rows(session.optimizer, session.iterations))
     rows, _ = _finished(_rows(session, _record_rows(session), shares_of), None, session)
     return ProfiledLayers(tuple(rows), shares_of)
 
@@ -299,7 +300,7 @@ def _record_rows(session: ProfileSession) -> list[TreeRow]:
 
 def build_layer_table(session: ProfileSession) -> LayerTable:
     """Every figure of every row of `session`'s layer table, worked out (uncached)."""
-    optimizer = _optimizer_rows(session)
+    optimizer = optimizer_rows(session.optimizer, session.iterations)
     shares_of = headline_us(session, optimizer)
     rows = _rows(session, tree_rows(session), shares_of)
     rows += [_with_pct(row, shares_of) for row in optimizer]
@@ -330,8 +331,17 @@ def headline_us(session: ProfileSession, optimizer: list[LayerRow]) -> float:
     rows' own times, the outside median); else the median iteration as measured."""
     if session.outside_cpu_us is None:
         return total_profiled_us(session)
-    own = sum(step_self_us(r) for r in session.records)
-    return own + session.outside_cpu_us.median + sum(r.own_us for r in optimizer)
+    own_us = [step_self_us(r) for r in session.records]
+    return rows_sum_us(own_us, session.outside_cpu_us.median, [r.own_us for r in optimizer])
+
+
+def rows_sum_us(
+    own_us: Sequence[float], outside_us: float, optimizer_own_us: Sequence[float]
+) -> float:
+    """The headline with the outside time measured: the records' own times (in record order),
+    the outside median and the optimizer rows' own times, summed in that order (the history
+    works it out from these without building the table)."""
+    return sum(own_us) + outside_us + sum(optimizer_own_us)
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,7 +376,7 @@ def _total_cpu(
     interval and all; a parent's has no interval of its own: its rows carry theirs)."""
     if totals is None:
         series = rec.per_iteration
-        if self_cpu is not None and _total_is_self(rec):
+        if self_cpu is not None and total_is_self(rec):
             return self_cpu  # a leaf: the same figures and series, so the same interval
         return timing(rec.total_cpu_us, series.total_cpu() if series else None)
     if totals.rows.get(path, 0.0) <= 1.0 and self_cpu is not None:
@@ -374,7 +384,7 @@ def _total_cpu(
     return Timing(totals.forward[path], totals.forward_min[path], totals.forward_max[path])
 
 
-def _total_is_self(rec: ModuleRecord) -> bool:
+def total_is_self(rec: ModuleRecord) -> bool:
     """Is the record's total its self time, figure and series (a layer with no layer inside)?"""
     series = rec.per_iteration
     same_series = series is None or series.total_cpu_us is None
@@ -572,16 +582,15 @@ def _outside_row(session: ProfileSession, shares_of: float) -> LayerRow | None:
     )  # fmt: skip
 
 
-def _optimizer_rows(session: ProfileSession) -> list[LayerRow]:
+def optimizer_rows(optimizer: OptimizerRecord | None, iterations: int) -> list[LayerRow]:
     """The `(optimizer)` row, a container of its parts (its total is theirs summed), then each
     part, a param group under the step it is a share of (shares filled in by `_with_pct`)."""
-    optimizer = session.optimizer
     if optimizer is None:
         return []
     parts: list[LayerRow] = []
     for part in (p for p in optimizer.parts if not p.within):  # each part, its groups under it
         for row_part in [part, *(p for p in optimizer.parts if p.within == part.name)]:
-            parts.append(_part_row(row_part, optimizer, session.iterations))
+            parts.append(_part_row(row_part, optimizer, iterations))
     tops = [r for r in parts if r.depth == 1 and r.total_cpu is not None]
     measured = timing(optimizer.self_cpu_us, optimizer.per_iteration)
     total = _sum_timings([r.total_cpu for r in tops if r.total_cpu]) if tops else measured
@@ -662,5 +671,8 @@ __all__ = [
     "build_layer_table",
     "headline_us",
     "layer_table",
+    "optimizer_rows",
+    "rows_sum_us",
     "timing",
+    "total_is_self",
 ]

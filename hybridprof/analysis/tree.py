@@ -202,10 +202,17 @@ def total_profiled_us(session: ProfileSession) -> float:
 
     Summing only outermost records never counts a nested layer twice, whatever their depths.
     """
-    if session.iteration_cpu_us:
-        return float(statistics.median(session.iteration_cpu_us))  # as Stat.of
-    profiled = {r.path for r in session.records}
-    return sum(r.total_cpu_us.median for r in session.records if _outermost(r.path, profiled))
+    totals = [(r.path, r.total_cpu_us.median) for r in session.records]
+    return measured_total_us(session.iteration_cpu_us, totals)
+
+
+def measured_total_us(iteration_us: Sequence[float], totals: Sequence[tuple[str, float]]) -> float:
+    """`total_profiled_us` of a session's iteration times and its records' (path, total median)
+    pairs, in record order (the history reads these without building the records)."""
+    if iteration_us:
+        return float(statistics.median(iteration_us))  # as Stat.of
+    profiled = {path for path, _ in totals}
+    return sum(total for path, total in totals if _outermost(path, profiled))
 
 
 def _outermost(path: str, profiled: set[str]) -> bool:
@@ -239,9 +246,15 @@ def subtree_sums(
 ) -> dict[str, float]:
     """Per path (each record's and each of its ancestors'), `own` summed over its subtree's
     records: the figure a parent's total is when totals are the sums of their rows."""
+    return sums_over_subtrees([r.path for r in records], [own(r) for r in records])
+
+
+def sums_over_subtrees(paths: Sequence[str], values: Sequence[float]) -> dict[str, float]:
+    """`subtree_sums` of each record's path and value, in record order (the history reads these
+    without building the records)."""
     sums: dict[str, float] = {}
-    for record in records:
-        sums[record.path] = sums.get(record.path, 0.0) + own(record)
+    for path, value in zip(paths, values, strict=True):
+        sums[path] = sums.get(path, 0.0) + value
     parent = parents_of(sums)
     for path in _deepest_first(parent):  # a subtree is complete before it is added to its parent
         up = parent[path]

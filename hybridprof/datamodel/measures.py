@@ -3,6 +3,7 @@ per-iteration series, and the `ModuleRecord` of a layer. Times in us, memory in 
 
 from __future__ import annotations
 
+import itertools
 import re
 import typing
 from dataclasses import dataclass
@@ -111,6 +112,20 @@ class Series:
     @classmethod
     def json_decode(cls, data: Any) -> Series:
         return cls.decode(data)
+
+
+def series_values(texts: typing.Sequence[Any]) -> list[tuple[float, ...]] | None:
+    """The values of many series' texts at once, each as `Series.decode` reads it (one scan of
+    them all for a character no number holds); None where one of them would not decode."""
+    if not set(map(type, texts)) <= {str} or _NOT_IN_A_NUMBER.search(" ".join(texts)):
+        return None
+    try:
+        values = [tuple(map(float, text.split())) for text in texts]
+    except ValueError:
+        return None
+    if values and not max(map(abs, itertools.chain.from_iterable(values))) <= SERIES_MAX:
+        return None
+    return values
 
 
 def _short_number(value: float) -> str:

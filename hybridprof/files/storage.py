@@ -99,7 +99,11 @@ def _kind(mode: int) -> str:
 def load_session(path: str | Path, ops: bool = True) -> ProfileSession:
     """A session saved by `hybridprof run -o` (or `ProfileSession.to_json`); with `ops=False`
     without its op lists (`ProfileSession.from_json`)."""
-    text = read_text(path, "session")
+    return session_of_text(path, read_text(path, "session"), ops)
+
+
+def session_of_text(path: str | Path, text: str, ops: bool = True) -> ProfileSession:
+    """The session in `text`, the contents of the file at `path` (named in an error)."""
     with _naming(path):
         return ProfileSession.from_json(text, ops=ops)
 
