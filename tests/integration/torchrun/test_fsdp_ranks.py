@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -69,3 +70,40 @@ def test_training_is_bitwise_the_same_and_the_model_as_it_was(ranks: Path, rank:
     facts = json.loads((ranks / f"rank{rank}.json").read_text())
     assert facts["world_size"] == 2
     assert facts["bitwise_equal"] and facts["model_unchanged"] and facts["forward_is_class_attr"]
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_the_units_communication_is_their_rows_time_and_the_rows_add_up(
+    ranks: Path, rank: int
+) -> None:
+    """Before the FSDP2 ranges moved to the units they serve, the outside row held 90% of the
+    step here (the gathers and reduce-scatters of unprofiled units, run in their hooks), and a
+    leaf's backward held the next unit's prefetch. Now each unit's row holds its gathers in its
+    forward time and its re-gather and reduce-scatter in its backward time, the outside row none,
+    and each step's rows still add up to the step."""
+    session = load_session(ranks / f"session-rank{rank}.json")
+    outside = [op.name for op in session.outside_ops if op.name.startswith(("FSDP", "c10d"))]
+    assert not outside, outside
+    records = {r.path: r for r in session.records}
+    for unit in ("", *UNITS):
+        record = records[unit]
+        assert record.backward_self_cpu_us is not None
+        comm = {c.kind: c.time_us.median for c in session.fsdp if c.path == unit}
+        forward = comm.get("all_gather", 0.0) + comm.get("copy_out", 0.0)
+        assert record.self_cpu_us.median > 0.9 * forward, (unit, record.self_cpu_us, comm)
+        backward = comm.get("regather", 0.0) + comm["reduce_scatter"]
+        assert record.backward_self_cpu_us.median > 0.9 * backward, (unit, comm)
+    assert session.optimizer is not None and session.optimizer.per_iteration is not None
+    assert session.outside_cpu_us is not None
+    optimizer = session.optimizer.per_iteration.values
+    left = []
+    for i, step in enumerate(session.iteration_cpu_us):
+        own = sum(
+            s.self_cpu_us.values[i] + s.backward_self_cpu_us.values[i]
+            for s in (r.per_iteration for r in session.records)
+            if s is not None and s.backward_self_cpu_us is not None
+        )
+        assert own + optimizer[i] <= step * (1 + 1e-6)  # nothing counted twice
+        left.append(step - own - optimizer[i])
+    assert statistics.median(left) == pytest.approx(session.outside_cpu_us.median, abs=1.0)
+    assert statistics.median(left) <= 0.05 * statistics.median(session.iteration_cpu_us)
