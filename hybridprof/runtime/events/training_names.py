@@ -108,6 +108,13 @@ def _tp_entry(name: str) -> HooksEntry | TpEntry | None:
     return ("tp", "wait") if name == WAIT else None
 
 
+def needs_the_walk(name: str) -> bool:
+    """An event the forward's array passes (`event_columns.py`) do not read: a training step's
+    (`is_training_name`), or an FSDP2 range, whose time moves to the unit it serves even in a
+    forward alone."""
+    return is_training_name(name) or fsdp_unit(name) is not None
+
+
 def is_training_name(name: str) -> bool:
     """An event that only a training step has: a backward node or an optimizer's range."""
     if name.startswith(BACKWARD_PREFIX):
@@ -147,6 +154,7 @@ __all__ = [
     "UnitEntry",
     "group_index",
     "is_training_name",
+    "needs_the_walk",
     "optimizer_class",
     "special_kind",
 ]
