@@ -15,9 +15,10 @@ then again from the same seed inside `hybridprof.Profile` (one warm-up step firs
   the measured steps) against the benchmark's own clock around FSDP2's collective functions
   (`foreach_all_gather`, `foreach_all_gather_copy_out`, `foreach_reduce`, the calls FSDP2's
   ranges wrap), over the same steps;
-- (c) the sum of every row's median (each layer's forward and backward self time, the
-  optimizer's, the outside row's) against the median step (the profiled time of a step), and
-  against the step's wall time on the benchmark's clock;
+- (c) per step, what the rows (each layer's forward and backward self time, the optimizer's)
+  leave of the profiled step, against the outside row (measured op by op); the outside row's
+  share; the profiled step against the step's wall time on the benchmark's clock; and the sum of
+  every row's median (what the table shows) against the median step;
 - (f) the parameters after training, bitwise, against the run without hybridprof.
 
 Then `--late-runs` runs with rank 1 asleep 20 ms inside block 1's forward, merged on rank 0:
@@ -31,11 +32,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -188,32 +187,41 @@ def rows_vs_clock(session: ProfileSession, clock: list[float]) -> float:
     return rows / sum(clock[-session.iterations :]) - 1
 
 
-def rows_vs_step(session: ProfileSession, walls: list[float]) -> tuple[float, float, float]:
-    """How far the rows are from the step: per step, every layer's forward and backward self
-    time, the optimizer's and the outside row's (its median: it has no per-step series) against
-    the profiled step and against the step's wall time (the worst step of each); and the sum of
-    the rows' medians (what the table shows) against the median step."""
+def rows_vs_step(session: ProfileSession, walls: list[float]) -> tuple[float, ...]:
+    """How far the rows are from the step. Per step, the rows (every layer's forward and
+    backward self time, the optimizer's) leave a remainder of the profiled step: its median
+    against the outside row's median (the outside row is measured op by op, with no per-step
+    series), as a share of the median step; the outside row's share of the median step; the
+    profiled step against the step's wall time on the benchmark's clock (the worst step); and the
+    sum of the rows' medians, the outside row's included (what the table shows), against the
+    median step."""
     assert session.optimizer is not None and session.optimizer.per_iteration is not None
     assert session.outside_cpu_us is not None
     series = [r.per_iteration for r in session.records if r.per_iteration is not None]
     outside = session.outside_cpu_us.median
-    vs_step, vs_wall = [], []
+    remainders, vs_wall = [], []
     for i, step in enumerate(session.iteration_cpu_us):
-        rows = session.optimizer.per_iteration.values[i] + outside
+        rows = session.optimizer.per_iteration.values[i]
         for s in series:
             rows += s.self_cpu_us.values[i]
             rows += s.backward_self_cpu_us.values[i] if s.backward_self_cpu_us else 0.0
-        vs_step.append(abs(rows / step - 1))
-        vs_wall.append(abs(rows / walls[i] - 1))
+        remainders.append(step - rows)
+        vs_wall.append(abs(step / walls[i] - 1))
+    median_step = statistics.median(session.iteration_cpu_us)
     medians = outside + session.optimizer.self_cpu_us.median
     medians += sum(
         r.self_cpu_us.median + (r.backward_self_cpu_us.median if r.backward_self_cpu_us else 0.0)
         for r in session.records
     )
-    return max(vs_step), max(vs_wall), medians / statistics.median(session.iteration_cpu_us) - 1
+    return (
+        abs(statistics.median(remainders) - outside) / median_step,
+        outside / median_step,
+        max(vs_wall),
+        medians / median_step - 1,
+    )
 
 
-def late_run(seed: int, steps: int, folder: Path) -> dict[str, Any] | None:
+def late_run(seed: int, steps: int) -> dict[str, Any] | None:
     """Rank 1 late by 20 ms in block 1's forward; on rank 0, what the merge says."""
     LATE["on"] = True
     try:
@@ -264,32 +272,42 @@ def main() -> None:
                 for key, value in facts.items():
                     found[f"{key} rank {r}"].append(value)
             print(f"run {run}: " + "; ".join(f"rank {r} {f}" for r, f in enumerate(both)))
-    with tempfile.TemporaryDirectory() as folder:
-        for run in range(args.late_runs):
-            late = late_run(100 + run, args.steps, Path(folder))
-            if late is not None:
-                found["late"].append(late)
-                print(f"late run {run}: {late}")
+    for run in range(args.late_runs):
+        late = late_run(100 + run, args.steps)
+        if late is not None:
+            found["late"].append(late)
+            print(f"late run {run}: {late}")
     if rank == 0:
         print(
-            f"load {load_start:.2f} -> {os.getloadavg()[0]:.2f}; {args.runs} runs of {args.steps} steps"
+            f"load {load_start:.2f} -> {os.getloadavg()[0]:.2f}; "
+            f"{args.runs} runs of {args.steps} steps"
         )
         big = f"blocks.{BIG}"
         for r in range(dist.get_world_size()):
             firsts = found[f"first rank {r}"]
             wins = sum(by_bytes == by_time == big for by_bytes, by_time in firsts)
             clock = [abs(x) for x in found[f"rows_vs_clock rank {r}"]]
-            step = [x[0] for x in found[f"rows_vs_step rank {r}"]]
-            wall = [x[1] for x in found[f"rows_vs_step rank {r}"]]
-            table = [x[2] for x in found[f"rows_vs_step rank {r}"]]
+            steps = found[f"rows_vs_step rank {r}"]
+            remainder, outside, wall, table = ([x[k] for x in steps] for k in range(4))
             print(
                 f"rank {r}: (a) {big} first in bytes and time {wins}/{len(firsts)}; "
                 f"(b) collective rows vs clock: max |diff| {max(clock):.2%}, median "
-                f"{statistics.median(clock):.2%}; (c) rows vs step, worst step: max "
-                f"{max(step):.2%}; vs wall: max {max(wall):.2%}; sum of the medians vs the "
-                f"median step: {min(table):+.2%} to {max(table):+.2%}; "
+                f"{statistics.median(clock):.2%}, within 2% in "
+                f"{sum(x <= 0.02 for x in clock)}/{len(clock)}; (c) rows' remainder vs the "
+                f"outside row: max {max(remainder):.3%} of the step; outside row "
+                f"{min(outside):.2%} to {max(outside):.2%} of the step; profiled step vs wall, "
+                f"worst step: {max(wall):.2%}; sum of the medians vs the median step: "
+                f"{min(table):+.2%} to {max(table):+.2%}; "
                 f"(f) bitwise {sum(found[f'bitwise rank {r}'])}/{len(firsts)}"
             )
+    if rank == 0 and found["late"]:
+        waits = [late["rank0_wait_ms"] for late in found["late"]]
+        named = sum(late["waited_for"] == 1 for late in found["late"])
+        print(
+            f"(d) rank 0's wait: {min(waits):.1f} to {max(waits):.1f} ms (slept {SLEEP_S * 1e3:.0f}"
+            f" ms), at {sorted({late['unit'] for late in found['late']})}, rank 1 named in "
+            f"{named}/{len(waits)}"
+        )
     dist.destroy_process_group()
 
 
