@@ -60,7 +60,8 @@ Trace = namedtuple("Trace", ["path", "leaf", "module"])
 class Profile:
     """Profile the selected layers of `model` during one with-block.
 
-    Without `paths`/`globs`/`depth` the leaves are profiled, as torchprof did; `leaves_only=False`
+    Without `paths`/`globs`/`depth` the leaves are profiled, as torchprof did (with the parents
+    that do a child's work and every FSDP2 unit, `select_targets`); `leaves_only=False`
     selects every module that runs a forward, so parents get rows and the rows add up to the block.
     `schedule` (`hybridprof.schedule(...)`) picks the steps measured when the block calls
     `step()`; a profiler session covers at most `steps_per_session` measured steps.
