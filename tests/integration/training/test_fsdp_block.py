@@ -104,6 +104,11 @@ def test_each_unit_row_has_its_reduce_scatter_with_exact_bytes(one_rank: None) -
     )
     units = {"", "blocks.0", "blocks.1", "blocks.2"}
     assert {row.path for row in table.layers()} >= units  # a leaves-only selection takes them
+    for unit in units:  # the plan says why
+        target = prof.plan.target(unit)
+        assert target is not None and target.selected and "FSDP2 unit" in target.reason
+    narrowed = hybridprof.Profile(model, globs=["blocks.*.*"]).plan  # takes what it names only
+    assert not units & set(narrowed.selected_paths())
     assert all(row.comm == () for row in table.layers() if row.path not in units)
 
 
