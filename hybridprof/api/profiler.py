@@ -12,7 +12,8 @@ with-block: entering it again raises RuntimeError, as torchprof did.
 Whatever the block runs is attributed: forward ops to the innermost layer, and, when the block
 trains, backward ops to the layer whose forward made them, the optimizer's step, zero_grad,
 clipping and GradScaler calls to an `(optimizer)` row, the loss and other code to `(outside
-modules)`; the events decide, so a forward-only block keeps torchprof's table and its cost.
+modules)`; the events decide, so a forward-only block keeps torchprof's table and its cost (an
+FSDP2 model's forward is walked as a training step is: its units' hooks' time moves to their rows).
 `prof.step()` ends one step of a loop (as torch.profiler's does), so a block over N steps is N
 iterations; `schedule=hybridprof.schedule(wait=, warmup=, active=)` measures only the active steps
 and leaves the others untouched (`runtime/runs/user_steps.py`).
@@ -60,7 +61,8 @@ Trace = namedtuple("Trace", ["path", "leaf", "module"])
 class Profile:
     """Profile the selected layers of `model` during one with-block.
 
-    Without `paths`/`globs`/`depth` the leaves are profiled, as torchprof did; `leaves_only=False`
+    Without `paths`/`globs`/`depth` the leaves are profiled, as torchprof did (with the parents
+    that do a child's work and every FSDP2 unit, `select_targets`); `leaves_only=False`
     selects every module that runs a forward, so parents get rows and the rows add up to the block.
     `schedule` (`hybridprof.schedule(...)`) picks the steps measured when the block calls
     `step()`; a profiler session covers at most `steps_per_session` measured steps.

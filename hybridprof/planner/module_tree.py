@@ -204,7 +204,9 @@ def select_targets(
     `depth=N` selects the modules N levels below the root plus any shallower leaf. The union of all
     selectors is selected. A selector that matches nothing raises `SelectionError`. A leaves-only
     selection also takes a parent that uses a child's weights without calling it (see
-    `weight_holders`): it does that child's work itself.
+    `weight_holders`): it does that child's work itself; and every FSDP2 unit (a module
+    `fully_shard` sharded): its row holds its gathers and reduce-scatters, which FSDP2 runs in
+    its hooks, outside its children.
     """
     return select_among(
         module_targets(model),
@@ -214,7 +216,17 @@ def select_targets(
         root_name or type(eager_module(model)).__name__,
         leaves_only,
         weight_holders(model) if leaves_only else {},
+        fsdp_units(model) if leaves_only else frozenset(),
     )
+
+
+def fsdp_units(model: nn.Module) -> frozenset[str]:
+    """The paths of the FSDP2 units of `model` (none when torch has no FSDP2)."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:
+        return frozenset()
+    return frozenset(path for path, m in named_modules(model) if isinstance(m, FSDPModule))
 
 
 def weight_holders(model: nn.Module) -> dict[str, tuple[str, ...]]:
@@ -230,14 +242,18 @@ def select_among(
     root: str,
     leaves_only: bool = False,
     holders: Mapping[str, tuple[str, ...]] | None = None,
+    units: frozenset[str] = frozenset(),
 ) -> tuple[ModuleTarget, ...]:
     """Mark `targets` selected or not, with the reason (also used by the static-only planner).
-    `holders`: the parents that use children's weights without calling them (`weight_holders`)."""
+    `holders`: the parents that use children's weights without calling them (`weight_holders`);
+    `units`: the FSDP2 units (`fsdp_units`)."""
     if not paths and not globs and depth is None:
         held = holders or {}
 
         def choose(t: ModuleTarget) -> tuple[bool, str]:
-            return _leaf_reason(t, held.get(t.path, ())) if leaves_only else _complete_reason(t)
+            if not leaves_only:
+                return _complete_reason(t)
+            return _leaf_reason(t, held.get(t.path, ()), t.path in units)
 
         return tuple(replace(t, selected=s, reason=r) for t in targets for s, r in [choose(t)])
     reasons = _selection_reasons(targets, paths or (), globs, depth, root)
@@ -247,9 +263,11 @@ def select_among(
     )
 
 
-def _leaf_reason(target: ModuleTarget, held: tuple[str, ...]) -> tuple[bool, str]:
+def _leaf_reason(target: ModuleTarget, held: tuple[str, ...], unit: bool) -> tuple[bool, str]:
     if target.is_leaf:
         return True, "leaf"
+    if unit:
+        return True, "an FSDP2 unit: its row holds its communication"
     if held:
         return True, f"uses {', '.join(held)}'s weights without calling it: a leaf in effect"
     return False, "not a leaf (--leaves-only)"

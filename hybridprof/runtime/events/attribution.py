@@ -77,6 +77,7 @@ from hybridprof.runtime.events.frames import (
     RANGE,
     RAW,
     RECOMPUTE,
+    SERVED,
     SOLE,
     Frame,
 )
@@ -88,6 +89,7 @@ from hybridprof.runtime.events.links import (
     fold_device,
     fold_host,
     fold_recompute,
+    fold_served,
 )
 from hybridprof.runtime.events.training_names import BACKWARD_PREFIX as BACKWARD_PREFIX
 from hybridprof.runtime.events.training_names import CommEntry, NameEntry, RangeNames
@@ -95,6 +97,9 @@ from hybridprof.runtime.events.walk import Walk, add_outside, fold_op
 from hybridprof.runtime.measures.iteration import IterationMeasure, PathMeasure, op_key
 
 ROOT_RANGE = "(root)"
+# The BWD key of backward work run in no backward node (FSDP2's post-backward callback): no
+# forward op has it, so nothing is found for it but the range's own unit.
+NO_NODE = (-1, -1)
 
 
 def range_name(path: str) -> str:
@@ -146,6 +151,7 @@ def attribute(
         {},
         RangeNames(names),
         {},
+        frozenset(names.values()),
     )
     top_level_ns = 0
     for thread_events in threads.values():
@@ -158,6 +164,8 @@ def attribute(
     for frame in walk.deferred:
         if frame[KIND] == RECOMPUTE:
             fold_recompute(frame, walk)
+        elif frame[KIND] == SERVED:
+            fold_served(frame, walk)
         elif frame[KIND] == HOST:
             fold_host(frame, walk)
         elif frame[KIND] != MERGED:
@@ -250,19 +258,45 @@ def _open_named(
             _open_node(event, frame, walk, last_bwd)
     elif entry[0] == "comm":
         _note_comm(event, frame, entry, walk)
+        _open_served(frame, entry[2], walk, backward=entry[1] == "reduce_scatter")
+    elif entry[0] == "fsdp":
+        _open_served(frame, entry[1], walk, backward=entry[2])
     else:
         optimizer_fold.open_special(frame, entry[0], walk.measure)
 
 
 def _note_comm(event: Event, frame: Frame, entry: CommEntry, walk: Walk) -> None:
-    """An FSDP2 communication range's wall time, to the unit it names. Its events stay where
-    they are (the enclosing layer's, a backward node's, or outside): this is a figure beside
-    the rows' times, not taken out of them. A gather that autograd runs is backward's re-gather."""
+    """An FSDP2 communication range's wall time, to the unit it names (a column of its row; the
+    time itself moves there in `_open_served`). A gather that autograd runs is backward's
+    re-gather."""
     _, kind, path = entry
     if kind == "all_gather" and frame[BWD] is not None:
         kind = "regather"
     walk.measure.add_comm(path, kind, (event.end_ns - event.start_ns) / 1000)
     walk.fsdp_notes.append((event, kind, path))
+
+
+def _open_served(frame: Frame, path: str, walk: Walk, *, backward: bool) -> None:
+    """An FSDP2 range working for unit `path` (its hooks, a gather, a prefetch for it, its
+    reduce-scatter) is the unit's time, wherever it runs: FSDP2 runs them in module hooks,
+    outside the unit's forward, in the enclosing layer's time, a backward node's or none. So it
+    opens a range of the unit, as the unit's own range would: in the forward a HOOKS range (its
+    time the unit's self time, none of its calls); in a backward node, or for backward work (the
+    root's post-backward callback runs in no node), a SERVED one (the unit's backward time, out
+    of the node's layer, or of the outside time). The events in it are the unit's ops. A unit
+    that is no selected layer keeps none of it (its ranges stay where they ran); a range inside
+    one already the unit's (a gather in its pre-forward) opens nothing more."""
+    enclosing = frame[RANGE]
+    if path not in walk.layers or frame[OPT] is not None:
+        return  # no row to take it, or the optimizer's (FSDP2 hooks run in no optimizer step)
+    if enclosing is not None and enclosing[MEASURE].path == path:
+        return
+    if frame[BWD] is None and not backward:
+        _open_layer(frame, path, walk, HOOKS)
+        return
+    if frame[BWD] is None:  # backward work in no node: what runs in it is backward's too
+        frame[BWD] = NO_NODE
+    _open_layer(frame, path, walk, SERVED)
 
 
 def _open_layer(frame: Frame, path: str, walk: Walk, kind: int = LAYER) -> None:
@@ -332,7 +366,7 @@ def _close(frame: Frame, stack: list[Frame], walk: Walk) -> int:
                 frame, frame[RANGE][MEASURE].ops, op_key(event.name, backward=True), backward=True
             )
         else:
-            if kind == RECOMPUTE and not walk.keep_raw:
+            if kind in (RECOMPUTE, SERVED) and not walk.keep_raw:
                 frame[RANGE] = None  # as for LAYER: no cycle
             walk.deferred.append(frame)
     elif frame[CHAIN]:
@@ -409,7 +443,11 @@ def _nest_in_parent(
         host = stack[-1]
         if host[KIND] == OP:
             host[KIND], host[MEASURE] = HOST, frame[MEASURE]
-    elif kind in (LAYER, RECOMPUTE, HOOKS, HOOKED) and enclosing is not None:
+    elif kind == SERVED and enclosing is None:  # out of the node's layer's time, if in one
+        node = next((f for f in reversed(stack) if f[KIND] == BWD_ROOT), None)
+        if node is not None:
+            node[NESTED_NS] += duration
+    elif kind in (LAYER, RECOMPUTE, HOOKS, HOOKED, SERVED) and enclosing is not None:
         enclosing[NESTED_NS] += duration
         enclosing[NESTED_MEM] += total_mem
         enclosing[NESTED_DMEM] += total_dmem

@@ -8,7 +8,8 @@ step per event: on the 400-leaf MLP far less time (benchmarks/README.md, "Measur
 and the same numbers (sums are taken in integer
 nanoseconds, so they do not even depend on the order of the additions). Backward, memory and device
 events still go through `attribution.attribute` (`EventColumns.events()` rebuilds its input): when
-the names read show a training step (a backward node, an optimizer's range), two more fields are
+the names read show a training step (a backward node, an optimizer's range) or FSDP2's ranges
+(their time moves to the unit they serve, `attribution._open_served`), two more fields are
 read, the autograd sequence number and the forward thread, so the walk can link backward nodes to
 the layers whose forward made them.
 
@@ -31,7 +32,7 @@ import numpy as np
 
 from hybridprof.runtime.events.kineto import MEASURE_MARK, SKIPPED_NAMES, Event
 from hybridprof.runtime.events.tp_names import SIZED, first_input_bytes
-from hybridprof.runtime.events.training_names import is_training_name
+from hybridprof.runtime.events.training_names import needs_the_walk
 from hybridprof.runtime.measures.iteration import IterationMeasure, OpMeasure, PathMeasure
 
 Array = np.ndarray[Any, Any]
@@ -59,7 +60,8 @@ class EventColumns:
 
     @property
     def training(self) -> bool:
-        """A backward pass or an optimizer ran: the events need the walk, with their links."""
+        """A backward pass or an optimizer ran, or FSDP2's hooks (`needs_the_walk`): the events
+        need the walk, with their links."""
         return self.seq is not None
 
     def subset(self, keep: Array) -> EventColumns:
@@ -123,7 +125,7 @@ def read_columns(prof: Any, mark_window: tuple[int, int] | None = None) -> Event
     thread = np.array(list(map(kind.start_thread_id, raw)), dtype=np.int64)
     unique = list(dict.fromkeys(names))  # a few dozen op names and one per layer
     seq = fwd = None
-    if any(map(is_training_name, unique)):
+    if any(map(needs_the_walk, unique)):
         seq = np.array(list(map(kind.sequence_nr, raw)), dtype=np.int64)
         fwd = np.array(list(map(kind.fwd_thread_id, raw)), dtype=np.int64)
     nbytes = _collective_bytes(raw, names) if not SIZED.isdisjoint(unique) else None

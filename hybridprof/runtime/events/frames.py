@@ -21,6 +21,10 @@ OP, LAYER, BWD_ROOT, RECOMPUTE, HOST, MERGED = range(6)
 # (`events/tp_names.py`); HOOKED: that layer's own range inside it. The two are one call of the
 # layer: HOOKS counts no call, HOOKED adds no total (its HOOKS range's holds it).
 HOOKS, HOOKED = range(6, 8)
+# SERVED: an FSDP2 range inside a backward node, working for unit u (its pre-backward gather, a
+# prefetch for it, its reduce-scatter): u's backward time, taken out of the node's layer. In the
+# forward such a range is a HOOKS range of u. (`attribution._open_served`)
+SERVED = 8
 # SOLE: None until a child closes, then that child, then False once a second one has closed.
 # OPT: None outside the optimizer; inside one of its parts (`optimizer_fold.py`), the part's name
 # and the record of the optimizer step it runs in (None outside a step: clipping, zero_grad).
@@ -51,6 +55,7 @@ __all__ = [
     "RANGE",
     "RAW",
     "RECOMPUTE",
+    "SERVED",
     "SOLE",
     "Frame",
 ]

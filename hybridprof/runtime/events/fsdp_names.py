@@ -1,5 +1,10 @@
-"""FSDP2's profiler ranges: which are communication, of which kind, for which unit, and the
-exposed part of each.
+"""FSDP2's profiler ranges: which unit each works for, which are communication, of which kind,
+and the exposed part of each.
+
+Every range naming a unit (its pre- and post-forward, pre- and post-backward hooks, a prefetch
+for it) is that unit's time: the walk moves it to the unit's row wherever it ran
+(`attribution._open_served`), so none stays in the enclosing layer, a backward node's layer or
+the outside row. `fsdp_unit` says the unit, and whether the range is backward work.
 
 `torch.distributed.fsdp.fully_shard` opens a `record_function` range around each thing it does
 for a unit (a module it sharded), named `FSDP::<what> (<the unit's path>)` (the root unit's path
@@ -31,6 +36,7 @@ Torch-free.
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Literal
@@ -61,16 +67,74 @@ def is_collective_call(name: str) -> bool:
 def fsdp_comm(name: str) -> tuple[CommKind, str] | None:
     """(kind, unit path) of an FSDP2 communication range; None for every other name. A gather's
     kind here is "all_gather": the walk tells a backward re-gather by where it runs."""
+    found = _what_and_unit(name)
+    if found is None:
+        return None
+    kind = _RANGES.get(found[0])
+    return None if kind is None else (kind, found[1])
+
+
+def fsdp_unit(name: str) -> tuple[str, bool] | None:
+    """The unit (its path, "" for the root) an FSDP2 range works for: the unit it names, or the
+    one a prefetch gathers for; and whether it is backward work (a pre- or post-backward hook, a
+    backward prefetch, the root's post-backward callback, which runs after the last backward node
+    and in none). None for every other name (an op, or one of FSDP2's few ranges that name no
+    unit: `FSDP::cast_forward_inputs`, `FSDP::inputs_to_device`)."""
+    found = _what_and_unit(name)
+    if found is None:
+        return None
+    what, path = found
+    return path, what in _BACKWARD_RANGES
+
+
+# FSDP2's ranges that name their unit (`FSDPParamGroup._with_fqn`: no suffix for the root), and
+# the root's own two.
+_UNIT_RANGES = frozenset(
+    (
+        "all_gather",
+        "all_gather_copy_out",
+        "pre_forward",
+        "post_forward",
+        "pre_backward",
+        "post_backward_accumulate",
+        "post_backward_reshard",
+        "post_backward_rs_wait",
+        "post_backward_reduce",
+    )
+)
+_ROOT_RANGES = frozenset(("root_pre_forward", "root_post_backward_callback"))
+_PREFETCH_FOR = ("forward_prefetch", "backward_prefetch")
+_BACKWARD_RANGES = frozenset(
+    (
+        "pre_backward",
+        "post_backward_accumulate",
+        "post_backward_reshard",
+        "post_backward_rs_wait",
+        "post_backward_reduce",
+        "backward_prefetch",
+        "root_post_backward_callback",
+    )
+)
+_GROUP_SUFFIX = re.compile(r" \[pg=\d+\]$")  # a unit with several parameter groups
+
+
+def _what_and_unit(name: str) -> tuple[str, str] | None:
+    """(what, unit path) of an FSDP2 range that names its unit: `FSDP::<what> (<path>)`,
+    `FSDP::<what>` (the root; `FSDP::post_backward_rs_wait ()` too), `FSDP::<pass>_prefetch for
+    <path>`."""
     if not name.startswith(_PREFIX):
         return None
-    what, _, rest = name[len(_PREFIX) :].partition(" ")
-    kind = _RANGES.get(what)
-    if kind is None:
+    what, _, rest = _GROUP_SUFFIX.sub("", name[len(_PREFIX) :]).partition(" ")
+    if what in _PREFETCH_FOR:
+        return (what, rest[4:]) if rest.startswith("for ") else None
+    if what in _ROOT_RANGES:
+        return None if rest else (what, "")
+    if what not in _UNIT_RANGES:
         return None
     if not rest:
-        return kind, ""  # the root unit
+        return what, ""  # the root unit
     if rest.startswith("(") and rest.endswith(")"):
-        return kind, rest[1:-1]
+        return what, rest[1:-1]
     return None
 
 
@@ -105,4 +169,11 @@ def _compute_children_ns(events: Sequence[Event], index: int, end_ns: int) -> in
     return compute
 
 
-__all__ = ["COMM_KINDS", "CommKind", "fsdp_comm", "is_collective_call", "settle_exposed"]
+__all__ = [
+    "COMM_KINDS",
+    "CommKind",
+    "fsdp_comm",
+    "fsdp_unit",
+    "is_collective_call",
+    "settle_exposed",
+]

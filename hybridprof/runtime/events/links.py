@@ -75,6 +75,26 @@ def fold_recompute(frame: Frame, walk: Walk) -> None:
                 walk.measure.path(path).backward_total_cpu_us += duration / 1000
 
 
+def fold_served(frame: Frame, walk: Walk) -> None:
+    """An FSDP2 range for unit u run in a backward node: u's backward self time (less the ranges
+    for other units nested in it: a prefetch in u's pre-backward), and the backward total of u and
+    the layers its forward ran in. The node's layer (and its callers) lost the range's time
+    (its NESTED_NS); a range nested in another unit's (or a recompute) range moves out of that
+    one's callers instead, so each layer keeps what its own calls, hooks included, took."""
+    event, measure = frame[EVENT], frame[MEASURE]
+    duration_us = (event.end_ns - event.start_ns) / 1000
+    measure.backward_self_cpu_us += duration_us - frame[NESTED_NS] / 1000
+    own = walk.forward_chains.get(measure.path) or (measure.path,)
+    chain = frame[CHAIN]  # the enclosing range's layers, then u
+    outer = (walk.forward_chains.get(chain[-2]) or chain[-2:-1]) if len(chain) > 1 else ()
+    for path in dict.fromkeys(own):
+        if path not in outer:
+            walk.measure.path(path).backward_total_cpu_us += duration_us
+    for path in dict.fromkeys(outer):
+        if path not in own:
+            walk.measure.path(path).backward_total_cpu_us -= duration_us
+
+
 def fold_host(frame: Frame, walk: Walk) -> None:
     """The op that ran a recompute: its self time is checkpoint bookkeeping, the caller's."""
     callers = walk.forward_chains.get(frame[MEASURE].path, ())[:-1]
@@ -164,4 +184,5 @@ __all__ = [
     "fold_device",
     "fold_host",
     "fold_recompute",
+    "fold_served",
 ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from hybridprof.runtime.events.fsdp_names import CommKind, fsdp_comm
+from hybridprof.runtime.events.fsdp_names import CommKind, fsdp_comm, fsdp_unit
 from hybridprof.runtime.events.tp_names import COLLECTIVES, WAIT, tp_hooks_path
 
 STEP_RANGE = "hybridprof::step"  # one measured step of the with-block
@@ -57,21 +57,25 @@ def special_kind(name: str) -> Special | None:
     return None
 
 
-# An FSDP2 communication range, for the walk: ("comm", its kind, the unit's path).
+# An FSDP2 communication range, for the walk: ("comm", its kind, the unit's path); another FSDP2
+# range working for a unit (its hooks, a prefetch): ("fsdp", the unit's path, backward work).
 CommEntry = tuple[Literal["comm"], CommKind, str]
+UnitEntry = tuple[Literal["fsdp"], str, bool]
 # A tensor-parallel layer's hooks range: ("hooks", its path); a functional collective or a wait
 # for one: ("tp", "collective" | "wait").
 HooksEntry = tuple[Literal["hooks"], str]
 TpEntry = tuple[Literal["tp"], Literal["collective", "wait"]]
-NameEntry = str | tuple[Special | Literal["node"]] | CommEntry | HooksEntry | TpEntry | None
+NameEntry = (
+    str | tuple[Special | Literal["node"]] | CommEntry | UnitEntry | HooksEntry | TpEntry | None
+)
 
 
 class RangeNames(dict[str, NameEntry]):
     """What each event name is for the walk: a layer's path (the range names it starts with), a
     special range as `(kind,)`, a backward node as `("node",)`, an FSDP2 communication range as
-    `("comm", kind, unit path)`, a tensor-parallel layer's hooks range as `("hooks", path)`, a
-    functional collective or its wait as `("tp", "collective" | "wait")`, or None (an op). Worked
-    out once
+    `("comm", kind, unit path)`, another FSDP2 range for a unit as `("fsdp", unit path,
+    backward)`, a tensor-parallel layer's hooks range as `("hooks", path)`, a functional
+    collective or its wait as `("tp", "collective" | "wait")`, or None (an op). Worked out once
     per distinct name: the walk asks per event, and an iteration has a few dozen distinct names
     and thousands of events, so one lookup per event answers every question."""
 
@@ -84,8 +88,11 @@ class RangeNames(dict[str, NameEntry]):
             kind = "node"
         entry: NameEntry = None if kind is None else (kind,)
         comm = fsdp_comm(name) if entry is None else None
+        unit = fsdp_unit(name) if entry is None and comm is None else None
         if comm is not None:
             entry = ("comm", *comm)
+        elif unit is not None:
+            entry = ("fsdp", *unit)
         elif entry is None:
             entry = _tp_entry(name)
         self[name] = entry
@@ -99,6 +106,13 @@ def _tp_entry(name: str) -> HooksEntry | TpEntry | None:
     if name in COLLECTIVES:
         return ("tp", "collective")
     return ("tp", "wait") if name == WAIT else None
+
+
+def needs_the_walk(name: str) -> bool:
+    """An event the forward's array passes (`event_columns.py`) do not read: a training step's
+    (`is_training_name`), or an FSDP2 range, whose time moves to the unit it serves even in a
+    forward alone."""
+    return is_training_name(name) or fsdp_unit(name) is not None
 
 
 def is_training_name(name: str) -> bool:
@@ -137,8 +151,10 @@ __all__ = [
     "RangeNames",
     "Special",
     "TpEntry",
+    "UnitEntry",
     "group_index",
     "is_training_name",
+    "needs_the_walk",
     "optimizer_class",
     "special_kind",
 ]

@@ -39,6 +39,8 @@ class Walk:
     # A backward node nested in another (reentrant checkpointing), by id: the enclosing node's
     # key, its layer when the nested node's own number is not found.
     fallbacks: dict[int, tuple[int, int]]
+    # The selected layers' paths: an FSDP2 unit's ranges move to its row only when it has one
+    layers: frozenset[str] = frozenset()
     outside_ns: int = 0  # self time of events in no layer (see `add_outside`)
     # Tensor-parallel collectives and waits, in walk order: settled once every layer is known
     # (`tp_comm.settle`)

@@ -186,8 +186,8 @@ class StoppedIteration:
 
     A with-block's session holds step ranges (`events/steps.py`): its measure is that of its one
     measured step, and `step_measures` gives one per measured step of a window of several. The
-    events say whether a step trained (a backward node, an optimizer's range,
-    `event_columns.training`): then they are walked with their backward links, else the
+    events say whether a step trained (a backward node, an optimizer's range) or ran FSDP2's
+    ranges (`event_columns.training`): then they are walked with their backward links, else the
     forward's array passes do.
     """
 

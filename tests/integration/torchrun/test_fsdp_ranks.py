@@ -3,13 +3,14 @@ loop gives each unit's row its gathers and reduce-scatters, and the block with 8
 ranks first in gathered bytes (exact) and in all-gather time on both ranks.
 
 One torchrun run in all (tests/fixtures/fsdp_train.py, 6 steps of a 4-block model on each rank,
-trained once without hybridprof and once with it).
+trained once without hybridprof, once with it, and once with the leaves alone profiled).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from hybridprof.analysis.layer_table import LayerRow, layer_table
+from hybridprof.datamodel import ProfileSession
 from hybridprof.files.storage import load_session
 from tests.paths import FIXTURES
 
@@ -69,3 +71,64 @@ def test_training_is_bitwise_the_same_and_the_model_as_it_was(ranks: Path, rank:
     facts = json.loads((ranks / f"rank{rank}.json").read_text())
     assert facts["world_size"] == 2
     assert facts["bitwise_equal"] and facts["model_unchanged"] and facts["forward_is_class_attr"]
+
+
+def fsdp_outside_us(session: ProfileSession) -> float:
+    """The self time of FSDP2's ranges and collectives left in the outside row."""
+    names = ("FSDP", "c10d")
+    return sum(op.self_cpu_us for op in session.outside_ops if op.name.startswith(names))
+
+
+def outside_of_each_step(session: ProfileSession) -> list[float]:
+    """Per step, what the rows (each layer's forward and backward self time, the optimizer's)
+    leave of the step: the outside row's time in it. Fails if the rows hold more than the step
+    (time counted twice)."""
+    assert session.optimizer is not None and session.optimizer.per_iteration is not None
+    optimizer = session.optimizer.per_iteration.values
+    left = []
+    for i, step in enumerate(session.iteration_cpu_us):
+        own = sum(
+            s.self_cpu_us.values[i]
+            + (s.backward_self_cpu_us.values[i] if s.backward_self_cpu_us else 0.0)
+            for s in (r.per_iteration for r in session.records)
+            if s is not None
+        )
+        assert own + optimizer[i] <= step * (1 + 1e-6)  # nothing counted twice
+        left.append(step - own - optimizer[i])
+    return left
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_the_units_communication_moves_from_the_outside_row_to_their_rows(
+    ranks: Path, rank: int
+) -> None:
+    """The same training profiled twice. The leaves alone (no unit selected: every selection
+    was so before FSDP2's ranges moved to the units they serve): the gathers and reduce-scatters
+    FSDP2 runs in the units' hooks are in the outside row, most of the step. The default
+    selection (the leaves and the units): each unit's row holds its gathers in its forward time
+    and its re-gather and reduce-scatter in its backward time, the outside row none of them. In
+    both, each step's rows add up to the step: the time changed owner, it was not made up."""
+    before = load_session(ranks / f"session-leaves-rank{rank}.json")
+    after = load_session(ranks / f"session-rank{rank}.json")
+    assert not {"", *UNITS} & {r.path for r in before.records}
+    comm_before = sum(c.time_us.median for c in before.fsdp)
+    assert fsdp_outside_us(before) > 0.5 * comm_before, (fsdp_outside_us(before), comm_before)
+    assert fsdp_outside_us(after) == 0.0, after.outside_ops
+    step_before = statistics.median(before.iteration_cpu_us)
+    step_after = statistics.median(after.iteration_cpu_us)
+    assert before.outside_cpu_us is not None and after.outside_cpu_us is not None
+    assert before.outside_cpu_us.median > 0.5 * step_before
+    assert after.outside_cpu_us.median < 0.05 * step_after
+    records = {r.path: r for r in after.records}
+    for unit in ("", *UNITS):
+        record = records[unit]
+        assert record.backward_self_cpu_us is not None
+        comm = {c.kind: c.time_us.median for c in after.fsdp if c.path == unit}
+        forward = comm.get("all_gather", 0.0) + comm.get("copy_out", 0.0)
+        assert record.self_cpu_us.median > 0.9 * forward, (unit, record.self_cpu_us, comm)
+        backward = comm.get("regather", 0.0) + comm["reduce_scatter"]
+        assert record.backward_self_cpu_us.median > 0.9 * backward, (unit, comm)
+    for session in (before, after):
+        left = outside_of_each_step(session)
+        assert session.outside_cpu_us is not None
+        assert statistics.median(left) == pytest.approx(session.outside_cpu_us.median, abs=1.0)

@@ -22,14 +22,17 @@ from tests.paths import FIXTURES
 
 MODEL = str(FIXTURES / "fsdp_run.py")
 QUICK = ["--backward", "--warmup", "1", "--iters", "4", "--threads", "1"]
+FORWARD = ["--warmup", "1", "--iters", "3", "--threads", "1"]
 UNITS = ["", "blocks.0", "blocks.1", "blocks.2", "blocks.3"]
 
 pytestmark = pytest.mark.slow
 
 
-def torchrun(ranks: int, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+def torchrun(
+    ranks: int, args: list[str], cwd: Path, steps: list[str] = QUICK
+) -> subprocess.CompletedProcess:
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node"]
-    argv += [str(ranks), "-m", "hybridprof", "run", MODEL, *QUICK, *args, "--out-dir", "out"]
+    argv += [str(ranks), "-m", "hybridprof", "run", MODEL, *steps, *args, "--out-dir", "out"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=400)
 
@@ -70,3 +73,18 @@ def test_a_users_wrap_function_shards_instead(tmp_path: Path) -> None:
     assert facts["units"] == UNITS and facts["sharded"] and facts["bitwise_equal"]
     session = load_session(tmp_path / "out" / "session-rank0.json")
     assert {c.path for c in session.fsdp} == set(UNITS)  # one rank: reduce-scatters, no gathers
+
+
+def test_a_forward_alone_shows_each_units_gathers_in_its_row(tmp_path: Path) -> None:
+    """No backward: the forward's events are read by the array passes unless FSDP2's ranges are
+    there, which need the walk (each unit's gathers to its row, none outside)."""
+    done = torchrun(2, ["--fsdp"], tmp_path, FORWARD)
+    assert done.returncode == 0, done.stderr[-3000:]
+    session = load_session(tmp_path / "out" / "session-rank0.json")
+    gathers = {c.path: c for c in session.fsdp if c.kind == "all_gather"}
+    assert sorted(gathers) == UNITS[1:]  # the root keeps its parameters after its forward
+    assert all(c.nbytes > 0 and c.time_us.median > 0 for c in gathers.values())
+    assert not [op.name for op in session.outside_ops if op.name.startswith(("FSDP", "c10d"))]
+    records = {r.path: r for r in session.records}
+    for path, gather in gathers.items():  # the gather is the unit's own time
+        assert records[path].self_cpu_us.median > 0.9 * gather.time_us.median, path

@@ -8,6 +8,7 @@ runs here and is what the rows show.
 
 from __future__ import annotations
 
+import statistics
 import tempfile
 from collections.abc import Iterator
 
@@ -101,7 +102,47 @@ def test_each_unit_row_has_its_reduce_scatter_with_exact_bytes(one_rank: None) -
     assert rows["blocks.1"].comm_of("reduce_scatter").nbytes == max(  # type: ignore[union-attr]
         c.nbytes for c in prof.session().fsdp
     )
-    assert all(row.comm == () for row in table.layers())  # the leaves are no units
+    units = {"", "blocks.0", "blocks.1", "blocks.2"}
+    assert {row.path for row in table.layers()} >= units  # a leaves-only selection takes them
+    for unit in units:  # the plan says why
+        target = prof.plan.target(unit)
+        assert target is not None and target.selected and "FSDP2 unit" in target.reason
+    narrowed = hybridprof.Profile(model, globs=["blocks.*.*"]).plan  # takes what it names only
+    assert not units & set(narrowed.selected_paths())
+    assert all(row.comm == () for row in table.layers() if row.path not in units)
+
+
+def test_fsdp2s_hooks_are_the_units_time_and_the_rows_add_up_to_each_step(
+    one_rank: None,
+) -> None:
+    """FSDP2 runs each unit's hooks (its reduce-scatter, its pre- and post-forward) outside the
+    unit's forward: without them moved to the unit's row, they were in the outside row (the
+    root's) and in the parent's backward node. Each step's rows still add up to the step."""
+    model = sharded()
+    with hybridprof.Profile(model) as prof:
+        train(model, prof)
+    session = prof.session()
+    outside = [op.name for op in session.outside_ops if op.name.startswith(("FSDP", "c10d"))]
+    assert not outside, outside
+    records = {r.path: r for r in session.records}
+    for comm in session.fsdp:
+        unit = records[comm.path]
+        assert unit.backward_self_cpu_us is not None
+        if comm.kind == "reduce_scatter":
+            assert unit.backward_self_cpu_us.median >= comm.time_us.median
+    assert session.optimizer is not None and session.optimizer.per_iteration is not None
+    assert session.outside_cpu_us is not None
+    optimizer = session.optimizer.per_iteration.values
+    left = []
+    for i, step in enumerate(session.iteration_cpu_us):
+        own = sum(
+            s.self_cpu_us.values[i] + s.backward_self_cpu_us.values[i]
+            for s in (r.per_iteration for r in session.records)
+            if s is not None and s.backward_self_cpu_us is not None
+        )
+        assert own + optimizer[i] <= step * (1 + 1e-6)  # nothing counted twice
+        left.append(step - own - optimizer[i])  # the outside row's time in that step
+    assert statistics.median(left) == pytest.approx(session.outside_cpu_us.median, abs=1.0)
 
 
 def test_the_columns_are_in_every_view(one_rank: None) -> None:

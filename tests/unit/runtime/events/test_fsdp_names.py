@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from hybridprof.runtime.events.fsdp_names import fsdp_comm
+from hybridprof.runtime.events.fsdp_names import fsdp_comm, fsdp_unit
 from hybridprof.runtime.events.training_names import RangeNames
 
 
@@ -29,4 +29,27 @@ def test_the_walk_looks_them_up_once_and_a_layer_keeps_its_name() -> None:
     names = RangeNames({"FSDP::all_gather (x)": "x"})  # a layer's range named so wins
     assert names["FSDP::all_gather (x)"] == "x"
     assert names["FSDP::all_gather (y)"] == ("comm", "all_gather", "y")
+    assert names["FSDP::pre_backward (y)"] == ("fsdp", "y", True)
     assert names["aten::mm"] is None
+
+
+def test_every_range_for_a_unit_names_it_and_says_if_it_is_backward_work() -> None:
+    assert fsdp_unit("FSDP::pre_forward (layers.0)") == ("layers.0", False)
+    assert fsdp_unit("FSDP::post_forward") == ("", False)  # the root
+    assert fsdp_unit("FSDP::root_pre_forward") == ("", False)
+    assert fsdp_unit("FSDP::forward_prefetch for layers.2") == ("layers.2", False)
+    assert fsdp_unit("FSDP::backward_prefetch for layers.1") == ("layers.1", True)
+    assert fsdp_unit("FSDP::pre_backward (layers.1)") == ("layers.1", True)
+    assert fsdp_unit("FSDP::post_backward_rs_wait ()") == ("", True)  # the root, so named
+    assert fsdp_unit("FSDP::root_post_backward_callback") == ("", True)
+    assert fsdp_unit("FSDP::all_gather (a) [pg=2]") == ("a", False)  # several parameter groups
+    assert fsdp_comm("FSDP::post_backward_reduce (a) [pg=2]") == ("reduce_scatter", "a")
+    for name in (
+        "FSDP::cast_forward_inputs",  # names no unit
+        "FSDP::inputs_to_device",
+        "FSDP::root_pre_forward (x)",
+        "FSDP::pre_forward layers.0",
+        "fsdp::all_gather_copy_in",
+        "aten::mm",
+    ):
+        assert fsdp_unit(name) is None, name
