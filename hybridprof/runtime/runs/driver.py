@@ -46,6 +46,7 @@ from hybridprof.runtime.memory.capture import MemoryCapture
 from hybridprof.runtime.runs.guards import first_line, refuse_nesting
 from hybridprof.runtime.strategies import make_strategy
 from hybridprof.runtime.strategies.base import IterationResult, Strategy, StrategyConfig
+from hybridprof.runtime.strategies.calibrate import session_calibration
 
 # profile_memory with a strategy that does not replay the allocation events (per-call, timer):
 NET_MEMORY_ONLY = (
@@ -74,6 +75,9 @@ class Driver:
         self.model = model
         self.plan = plan
         self.strategy_name = strategy_name
+        # The session strategy's cost is calibrated and taken out of the rows; compiled code's
+        # kernels and the other strategies' costs are not (their rows stay raw).
+        self.calibrated = strategy_name == "session" and compiled is None
         if config.profile_memory and config.memory is None:
             # per-layer memory; the optimizers' state and the inputs are told apart at the peak
             capture = MemoryCapture(model, optimizers=optimizers, inputs=inputs)
@@ -234,6 +238,7 @@ class Driver:
             backward=self.config.backward,
             started_at=self.started_at,
             tp_groups=tuple(self.tp.items()),
+            calibration=session_calibration() if self.calibrated else None,
             # an FSDP2-sharded model's units, read after the steps (which set their dtypes)
             fsdp_sizes=facts.fsdp_sizes or fsdp_unit_bytes(self.model),
             stability=self.watch.stability(
