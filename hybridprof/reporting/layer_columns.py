@@ -739,6 +739,7 @@ def text_cells(columns: Sequence[LayerColumn]) -> Callable[[LayerRow], list[str]
 
 # An op of the backward pass shows its self and total times under the backward columns.
 OP_BACKWARD_COLUMNS = {"self": "bwd-self", "total": "bwd-total"}
+OP_RAW_COLUMNS = ("self", "total", "bwd-self", "bwd-total")
 
 
 def op_cells(
@@ -750,17 +751,27 @@ def op_cells(
     place = {c.key: i for i, c in enumerate(columns)}
     moves = [(place[f], place[b]) for f, b in OP_BACKWARD_COLUMNS.items() if {f, b} <= place.keys()]
 
+    # Beside a compensated layer's raw times, an op's (always raw) sit under the raw columns,
+    # where they add up to the layer's.
+    raws = [
+        (place[k], place[f"raw-{k}"]) for k in OP_RAW_COLUMNS if {k, f"raw-{k}"} <= place.keys()
+    ]
+
     def cells(op: OpStat) -> list[str]:
         row = [read(op) if read is not None else "" for read in readers]
         for forward, backward in moves if op.backward else ():
             row[backward], row[forward] = row[forward], ""
+        for own, raw in raws:
+            row[raw], row[own] = row[own], ""
         return row
 
     return cells
 
 
 # The op columns whose figures include nested ops: a sum over ops would count a nested op twice.
-OP_INCLUSIVE_COLUMNS = frozenset({"total", "bwd-total", "dev-total", "mem", "dev-mem"})
+OP_INCLUSIVE_COLUMNS = frozenset(
+    {"total", "bwd-total", "raw-total", "raw-bwd-total", "dev-total", "mem", "dev-mem"}
+)
 
 
 def op_rest_cells(

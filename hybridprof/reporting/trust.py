@@ -138,8 +138,23 @@ def statistic_line(table: LayerTable) -> str:
         return ""
     plural = "" if table.iterations == 1 else "s"
     return (
-        f"each row is its median over {table.iterations} iteration{plural}; totals are the sums "
-        "of their rows"
+        f"each row is its median over {table.iterations} iteration{plural}"
+        f"{compensation_text(table)}; totals are the sums of their rows"
+    )
+
+
+def compensation_text(table: LayerTable) -> str:
+    """What a compensated table took out of its figures, and where the raw ones are ("" for a
+    raw table): the headline is the compensated figure, as near as the calibration gets to the
+    model without the profiler (docs/trust.md)."""
+    found = table.calibration
+    if found is None:
+        return ""
+    raw = format_time_us(table.raw_iteration_us or 0.0)
+    return (
+        f", less the profiler's own cost ({format_time_us(found.event_us)} per op, "
+        f"{format_time_us(found.range_us)} per layer call, calibrated on this machine; "
+        f"{raw} raw, as measured: raw columns in the report and CSV)"
     )
 
 
@@ -166,8 +181,8 @@ def headline_note(table: LayerTable) -> str:
     if not table.summed:
         return ""
     plural = "" if table.iterations == 1 else "s"
-    note = f"Each row is its median over {table.iterations} iteration{plural}, a total the sum "
-    note += "of its rows"
+    note = f"Each row is its median over {table.iterations} iteration{plural}"
+    note += f"{compensation_text(table)}, a total the sum of its rows"
     headline, measured = table.iteration_us, table.measured_iteration_us
     if measured > 0 and abs(measured - headline) > HEADLINE_GAP * measured:
         gap = format_time_us(abs(measured - headline))
@@ -180,6 +195,7 @@ __all__ = [
     "HEADLINE_GAP",
     "INFLATED",
     "INTERVAL_NOTE",
+    "compensation_text",
     "has_intervals",
     "headline_gap_line",
     "headline_note",
