@@ -23,7 +23,7 @@ import weakref
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from hybridprof.analysis.compensation import OUTSIDE, Compensated, compensated
+from hybridprof.analysis.compensation import OUTSIDE, Compensated, compensated, workload_scale
 from hybridprof.analysis.roofline import LayerRoofline, by_path
 from hybridprof.analysis.stats import Interval, median_ci, min_values_for_ci
 from hybridprof.analysis.tree import (
@@ -250,8 +250,11 @@ class LayerTable:
     summed: bool = False  # totals and the headline are sums of the rows (the outside measured)
     # The profiler's calibrated cost is taken out of every CPU figure (`analysis.compensation`);
     # the raw headline and each row's raw figures are kept beside (`raw_iteration_us`, `raw`).
+    # The costs taken out: the calibration's, times `cost_scale` where the run timed its step
+    # bare (`compensation_of`); 1.0 where the calibration's own costs were taken out.
     calibration: Calibration | None = None
     raw_iteration_us: float | None = None  # the headline as measured (compensated tables only)
+    cost_scale: float = 1.0
 
     @property
     def compensated(self) -> bool:
@@ -335,10 +338,24 @@ def build_layer_table(session: ProfileSession) -> LayerTable:
     """Every figure of every row of `session`'s layer table, worked out (uncached): with the
     profiler's calibrated cost taken out where the session has a calibration, the raw figures
     beside."""
-    found = compensated(session)
+    found = compensation_of(session)
     if found is None:
         return _built(session, None)
-    return _built(found.session, _Raw.of(found))
+    return replace(_built(found.session, _Raw.of(found)), cost_scale=found.scale)
+
+
+def compensation_of(session: ProfileSession) -> Compensated | None:
+    """`session` compensated (None without a calibration): with the calibration's costs, or,
+    where the run timed its step bare, with them scaled so that their sum is what this workload
+    paid (its raw rows' sum less the bare step: `compensation.workload_scale`). Every view and
+    `diff` take their compensated figures from here."""
+    found = compensated(session)
+    bare = session.calibration.bare_step_us if session.calibration is not None else None
+    if found is None or bare is None:
+        return found
+    raw_headline = headline_us(session, _optimizer_rows(session))
+    scale = workload_scale(raw_headline, found.cost_us, bare)
+    return found if scale == 1.0 else compensated(session, scale)
 
 
 def _built(session: ProfileSession, raw: _Raw | None) -> LayerTable:

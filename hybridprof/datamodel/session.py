@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from hybridprof.datamodel.compiled import CompileSection
@@ -90,7 +90,12 @@ class Calibration:
     range_inner_us: what one layer call's range adds inside the layer's own range (its self time);
     range_outer_us: what it adds around the range, in the caller's self time (the wrapper that
     opens and closes it); source: "measured" in this run or "cached" from an earlier one;
-    measured_at: when (UTC, ISO 8601); load: the 1-minute load average then (None where unknown).
+    measured_at: when (UTC, ISO 8601); load: the 1-minute load average then (None where unknown);
+    bare_step_us: the run's own step timed bare (no patches, no profiler: the median of a few
+    steps after the measured iterations), where hybridprof drove the run; the costs are then
+    scaled so that their sum is what this workload paid (`analysis.layer_table.compensation_of`);
+    None where no bare step was timed (a `with Profile` block, a paired, compiled, memory or
+    device run).
     """
 
     event_us: float
@@ -99,6 +104,16 @@ class Calibration:
     source: CalibrationSource
     measured_at: str
     load: float | None = None
+    bare_step_us: float | None = None
+
+    def scaled(self, factor: float) -> Calibration:
+        """The costs times `factor` (the rest as it is)."""
+        return replace(
+            self,
+            event_us=self.event_us * factor,
+            range_inner_us=self.range_inner_us * factor,
+            range_outer_us=self.range_outer_us * factor,
+        )
 
     @property
     def range_us(self) -> float:

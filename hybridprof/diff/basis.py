@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from hybridprof.analysis.compensation import compensated
+from hybridprof.analysis.layer_table import compensation_of
 from hybridprof.datamodel import ProfileSession
 
 FIGURES = "figures compared: "  # how the note starts (`basis_note` finds it among the notes)
@@ -25,7 +25,7 @@ class Basis:
 
 def like_with_like(base: ProfileSession, new: ProfileSession) -> Basis:
     """`base` and `new` on the same footing: both compensated, or both raw (see the module)."""
-    base_fixed, new_fixed = compensated(base), compensated(new)
+    base_fixed, new_fixed = compensation_of(base), compensation_of(new)
     if base_fixed is not None and new_fixed is not None:
         # Their costs are out already: without the calibration no table takes them out twice.
         note = f"{FIGURES}compensated (the profiler's calibrated cost out of both runs)"

@@ -7,13 +7,14 @@ median's 95% interval, then its total time, its share of the iteration, its forw
 (`--flops`) and its peak memory (`--profile-memory`) where measured. Self time, not total: a
 parent's total moves whenever a child's does, and the change would be blamed on every ancestor.
 Only profiled layers are kept (containers and unprofiled parents have no time of their own).
+The figures are the raw ones, the profiler's cost still in, in every session alike.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePath
 from typing import Literal
 
@@ -69,6 +70,11 @@ def snapshot_of(
 ) -> Snapshot:
     """The session's figures for the history."""
     timing: Timing = "device" if session.use_device else "cpu"
+    # The raw figures, as measured: a history holds sessions from before calibrations were
+    # recorded beside later ones, and its points must be alike (a compensated point after raw
+    # ones would read as a speed-up); the history reads no op lists either, which the
+    # compensation counts (docs/trust.md).
+    session = replace(session, calibration=None)
     with gc_paused():  # a 1,000-layer table is thousands of objects, none in a cycle
         table = profiled_layers(session)  # the table's layer rows, without the rest of it
         layers = tuple(_figures(row, timing) for row in table.rows)
