@@ -88,7 +88,7 @@ def compensated(session: ProfileSession, scale: float = 1.0) -> Compensated | No
         if outside.median < outside_cost:
             clamped.add(OUTSIDE)
         outside = _stat_less(outside, outside_cost)
-    total = outside_cost + sum(c.forward_self + c.backward_self for c in costs.values())
+    total = _total(costs, outside_cost)
     fixed_session = replace(
         session,
         calibration=calibration,
@@ -111,6 +111,15 @@ def workload_scale(raw_headline_us: float, cost_us: float, bare_step_us: float) 
     if cost_us <= 0:
         return 1.0
     return min(MAX_SCALE, max(1.0, (raw_headline_us - bare_step_us) / cost_us))
+
+
+def iteration_cost_us(session: ProfileSession, calibration: Calibration) -> float:
+    """What `calibration`'s costs take off each of `session`'s iterations, in all."""
+    return _total(*record_costs(session, calibration))
+
+
+def _total(costs: dict[str, RecordCost], outside_cost: float) -> float:
+    return outside_cost + sum(c.forward_self + c.backward_self for c in costs.values())
 
 
 def record_costs(
@@ -223,6 +232,7 @@ __all__ = [
     "Compensated",
     "RecordCost",
     "compensated",
+    "iteration_cost_us",
     "record_costs",
     "workload_scale",
 ]

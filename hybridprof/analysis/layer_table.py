@@ -23,7 +23,13 @@ import weakref
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from hybridprof.analysis.compensation import OUTSIDE, Compensated, compensated, workload_scale
+from hybridprof.analysis.compensation import (
+    OUTSIDE,
+    Compensated,
+    compensated,
+    iteration_cost_us,
+    workload_scale,
+)
 from hybridprof.analysis.roofline import LayerRoofline, by_path
 from hybridprof.analysis.stats import Interval, median_ci, min_values_for_ci
 from hybridprof.analysis.tree import (
@@ -349,13 +355,12 @@ def compensation_of(session: ProfileSession) -> Compensated | None:
     where the run timed its step bare, with them scaled so that their sum is what this workload
     paid (its raw rows' sum less the bare step: `compensation.workload_scale`). Every view and
     `diff` take their compensated figures from here."""
-    found = compensated(session)
-    bare = session.calibration.bare_step_us if session.calibration is not None else None
-    if found is None or bare is None:
-        return found
+    calibration = session.calibration
+    if calibration is None or calibration.bare_step_us is None:
+        return compensated(session)
     raw_headline = headline_us(session, _optimizer_rows(session))
-    scale = workload_scale(raw_headline, found.cost_us, bare)
-    return found if scale == 1.0 else compensated(session, scale)
+    cost = iteration_cost_us(session, calibration)
+    return compensated(session, workload_scale(raw_headline, cost, calibration.bare_step_us))
 
 
 def _built(session: ProfileSession, raw: _Raw | None) -> LayerTable:

@@ -49,7 +49,7 @@ from hybridprof.runtime.strategies import make_strategy
 from hybridprof.runtime.strategies.base import IterationResult, Strategy, StrategyConfig
 from hybridprof.runtime.strategies.calibrate import session_calibration
 
-# Bare steps timed after a fixed run's measured iterations (`Driver.bare_step`): their median
+# Bare steps timed after a fixed run's measured iterations (`Driver.time_bare_steps`): their median
 # scales the calibrated costs to what the workload paid.
 BARE_STEPS = 5
 
@@ -83,7 +83,7 @@ class Driver:
         # The session strategy's cost is calibrated and taken out of the rows; compiled code's
         # kernels and the other strategies' costs are not (their rows stay raw).
         self.calibrated = strategy_name == "session" and compiled is None
-        self.bare_steps_us: list[float] = []  # the step timed bare (`bare_step`)
+        self.bare_steps_us: list[float] = []  # the step timed bare (`time_bare_steps`)
         if config.profile_memory and config.memory is None:
             # per-layer memory; the optimizers' state and the inputs are told apart at the peak
             capture = MemoryCapture(model, optimizers=optimizers, inputs=inputs)
@@ -161,24 +161,27 @@ class Driver:
 
     @property
     def times_bare_steps(self) -> bool:
-        """Whether this run times its step bare (`bare_step`): a calibrated one whose step runs
-        the same with its patches off. Not with memory capture (its hooks stay in), device time
+        """Whether this run times its step bare (`time_bare_steps`): a calibrated one whose step
+        runs the same with its patches off. Not with memory capture (its hooks stay in), device time
         (the step's CPU time is not what the device spends) or tensor-parallel layers (their
         hooks)."""
         config = self.config
         return self.calibrated and not (config.profile_memory or config.use_device or self.tp)
 
-    def bare_step(self, step: Callable[[], None]) -> None:
-        """`step` once with the patches off and no profiler (between iterations none runs),
-        timed: the workload's own time, which scales the calibrated costs to what it paid
-        (`Calibration.bare_step_us`)."""
+    def time_bare_steps(self, step: Callable[[], None], count: int) -> None:
+        """`step` `count` times with the patches off and no profiler (between iterations none
+        runs), timed, after one untimed warm run (the first after the patches come off is
+        cold): the workload's own time, which scales the calibrated costs to what it paid
+        (`Calibration.bare_step_us`). The patches come off and back once, not per step: at
+        10,000 layers each time costs about as much as a forward."""
         self.restore()
         try:
             with keeping_cwd(), gc_paused():
-                step()  # warm, as a measured iteration's own warm step is: the first is cold
-                start = time.perf_counter()
                 step()
-                self.bare_steps_us.append((time.perf_counter() - start) * 1e6)
+                for _ in range(count):
+                    start = time.perf_counter()
+                    step()
+                    self.bare_steps_us.append((time.perf_counter() - start) * 1e6)
         except (Exception, SystemExit) as exc:
             raise ModelRunError(self._failure_message(exc)) from exc
         finally:

@@ -158,16 +158,15 @@ class IterationLoop:
 
     def _bare_steps(self) -> None:
         """A fixed run's step timed bare BARE_STEPS times after its measured iterations
-        (`Driver.bare_step`): the workload's own time, beside the profiled one, warm. After, so
-        that a model failing on its Nth call fails in a profiled step, which names the layer;
+        (`Driver.time_bare_steps`): the workload's own time, beside the profiled one, warm.
+        After, so that a model failing on its Nth call fails in a profiled step, which names it;
         one failing here (or interrupted) leaves no bare time, and the calibrated costs stand.
         A paired run's lanes are judged against each other, not against their bare time."""
         lane = self.lanes[0]
         if self.paired or not lane.times_bare_steps:
             return
         try:
-            for _ in range(BARE_STEPS):
-                lane.bare_step_once()
+            lane.time_bare_steps(BARE_STEPS)
         except ModelRunError:
             lane.driver.bare_steps_us.clear()
 
