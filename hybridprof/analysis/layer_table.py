@@ -24,6 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from hybridprof.analysis.compensation import (
+    OUTSIDE,
+    Compensated,
+    compensated,
+    iteration_cost_us,
+    workload_scale,
+)
 from hybridprof.analysis.roofline import LayerRoofline, by_path
 from hybridprof.analysis.stats import Interval, median_ci, min_values_for_ci
 from hybridprof.analysis.tree import (
@@ -41,6 +48,7 @@ from hybridprof.analysis.tree import (
     tree_rows,
 )
 from hybridprof.datamodel import (
+    Calibration,
     DeviceMemory,
     LayerMemory,
     LayerWork,
@@ -81,6 +89,18 @@ class Timing:
             return None
         pct = self.interval.half_width_pct()
         return pct if math.isfinite(pct) else None
+
+
+@dataclass(frozen=True, slots=True)
+class RawTimes:
+    """A row's CPU times as measured, the profiler's cost still in (us per iteration; None where
+    the row has no such figure): what a compensated row shows beside its own figures."""
+
+    self_cpu_us: float | None
+    total_cpu_us: float | None
+    backward_self_cpu_us: float | None
+    backward_total_cpu_us: float | None
+    own_us: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +151,11 @@ class LayerRow:
     fused: tuple[str, ...] = ()
     # An FSDP2 unit's communication per iteration, one entry per kind it ran (`UnitComm`)
     comm: tuple[UnitComm, ...] = ()
+    # A compensated table (the session has a calibration): the row's figures as measured, the
+    # profiler's cost still in; None in a raw table.
+    raw: RawTimes | None = None
+    # The profiler's calibrated cost was more than a figure of the row: that figure is 0.
+    clamped: bool = False
 
     def comm_of(self, kind: str) -> UnitComm | None:
         """Its communication of `kind` (FSDP2's "all_gather", "regather", "copy_out",
@@ -230,6 +255,21 @@ class LayerTable:
     has_tp: bool = False  # tensor-parallel layers: their rows carry their collectives
     has_wait: bool = False  # a merged session's FSDP2 units: each rank's wait in them
     summed: bool = False  # totals and the headline are sums of the rows (the outside measured)
+    # The profiler's calibrated cost is taken out of every CPU figure (`analysis.compensation`);
+    # the raw headline and each row's raw figures are kept beside (`raw_iteration_us`, `raw`).
+    # The costs taken out: the calibration's, times `cost_scale` where the run timed its step
+    # bare (`compensation_of`); 1.0 where the calibration's own costs were taken out.
+    calibration: Calibration | None = None
+    raw_iteration_us: float | None = None  # the headline as measured (compensated tables only)
+    cost_scale: float = 1.0
+
+    @property
+    def compensated(self) -> bool:
+        return self.calibration is not None
+
+    def clamped(self) -> tuple[LayerRow, ...]:
+        """The rows a figure of which the profiler's cost would have taken below zero."""
+        return tuple(r for r in self.rows if r.clamped)
 
     def tree(self) -> tuple[LayerRow, ...]:
         """The rows of the module tree, without the optimizer's and the outside row."""
@@ -276,8 +316,11 @@ def profiled_layers(session: ProfileSession) -> ProfiledLayers:
     """The rows of the profiled layers without the rest of the table: no tree order, no
     containers, no optimizer or outside rows, for a reader of layer figures only (the history:
     the tree's order and container rows were 40% of a 1,000-layer table's time)."""
-    shares_of = headline_us(session, optimizer_rows(session.optimizer, session.iterations))
-    rows, _ = _finished(_rows(session, _record_rows(session), shares_of), None, session)
+    found = compensation_of(session)
+    measured = found.session if found is not None else session
+    shares_of = headline_us(measured, optimizer_rows(measured.optimizer, measured.iterations))
+    raw = _Raw.of(found) if found is not None else None
+    rows, _ = _finished(_rows(measured, _record_rows(measured), shares_of, raw), None, measured)
     return ProfiledLayers(tuple(rows), shares_of)
 
 
@@ -299,12 +342,37 @@ def _record_rows(session: ProfileSession) -> list[TreeRow]:
 
 
 def build_layer_table(session: ProfileSession) -> LayerTable:
-    """Every figure of every row of `session`'s layer table, worked out (uncached)."""
+    """Every figure of every row of `session`'s layer table, worked out (uncached): with the
+    profiler's calibrated cost taken out where the session has a calibration, the raw figures
+    beside."""
+    found = compensation_of(session)
+    if found is None:
+        return _built(session, None)
+    return replace(_built(found.session, _Raw.of(found)), cost_scale=found.scale)
+
+
+def compensation_of(session: ProfileSession) -> Compensated | None:
+    """`session` compensated (None without a calibration): with the calibration's costs, or,
+    where the run timed its step bare, with them scaled so that their sum is what this workload
+    paid (its raw rows' sum less the bare step: `compensation.workload_scale`). Every view and
+    `diff` take their compensated figures from here."""
+    calibration = session.calibration
+    if calibration is None or calibration.bare_step_us is None:
+        return compensated(session)
+    raw_headline = headline_us(session, optimizer_rows(session.optimizer, session.iterations))
+    cost = iteration_cost_us(session, calibration)
+    return compensated(session, workload_scale(raw_headline, cost, calibration.bare_step_us))
+
+
+def _built(session: ProfileSession, raw: _Raw | None) -> LayerTable:
     optimizer = optimizer_rows(session.optimizer, session.iterations)
     shares_of = headline_us(session, optimizer)
-    rows = _rows(session, tree_rows(session), shares_of)
+    rows = _rows(session, tree_rows(session), shares_of, raw)
     rows += [_with_pct(row, shares_of) for row in optimizer]
-    rows, outside = _finished(rows, _outside_row(session, shares_of), session)
+    outside = _outside_row(session, shares_of)
+    if outside is not None and raw is not None:
+        outside = raw.outside_of(outside)
+    rows, outside = _finished(rows, outside, session)
     return LayerTable(
         rows=tuple(rows + ([outside] if outside is not None else [])),
         shares_of_us=shares_of,
@@ -322,7 +390,48 @@ def build_layer_table(session: ProfileSession) -> LayerTable:
         has_tp=bool(session.tp),
         has_wait=any(c.wait_us for c in session.fsdp),
         summed=session.outside_cpu_us is not None,  # the totals are subtree sums (_subtree_totals)
+        calibration=session.calibration if raw is not None else None,
+        raw_iteration_us=raw.iteration_us if raw is not None else None,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Raw:
+    """A compensated table's raw side: each path's raw times, the clamped paths, the raw
+    outside time and headline."""
+
+    times: dict[str, RawTimes]
+    clamped: frozenset[str]
+    outside_us: float | None
+    iteration_us: float
+
+    @classmethod
+    def of(cls, found: Compensated) -> _Raw:
+        raw = found.raw
+        totals = _subtree_totals(raw)
+        times: dict[str, RawTimes] = {}
+        if totals is not None:  # the containers: their totals, nothing of their own
+            for path, forward in totals.forward.items():
+                times[path] = RawTimes(None, forward, None, totals.backward.get(path), 0.0)
+        for r in raw.records:
+            backward_total = _backward_total(r, r.path, totals)
+            total = totals.forward[r.path] if totals is not None else r.total_cpu_us.median
+            times[r.path] = RawTimes(
+                r.self_cpu_us.median,
+                total,
+                _median(r.backward_self_cpu_us),
+                backward_total,
+                step_self_us(r),
+            )
+        outside = raw.outside_cpu_us.median if raw.outside_cpu_us is not None else None
+        headline = headline_us(raw, optimizer_rows(raw.optimizer, raw.iterations))
+        return cls(times, found.clamped, outside, headline)
+
+    def outside_of(self, row: LayerRow) -> LayerRow:
+        """The outside row with its raw time and clamp flag."""
+        us = self.outside_us
+        raw = RawTimes(us, us, None, None, us or 0.0)
+        return replace(row, raw=raw, clamped=OUTSIDE in self.clamped)
 
 
 def headline_us(session: ProfileSession, optimizer: list[LayerRow]) -> float:
@@ -439,6 +548,7 @@ def _row(
     shares_of: float,
     sums: tuple[dict[str, float], _SubtreeTotals | None],
     target: ModuleTarget | None,
+    raw: _Raw | None,
 ) -> LayerRow:
     """One row's figures, with the plan's facts about its module (`target`): its class and
     parameters where nothing was measured, and where its parent creates it. (Built in one go: a
@@ -481,16 +591,20 @@ def _row(
         aliases=rec.aliases if rec else (),
         source=target.source if target else None,
         op_count=len(own.ops) if own else 0,
+        raw=raw.times.get(path) if raw is not None and rec else None,
+        clamped=raw is not None and path in raw.clamped,
     )
 
 
-def _rows(session: ProfileSession, tree: list[TreeRow], shares_of: float) -> list[LayerRow]:
+def _rows(
+    session: ProfileSession, tree: list[TreeRow], shares_of: float, raw: _Raw | None
+) -> list[LayerRow]:
     """The rows of `tree` with their figures (and their --flops work, when counted)."""
     inclusive = inclusive_us(session)
     totals = _subtree_totals(session)
     targets = {t.path: t for t in session.plan.targets}
     rows = [
-        _row(tree_row, session, shares_of, (inclusive, totals), targets.get(tree_row.path))
+        _row(tree_row, session, shares_of, (inclusive, totals), targets.get(tree_row.path), raw)
         for tree_row in tree
     ]
     return _with_work(rows, session) if session.flops is not None else rows
@@ -666,6 +780,7 @@ __all__ = [
     "CI_VALUES",
     "LayerRow",
     "LayerTable",
+    "RawTimes",
     "RowKind",
     "Timing",
     "build_layer_table",

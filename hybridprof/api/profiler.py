@@ -240,7 +240,7 @@ class Profile:
 
     def _table_session(self, show_events: bool) -> ProfileSession:
         """What `display` renders: the full session once built or needed, else one built from the
-        layer ranges alone (no ops: only ever rendered, never handed out)."""
+        layer ranges alone (no ops, so raw figures: only ever rendered, never handed out)."""
         block = self._block
         result = block.result if block is not None else None
         if self._session is not None or show_events or block is None or result is None:
@@ -248,7 +248,10 @@ class Profile:
         if not result.layers_suffice:
             return self.session()
         if self._layer_session is None:
-            self._layer_session = self._build_session(block, [result.layer_measure()])
+            # Without the ops there is nothing to count events in: the layer ranges' table is the
+            # raw one (the full session, once read, is compensated: docs/trust.md).
+            layers = self._build_session(block, [result.layer_measure()])
+            self._layer_session = replace(layers, calibration=None)
         return self._layer_session
 
     def display(self, show_events: bool = False, max_events: int | None = MAX_EVENTS) -> str:

@@ -56,6 +56,8 @@ from hybridprof.datamodel.ranks import (
 )
 from hybridprof.datamodel.schema import DEFAULT_STRATEGY, SCHEMA_VERSION
 from hybridprof.datamodel.session import (
+    Calibration,
+    CalibrationSource,
     CpuWaits,
     Environment,
     ProfileSession,
@@ -75,6 +77,8 @@ __all__ = [
     "DEFAULT_STRATEGY",
     "OPTIMIZER_PARTS",
     "SCHEMA_VERSION",
+    "Calibration",
+    "CalibrationSource",
     "ChildCall",
     "ChildDef",
     "CollectiveStat",

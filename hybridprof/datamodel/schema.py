@@ -17,13 +17,15 @@ added the compile section's `cache_hits` and `cache_rebuilt` (graphs inductor's 
 and those compiled again for want of a kernel map; absent when 0); 11 added each FSDP2 unit's
 time per iteration and its exposed part (`UnitComm.iteration_us`, `exposed_us`), and in a merged
 session each rank's wait in the unit's collectives and the rank waited for (`wait_us`,
-`waited_for`); absent in older files. The reader takes every form, so files of versions 1-10
-still load.
+`waited_for`); absent in older files; 12 added the profiler's calibrated cost per event and per
+layer call (`calibration`, `datamodel.Calibration`), which the layer table takes out of each row;
+absent in older files, whose rows stay the raw figures. The reader takes every form, so files of
+versions 1-11 still load.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 # The strategy a plan and a run use unless told otherwise (the registry in runtime/strategies/
 # lists them all); defined here, the lowest layer, so planner, runtime and CLI share one name.
 DEFAULT_STRATEGY = "session"

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from hybridprof.datamodel.compiled import CompileSection
@@ -79,6 +79,48 @@ class CpuWaits:
     kept_over: int = 0
 
 
+CalibrationSource = Literal["measured", "cached"]
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """The profiler's cost per recorded event and per layer call, in us on the profiled thread.
+
+    event_us: what one recorded op event adds (a nested op is an event of its own);
+    range_inner_us: what one layer call's range adds inside the layer's own range (its self time);
+    range_outer_us: what it adds around the range, in the caller's self time (the wrapper that
+    opens and closes it); source: "measured" in this run or "cached" from an earlier one;
+    measured_at: when (UTC, ISO 8601); load: the 1-minute load average then (None where unknown);
+    bare_step_us: the run's own step timed bare (no patches, no profiler: the median of a few
+    steps after the measured iterations), where hybridprof drove the run; the costs are then
+    scaled so that their sum is what this workload paid (`analysis.layer_table.compensation_of`);
+    None where no bare step was timed (a `with Profile` block, a paired, compiled, memory or
+    device run).
+    """
+
+    event_us: float
+    range_inner_us: float
+    range_outer_us: float
+    source: CalibrationSource
+    measured_at: str
+    load: float | None = None
+    bare_step_us: float | None = None
+
+    def scaled(self, factor: float) -> Calibration:
+        """The costs times `factor` (the rest as it is)."""
+        return replace(
+            self,
+            event_us=self.event_us * factor,
+            range_inner_us=self.range_inner_us * factor,
+            range_outer_us=self.range_outer_us * factor,
+        )
+
+    @property
+    def range_us(self) -> float:
+        """A layer call's whole range cost, inside and around it."""
+        return self.range_inner_us + self.range_outer_us
+
+
 @dataclass(frozen=True, slots=True)
 class ProfileSession(Views):
     """One profiling run: the plan, the environment and the per-path records. Reporters see only
@@ -131,6 +173,10 @@ class ProfileSession(Views):
     memory: MemoryProfile | None = None  # --profile-memory: per-layer memory and the step's peak
     compiled: CompileSection | None = None  # a torch.compile'd model (None: eager, older files)
     cpu_waits: CpuWaits | None = None  # the iterations' waits for a CPU (since schema 6)
+    # The profiler's calibrated cost per event and per layer call (since schema 12): the layer
+    # table takes it out of each row. None in older files and for strategies not calibrated: the
+    # rows are then the raw figures, and the views say so.
+    calibration: Calibration | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __repr__(self) -> str:
@@ -158,7 +204,16 @@ class ProfileSession(Views):
         return next((r for r in self.records if r.path == path), None)
 
     def to_json(self) -> str:
-        omit = ("flops", "rank", "ranks", "optimizer", "schedule", "memory", "compiled")
+        omit = (
+            "flops",
+            "rank",
+            "ranks",
+            "optimizer",
+            "schedule",
+            "memory",
+            "compiled",
+            "calibration",
+        )
         return dump(SESSION_KIND, self, omit_none=omit, compact=True)
 
     @classmethod

@@ -13,6 +13,7 @@ from typing import Literal
 from hybridprof.analysis.layer_table import layer_table
 from hybridprof.analysis.stats import CONFIDENCE
 from hybridprof.datamodel import ModuleRecord, OpStat, ProfileSession, Series
+from hybridprof.diff.basis import like_with_like
 from hybridprof.diff.fairness import comparability, identity, model_warnings
 from hybridprof.diff.floor import Floor, default_floor
 from hybridprof.diff.gate import decide
@@ -81,10 +82,13 @@ def diff_sessions(
     across_models: bool = False,
 ) -> DiffResult:
     """Match the layers of two sessions and judge every change against noise, the threshold and
-    the min-delta floor (default: `default_floor(None)`); `paired`: the sessions come from one
+    the min-delta floor (default: `default_floor(None)`), on like figures (`diff.basis`: both
+    compensated, or both raw, and a note says which); `paired`: the sessions come from one
     paired run (`runtime.runs.interleaved`), their i-th iterations taken back to back. Layers of
     different models are paired only with `across_models`."""
     floor = floor or default_floor(None)
+    basis = like_with_like(base, new)  # both compensated, or both raw
+    base, new = basis.base, basis.new
     unpaired = unpaired_reason(base, new) if paired else None
     pairs = match_sessions(base, new, across_models)
     rules = _rules(pairs, threshold_pct, floor, paired and unpaired is None)
@@ -97,6 +101,7 @@ def diff_sessions(
     iterations = (_series_or_none(base.iteration_cpu_us), _series_or_none(new.iteration_cpu_us))
     total = as_headline(rules.change("iteration_cpu_us", *iterations, total_shift), base, new)
     warnings, notes = comparability(base, new)
+    notes = [basis.note, *notes]
     warnings = [*model_warnings(base, new, across_models), *warnings]
     warnings += _shift_warnings(shift, total_shift, threshold_pct)
     warnings += [f"not judged pair by pair: {unpaired}"] if unpaired is not None else []

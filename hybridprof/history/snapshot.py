@@ -1,12 +1,13 @@
 """A session as the history keeps it: per layer the figures a trend needs, nothing per iteration.
 
-The figures come from the layer table (`hybridprof.analysis.layer_table`), the numbers every
-report shows, so a history's point is the report's row: the followed figure is the layer's self
-time per iteration (its device time when the session measured one, else its CPU time) with the
-median's 95% interval, then its total time, its share of the iteration, its forward FLOPs
-(`--flops`) and its peak memory (`--profile-memory`) where measured. Self time, not total: a
-parent's total moves whenever a child's does, and the change would be blamed on every ancestor.
-Only profiled layers are kept (containers and unprofiled parents have no time of their own).
+The figures are the layer table's (`hybridprof.analysis.layer_table`), worked out as it works
+them out, so a history's point is the report's row before compensation: the followed figure is
+the layer's self time per iteration (its device time when the session measured one, else its CPU
+time) with the median's 95% interval, then its total time, its share of the iteration, its
+forward FLOPs (`--flops`) and its peak memory (`--profile-memory`) where measured. Self time, not
+total: a parent's total moves whenever a child's does, and the change would be blamed on every
+ancestor. Only profiled layers are kept (containers and unprofiled parents have no time of
+their own). The figures are the raw ones, the profiler's cost still in, in every session alike.
 """
 
 from __future__ import annotations

@@ -30,7 +30,13 @@ from hybridprof.datamodel import ProfileSession
 from hybridprof.datamodel.memory import CATEGORIES
 from hybridprof.reporting.column_figures import FrameField
 from hybridprof.reporting.csv_cells import csv_text
-from hybridprof.reporting.layer_columns import BY_KEY, COMM_KEYS, LAYER_COLUMNS, frame_value
+from hybridprof.reporting.layer_columns import (
+    BY_KEY,
+    COMM_KEYS,
+    LAYER_COLUMNS,
+    RAW_KEYS,
+    frame_value,
+)
 
 # The columns every layer frame has, in order (`reporting.layer_columns` declares each): a
 # quantity the session did not measure is NaN (or 0) there, so readers can rely on the names.
@@ -44,8 +50,11 @@ COLUMNS = (
 )  # fmt: skip
 # The columns whose fields follow them when the session has them: a compiled model's, --flops'
 # and the memory section's (`--profile-memory`, bytes on the model's device; 0 where a row has
-# none), and an FSDP2-sharded model's communication per unit (NaN and 0 in rows of no unit).
-WHEN_MEASURED = ("fused", "flops", "intensity", "gflops", "verdict", "mem-peak", *COMM_KEYS)
+# none), an FSDP2-sharded model's communication per unit (NaN and 0 in rows of no unit), and a
+# compensated table's raw times (the profiler's cost still in) and clamp flag.
+WHEN_MEASURED = (
+    "fused", "flops", "intensity", "gflops", "verdict", "mem-peak", *COMM_KEYS, *RAW_KEYS
+)  # fmt: skip
 _FIELDS = {f.name: f for column in LAYER_COLUMNS for f in column.frame}
 WORK_COLUMNS = tuple(f.name for key in WHEN_MEASURED[1:5] for f in BY_KEY[key].frame)
 MEMORY_COLUMNS = tuple(f.name for f in BY_KEY["mem-peak"].frame)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from hybridprof.analysis.layer_table import LayerRow, LayerTable, RowKind
+from hybridprof.analysis.layer_table import LayerRow, LayerTable, RawTimes, RowKind
 from hybridprof.datamodel import OpStat
 from hybridprof.reporting.column_figures import (
     OWN,
@@ -299,6 +299,77 @@ _TIMES: tuple[LayerColumn, ...] = (
         frame=(FrameField("pct_total", "float64", lambda r: r.pct_total),),
     ),
 )
+
+# A compensated table's figures as measured, the profiler's cost still in (`analysis.compensation`).
+RAW_TIP = "As measured, the profiler's own cost still in (the table's figures have it taken out)"
+
+
+def _compensated(table: LayerTable) -> bool:
+    return table.compensated
+
+
+def _compensated_backward(table: LayerTable) -> bool:
+    return table.compensated and table.has_backward
+
+
+def _raw(pick: Callable[[RawTimes], float | None]) -> Callable[[LayerRow], float | None]:
+    return lambda r: pick(r.raw) if r.raw is not None else None
+
+
+_RAW: tuple[LayerColumn, ...] = (
+    LayerColumn(
+        "raw-self",
+        _raw(lambda t: t.self_cpu_us),
+        format_time_us,
+        _compensated,
+        sort=_raw(lambda t: t.self_cpu_us),
+        text="Self CPU (raw)",
+        page=OnPage("Raw self", order="num", tip=RAW_TIP, measured_in=SHARED),
+        frame=(
+            FrameField("raw_self_cpu_us", "float64", _raw(lambda t: t.self_cpu_us)),
+            FrameField("clamped", "bool", lambda r: r.clamped),
+        ),
+    ),
+    LayerColumn(
+        "raw-total",
+        _raw(lambda t: t.total_cpu_us),
+        format_time_us,
+        _compensated,
+        sort=_raw(lambda t: t.total_cpu_us),
+        text="CPU total (raw)",
+        page=OnPage("Raw total", order="num", tip=RAW_TIP, measured_in=TOTALS | {"outside"}),
+        frame=(FrameField("raw_total_cpu_us", "float64", _raw(lambda t: t.total_cpu_us)),),
+    ),
+    LayerColumn(
+        "raw-bwd-self",
+        _raw(lambda t: t.backward_self_cpu_us),
+        format_time_us,
+        _compensated_backward,
+        sort=_raw(lambda t: t.backward_self_cpu_us),
+        text="Self CPU (backward, raw)",
+        page=OnPage("Raw backward self", order="num", tip=RAW_TIP, measured_in=OWN),
+        frame=(
+            FrameField(
+                "raw_backward_self_cpu_us", "float64", _raw(lambda t: t.backward_self_cpu_us)
+            ),
+        ),
+    ),
+    LayerColumn(
+        "raw-bwd-total",
+        _raw(lambda t: t.backward_total_cpu_us),
+        format_time_us,
+        _compensated_backward,
+        sort=_raw(lambda t: t.backward_total_cpu_us),
+        text="CPU total (backward, raw)",
+        page=OnPage("Raw backward total", order="num", tip=RAW_TIP, measured_in=TOTALS),
+        frame=(
+            FrameField(
+                "raw_backward_total_cpu_us", "float64", _raw(lambda t: t.backward_total_cpu_us)
+            ),
+        ),
+    ),
+)
+RAW_KEYS = tuple(column.key for column in _RAW)
 
 # Its memory: torchprof's allocation figures, and the memory section's (--profile-memory).
 _MEMORY: tuple[LayerColumn, ...] = (
@@ -641,7 +712,7 @@ _TP: tuple[LayerColumn, ...] = (
     ),
 )  # fmt: skip
 
-LAYER_COLUMNS = (*_ROW_FACTS, *_TIMES, *_MEMORY, *_WORK, *_COMM, *_TP)
+LAYER_COLUMNS = (*_ROW_FACTS, *_TIMES, *_RAW, *_MEMORY, *_WORK, *_COMM, *_TP)
 COMM_KEYS = tuple(column.key for column in (*_COMM, *_TP))
 BY_KEY = {column.key: column for column in LAYER_COLUMNS}
 
@@ -668,6 +739,7 @@ def text_cells(columns: Sequence[LayerColumn]) -> Callable[[LayerRow], list[str]
 
 # An op of the backward pass shows its self and total times under the backward columns.
 OP_BACKWARD_COLUMNS = {"self": "bwd-self", "total": "bwd-total"}
+OP_RAW_COLUMNS = ("self", "total", "bwd-self", "bwd-total")
 
 
 def op_cells(
@@ -679,17 +751,27 @@ def op_cells(
     place = {c.key: i for i, c in enumerate(columns)}
     moves = [(place[f], place[b]) for f, b in OP_BACKWARD_COLUMNS.items() if {f, b} <= place.keys()]
 
+    # Beside a compensated layer's raw times, an op's (always raw) sit under the raw columns,
+    # where they add up to the layer's.
+    raws = [
+        (place[k], place[f"raw-{k}"]) for k in OP_RAW_COLUMNS if {k, f"raw-{k}"} <= place.keys()
+    ]
+
     def cells(op: OpStat) -> list[str]:
         row = [read(op) if read is not None else "" for read in readers]
         for forward, backward in moves if op.backward else ():
             row[backward], row[forward] = row[forward], ""
+        for own, raw in raws:
+            row[raw], row[own] = row[own], ""
         return row
 
     return cells
 
 
 # The op columns whose figures include nested ops: a sum over ops would count a nested op twice.
-OP_INCLUSIVE_COLUMNS = frozenset({"total", "bwd-total", "dev-total", "mem", "dev-mem"})
+OP_INCLUSIVE_COLUMNS = frozenset(
+    {"total", "bwd-total", "raw-total", "raw-bwd-total", "dev-total", "mem", "dev-mem"}
+)
 
 
 def op_rest_cells(
@@ -744,6 +826,7 @@ __all__ = [
     "BY_KEY",
     "COMM_KEYS",
     "LAYER_COLUMNS",
+    "RAW_KEYS",
     "FrameField",
     "LayerColumn",
     "OnPage",

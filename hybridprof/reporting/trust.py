@@ -138,16 +138,45 @@ def statistic_line(table: LayerTable) -> str:
         return ""
     plural = "" if table.iterations == 1 else "s"
     return (
-        f"each row is its median over {table.iterations} iteration{plural}; totals are the sums "
-        "of their rows"
+        f"each row is its median over {table.iterations} iteration{plural}"
+        f"{compensation_text(table)}; totals are the sums of their rows"
     )
+
+
+def compensation_text(table: LayerTable) -> str:
+    """What a compensated table took out of its figures, and where the raw ones are ("" for a
+    raw table): the headline is the compensated figure, as near as the calibration gets to the
+    model without the profiler (docs/trust.md)."""
+    found = table.calibration
+    if found is None:
+        return ""
+    raw = format_time_us(table.raw_iteration_us or 0.0)
+    how = "calibrated on this machine"
+    if found.bare_step_us is not None:  # the costs scaled to what this workload paid
+        bare = format_time_us(found.bare_step_us)
+        how += f", x{table.cost_scale:.2f} to this run's bare step ({bare})"
+    return (
+        f", less the profiler's own cost ({format_time_us(found.event_us)} per op, "
+        f"{format_time_us(found.range_us)} per layer call, {how}; "
+        f"{raw} raw, as measured: raw columns in the report and CSV)"
+    )
+
+
+def _gap_shown(table: LayerTable) -> bool:
+    """Whether the measured median iteration is over HEADLINE_GAP off the headline, judged as
+    measured: compensation takes the same cost out of both, so the gap in us is the raw one, and
+    its share is the raw one (a share of the smaller compensated figure would say more often that
+    the same iterations varied)."""
+    cost = (table.raw_iteration_us or table.iteration_us) - table.iteration_us
+    measured = table.measured_iteration_us + cost
+    return abs(table.measured_iteration_us - table.iteration_us) > HEADLINE_GAP * measured
 
 
 def headline_gap_line(table: LayerTable) -> str:
     """The measured median iteration beside the headline where they differ by over 5% ("" where
     they do not, or where the headline is the measured one)."""
     headline, measured = table.iteration_us, table.measured_iteration_us
-    if not table.summed or measured <= 0 or abs(measured - headline) <= HEADLINE_GAP * measured:
+    if not table.summed or measured <= 0 or not _gap_shown(table):
         return ""
     gap = format_time_us(abs(measured - headline))
     if measured > headline:
@@ -166,10 +195,10 @@ def headline_note(table: LayerTable) -> str:
     if not table.summed:
         return ""
     plural = "" if table.iterations == 1 else "s"
-    note = f"Each row is its median over {table.iterations} iteration{plural}, a total the sum "
-    note += "of its rows"
+    note = f"Each row is its median over {table.iterations} iteration{plural}"
+    note += f"{compensation_text(table)}, a total the sum of its rows"
     headline, measured = table.iteration_us, table.measured_iteration_us
-    if measured > 0 and abs(measured - headline) > HEADLINE_GAP * measured:
+    if measured > 0 and _gap_shown(table):
         gap = format_time_us(abs(measured - headline))
         why = "more: waiting for a CPU, or in no row's median" if measured > headline else "less"
         note += f"; the median iteration took {format_time_us(measured)} as measured ({gap} {why})"
@@ -180,6 +209,7 @@ __all__ = [
     "HEADLINE_GAP",
     "INFLATED",
     "INTERVAL_NOTE",
+    "compensation_text",
     "has_intervals",
     "headline_gap_line",
     "headline_note",

@@ -312,7 +312,7 @@ def build_context(
         calls_title=session.calls_title(),
         header=_header(session, table),
         charts=session_charts(session),
-        columns=page_columns(table),
+        columns=page_columns(table, pdf=mode == "pdf"),
         rows=tuple(rows),
         total_rows=len(all_rows),
         max_depth=max((r.depth for r in all_rows), default=0),

@@ -21,16 +21,24 @@ from typing import Any
 from hybridprof.analysis.layer_table import LayerRow, LayerTable
 from hybridprof.datamodel import OpStat
 from hybridprof.reporting.format import format_bytes, format_time_us
-from hybridprof.reporting.layer_columns import LayerColumn, Sort, page_cell, present, title
+from hybridprof.reporting.layer_columns import (
+    RAW_KEYS,
+    LayerColumn,
+    Sort,
+    page_cell,
+    present,
+    title,
+)
 from hybridprof.reporting.trust import timing_text
 
 # The page's columns in its order (each where the session has it).
 PAGE_COLUMNS = (
-    "name", "class", "calls", "self", "total", "dev-self", "dev-total", "bwd-self",
-    "bwd-total", "share", "subtree-share", "mem-self", "mem-peak", "mem-saved", "mem-bwd-peak",
-    "flops", "gflops", "verdict", "gather", "gather-bytes", "copy-out", "regather", "scatter",
-    "scatter-bytes", "exposed", "wait", "waited-for", "compute", "tp-fwd", "tp-fwd-bytes",
-    "bwd-compute", "tp-bwd", "tp-bwd-bytes", "tp-group", "spread", "params", "output",
+    "name", "class", "calls", "self", "total", "raw-self", "raw-total", "dev-self", "dev-total",
+    "bwd-self", "bwd-total", "raw-bwd-self", "raw-bwd-total", "share", "subtree-share",
+    "mem-self", "mem-peak", "mem-saved", "mem-bwd-peak", "flops", "gflops", "verdict", "gather",
+    "gather-bytes", "copy-out", "regather", "scatter", "scatter-bytes", "exposed", "wait",
+    "waited-for", "compute", "tp-fwd", "tp-fwd-bytes", "bwd-compute", "tp-bwd", "tp-bwd-bytes",
+    "tp-group", "spread", "params", "output",
 )  # fmt: skip
 
 # Bits of a row's flags in the page's data (report.js reads the same values).
@@ -86,9 +94,11 @@ class OpView:
     backward: bool
 
 
-def page_columns(table: LayerTable) -> tuple[Column, ...]:
-    """The columns the session has data for, in the table's order."""
-    return tuple(_column(c, table) for c in present(PAGE_COLUMNS, table))
+def page_columns(table: LayerTable, pdf: bool = False) -> tuple[Column, ...]:
+    """The columns the session has data for, in the table's order. The PDF's leave out the raw
+    times of a compensated table (the HTML has them): its parts would not fit the page."""
+    keys = [k for k in PAGE_COLUMNS if not (pdf and k in RAW_KEYS)]
+    return tuple(_column(c, table) for c in present(keys, table))
 
 
 def _column(column: LayerColumn, table: LayerTable) -> Column:

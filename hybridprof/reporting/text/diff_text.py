@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hybridprof.diff import Change, DiffResult, LayerDiff, OpChange
+from hybridprof.diff.basis import basis_note
 from hybridprof.errors import EXIT_INCONCLUSIVE
 from hybridprof.reporting.format import format_bytes, format_time_us, visible_lines
 
@@ -242,6 +243,8 @@ def brief_lines(diff: DiffResult) -> list[str]:
         lines += ["WARNING: this comparison may be unfair:", *(f"  ! {w}" for w in diff.warnings)]
         lines.append("")
     lines += [f"base: {diff.base.short()}", f"new:  {diff.new.short()}"]
+    figures = basis_note(diff.notes)  # compensated or raw, both alike
+    lines += [figures] if figures is not None else []
     lines += [line for line in (floor_line(diff), pairing_line(diff)) if line]
     lines += ["", f"whole iteration: {change_text(diff.total)}", count_line(diff)]
     matched = matched_lines(diff)  # every rename is said, as the help promises (a few here)

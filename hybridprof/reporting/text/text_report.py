@@ -4,6 +4,7 @@ paths, ranks)."""
 
 from __future__ import annotations
 
+from hybridprof.analysis.layer_table import layer_table
 from hybridprof.analysis.roofline import inconsistencies, session_rooflines, unattributed_flops
 from hybridprof.datamodel import ProfileSession
 from hybridprof.reporting.format import (
@@ -16,7 +17,13 @@ from hybridprof.reporting.format import (
 from hybridprof.reporting.text.memory_text import memory_section
 from hybridprof.reporting.text.ranks_text import rank_lines
 from hybridprof.reporting.text.text_table import format_table, render_text
-from hybridprof.reporting.trust import INTERVAL_NOTE, has_intervals, iterations_text, stability_text
+from hybridprof.reporting.trust import (
+    INTERVAL_NOTE,
+    compensation_text,
+    has_intervals,
+    iterations_text,
+    stability_text,
+)
 
 
 def render_text_report(session: ProfileSession) -> str:
@@ -37,7 +44,11 @@ def render_text_report(session: ProfileSession) -> str:
         stability = session.stability
         lines.append(f"stability: {stability.verdict}: {stability_text(stability)}")
     # A file is searched, not read on one screen: it lists every op of every layer.
-    every_op = render_text(session, show_events=True, max_events=None)
+    table = layer_table(session)
+    if table.compensated:  # which figures are the headline, and why, in one line
+        lines.append(f"times: compensated{compensation_text(table)}")
+    # A compensated table's raw times beside its own: the file says what was measured too.
+    every_op = render_text(session, show_events=True, max_events=None, raw=True)
     lines += ["", every_op, *roofline_section(session)]
     lines += memory_section(session)
     if session.compiled is not None:

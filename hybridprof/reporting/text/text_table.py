@@ -69,9 +69,23 @@ TEXT_COLUMNS = (
 )  # fmt: skip
 
 
-def columns(table: LayerTable) -> list[LayerColumn]:
-    """The columns this table has data for, in torchprof's order."""
-    return present(TEXT_COLUMNS, table)
+# The text export's columns: a compensated table's raw times beside the compensated ones
+# (`str(prof)` keeps torchprof's columns; its one line says the raw figures are in the reports).
+RAW_TEXT_COLUMNS = tuple(
+    key
+    for column in TEXT_COLUMNS
+    for key in (
+        (column, f"raw-{column}")
+        if column in ("self", "total", "bwd-self", "bwd-total")
+        else (column,)
+    )
+)
+
+
+def columns(table: LayerTable, raw: bool = False) -> list[LayerColumn]:
+    """The columns this table has data for, in torchprof's order (`raw`: with the raw times of a
+    compensated table beside its own)."""
+    return present(RAW_TEXT_COLUMNS if raw else TEXT_COLUMNS, table)
 
 
 def render_text(
@@ -81,12 +95,14 @@ def render_text(
     outside_row: bool = True,
     only: Collection[str] | None = None,
     max_events: int | None = MAX_EVENTS,
+    raw: bool = False,
 ) -> TableText:
     """The tree table as one string (no trailing newline); `outside_row=False` leaves out the
     `(outside modules)` row (torchprof's table had none), `only` keeps just those paths' rows,
-    `max_events` is how many ops a layer lists with `show_events` (None: every one)."""
+    `max_events` is how many ops a layer lists with `show_events` (None: every one), `raw` puts
+    a compensated table's raw times beside its own (the text export)."""
     table = layer_table(session)
-    cols = columns(table)
+    cols = columns(table, raw)
     cells = text_cells(cols)
     rows = [
         r

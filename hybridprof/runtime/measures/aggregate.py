@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from hybridprof.datamodel import (
+    Calibration,
     CpuWaits,
     Environment,
     FindingKind,
@@ -78,6 +79,7 @@ class RunFacts:
     cpu_waits: CpuWaits | None = None
     fsdp_sizes: UnitSizes = ()  # an FSDP2-sharded model's units and their collectives' bytes
     tp_groups: tuple[tuple[str, str], ...] = ()  # tensor-parallel layers and their groups
+    calibration: Calibration | None = None  # the profiler's cost, taken out of the rows
 
 
 def build_session(
@@ -129,6 +131,7 @@ def build_session(
         memory=table.memory.profile(),
         fsdp=unit_comm(table.comm, facts.fsdp_sizes),
         tp=tp_comm(table.comm, facts.tp_groups),
+        calibration=facts.calibration,
     )
 
 

@@ -16,6 +16,7 @@ one line earlier is not walked or probed again.
 from __future__ import annotations
 
 import contextlib
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -25,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from hybridprof.datamodel import ProfilePlan, ProfileSession
+from hybridprof.datamodel import Calibration, ProfilePlan, ProfileSession
 from hybridprof.datamodel.gc_pause import gc_paused
 from hybridprof.errors import HybridprofError, ModelRunError
 from hybridprof.files.loader import keeping_cwd
@@ -46,6 +47,11 @@ from hybridprof.runtime.memory.capture import MemoryCapture
 from hybridprof.runtime.runs.guards import first_line, refuse_nesting
 from hybridprof.runtime.strategies import make_strategy
 from hybridprof.runtime.strategies.base import IterationResult, Strategy, StrategyConfig
+from hybridprof.runtime.strategies.calibrate import session_calibration
+
+# Bare steps timed after a fixed run's measured iterations (`Driver.time_bare_steps`): their median
+# scales the calibrated costs to what the workload paid.
+BARE_STEPS = 5
 
 # profile_memory with a strategy that does not replay the allocation events (per-call, timer):
 NET_MEMORY_ONLY = (
@@ -74,6 +80,10 @@ class Driver:
         self.model = model
         self.plan = plan
         self.strategy_name = strategy_name
+        # The session strategy's cost is calibrated and taken out of the rows; compiled code's
+        # kernels and the other strategies' costs are not (their rows stay raw).
+        self.calibrated = strategy_name == "session" and compiled is None
+        self.bare_steps_us: list[float] = []  # the step timed bare (`time_bare_steps`)
         if config.profile_memory and config.memory is None:
             # per-layer memory; the optimizers' state and the inputs are told apart at the peak
             capture = MemoryCapture(model, optimizers=optimizers, inputs=inputs)
@@ -149,6 +159,34 @@ class Driver:
         finally:
             self.patcher.restore()
 
+    @property
+    def times_bare_steps(self) -> bool:
+        """Whether this run times its step bare (`time_bare_steps`): a calibrated one whose step
+        runs the same with its patches off. Not with memory capture (its hooks stay in), device time
+        (the step's CPU time is not what the device spends) or tensor-parallel layers (their
+        hooks)."""
+        config = self.config
+        return self.calibrated and not (config.profile_memory or config.use_device or self.tp)
+
+    def time_bare_steps(self, step: Callable[[], None], count: int) -> None:
+        """`step` `count` times with the patches off and no profiler (between iterations none
+        runs), timed, after one untimed warm run (the first after the patches come off is
+        cold): the workload's own time, which scales the calibrated costs to what it paid
+        (`Calibration.bare_step_us`). The patches come off and back once, not per step: at
+        10,000 layers each time costs about as much as a forward."""
+        self.restore()
+        try:
+            with keeping_cwd(), gc_paused():
+                step()
+                for _ in range(count):
+                    start = time.perf_counter()
+                    step()
+                    self.bare_steps_us.append((time.perf_counter() - start) * 1e6)
+        except (Exception, SystemExit) as exc:
+            raise ModelRunError(self._failure_message(exc)) from exc
+        finally:
+            self.patch()
+
     def iteration(
         self, step: Callable[[], None], warm: bool = False, warmup: bool = False
     ) -> IterationMeasure:
@@ -199,6 +237,13 @@ class Driver:
         self.watch.sample()
         return measure
 
+    def _calibration(self) -> Calibration | None:
+        """The session's calibration, with the bare step's median where enough were timed."""
+        found = session_calibration() if self.calibrated else None
+        if found is None or len(self.bare_steps_us) < BARE_STEPS:
+            return found
+        return replace(found, bare_step_us=round(statistics.median(self.bare_steps_us), 3))
+
     def stop(self) -> IterationResult | None:
         """Stop the open iteration (begun by `strategy.begin_iteration`), results left unread."""
         self.mark_end()
@@ -234,6 +279,7 @@ class Driver:
             backward=self.config.backward,
             started_at=self.started_at,
             tp_groups=tuple(self.tp.items()),
+            calibration=self._calibration(),
             # an FSDP2-sharded model's units, read after the steps (which set their dtypes)
             fsdp_sizes=facts.fsdp_sizes or fsdp_unit_bytes(self.model),
             stability=self.watch.stability(

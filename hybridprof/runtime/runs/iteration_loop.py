@@ -40,12 +40,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from hybridprof.datamodel import CpuWaits, ProfileSession, StopReason
+from hybridprof.errors import ModelRunError
 from hybridprof.runtime.basics.model_state import model_state_kept, random_state_kept
 from hybridprof.runtime.basics.stopping import AUTO, IterationRule, unconverged
 from hybridprof.runtime.basics.workload import placed_on, torch_threads
 from hybridprof.runtime.flops.counter import with_work
 from hybridprof.runtime.measures.aggregate import RunFacts, environment
 from hybridprof.runtime.measures.iteration import IterationMeasure
+from hybridprof.runtime.runs.driver import BARE_STEPS
 from hybridprof.runtime.runs.lanes import Lane, shared_modules
 from hybridprof.runtime.runs.options import ProgressFn, RunOptions
 from hybridprof.runtime.runs.stolen_time import StolenTime, waits_line
@@ -128,6 +130,7 @@ class IterationLoop:
             with long_lived_frozen():
                 self._warm_up()
                 self._measure()
+                self._bare_steps()
         except KeyboardInterrupt:
             if not len(self.lanes[0].measures):
                 raise  # nothing measured yet (not one pair): nothing worth saving
@@ -152,6 +155,20 @@ class IterationLoop:
             lane.warm_up_done()
         if compiled:
             self._report("compile", 1, 1)
+
+    def _bare_steps(self) -> None:
+        """A fixed run's step timed bare BARE_STEPS times after its measured iterations
+        (`Driver.time_bare_steps`): the workload's own time, beside the profiled one, warm.
+        After, so that a model failing on its Nth call fails in a profiled step, which names it;
+        one failing here (or interrupted) leaves no bare time, and the calibrated costs stand.
+        A paired run's lanes are judged against each other, not against their bare time."""
+        lane = self.lanes[0]
+        if self.paired or not lane.times_bare_steps:
+            return
+        try:
+            lane.time_bare_steps(BARE_STEPS)
+        except ModelRunError:
+            lane.driver.bare_steps_us.clear()
 
     def _warmup_done(self, times_us: list[float]) -> bool:
         return self.rule.warmup_done(times_us, self._elapsed())

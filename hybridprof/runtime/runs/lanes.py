@@ -90,6 +90,15 @@ class Lane:
             compiled.warm_iteration_done(before)
         self.warmup_us.append(self.driver.step_us)
 
+    @property
+    def times_bare_steps(self) -> bool:
+        """Whether its step is timed bare (`Driver.time_bare_steps`): not where it is patched only
+        around its own iterations (another lane shares its modules)."""
+        return self.driver.times_bare_steps and not self.patch_each_iteration
+
+    def time_bare_steps(self, count: int) -> None:
+        self.driver.time_bare_steps(self.run_step, count)
+
     def warm_up_done(self) -> None:
         """After the last warm-up iteration: compiled code's kernel map and facts."""
         if self.compiled is not None:

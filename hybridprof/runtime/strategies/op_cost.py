@@ -34,25 +34,27 @@ def profiler_op_cost_us() -> float:
 
     with torch.no_grad():
         loop()  # the first calls pay for dispatch caches
-        plain = _best(loop)
+        plain = best_of(loop)
         profiler = new_autograd_profiler(StrategyConfig(paths=(), compat=probe()))
         with quiet_fd2():
             profiler.__enter__()
         try:
-            profiled = _best(loop)
+            profiled = best_of(loop)
         finally:
             with quiet_fd2():
                 profiler.__exit__(None, None, None)
     return max(0.0, (profiled - plain) / OPS * 1e6)
 
 
-def _best(action: Callable[[], None]) -> float:
+def best_of(action: Callable[[], None], repeats: int = REPEATS) -> float:
+    """The fastest of `repeats` timed runs of `action`, in seconds: the run least disturbed by
+    other work (the minimum of several loops, as TAU calibrates)."""
     best = float("inf")
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         start = time.perf_counter()
         action()
         best = min(best, time.perf_counter() - start)
     return best
 
 
-__all__ = ["profiler_op_cost_us"]
+__all__ = ["best_of", "profiler_op_cost_us"]

@@ -76,9 +76,10 @@ def _training_loop() -> ProfileSession:
 
 def _reference(session: ProfileSession) -> Snapshot:
     """The snapshot as the history made it from the layer table's rows (`profiled_layers`),
-    before it read the figures without the table."""
+    before it read the figures without the table. The history keeps the figures as measured,
+    so the table's rows are the raw ones (no calibration: nothing compensated)."""
     timing: Timing = "device" if session.use_device else "cpu"
-    table = profiled_layers(session)
+    table = profiled_layers(replace(session, calibration=None))
     layers = [_reference_figures(row, timing) for row in table.rows]
     env = session.environment
     identity = [
