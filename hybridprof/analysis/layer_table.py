@@ -261,6 +261,7 @@ class LayerTable:
     # bare (`compensation_of`); 1.0 where the calibration's own costs were taken out.
     calibration: Calibration | None = None
     raw_iteration_us: float | None = None  # the headline as measured (compensated tables only)
+    raw_measured_iteration_us: float | None = None  # the median iteration as measured (the same)
     cost_scale: float = 1.0
 
     @property
@@ -392,6 +393,7 @@ def _built(session: ProfileSession, raw: _Raw | None) -> LayerTable:
         summed=session.outside_cpu_us is not None,  # the totals are subtree sums (_subtree_totals)
         calibration=session.calibration if raw is not None else None,
         raw_iteration_us=raw.iteration_us if raw is not None else None,
+        raw_measured_iteration_us=raw.measured_iteration_us if raw is not None else None,
     )
 
 
@@ -404,6 +406,7 @@ class _Raw:
     clamped: frozenset[str]
     outside_us: float | None
     iteration_us: float
+    measured_iteration_us: float  # the median iteration as measured
 
     @classmethod
     def of(cls, found: Compensated) -> _Raw:
@@ -425,7 +428,7 @@ class _Raw:
             )
         outside = raw.outside_cpu_us.median if raw.outside_cpu_us is not None else None
         headline = headline_us(raw, optimizer_rows(raw.optimizer, raw.iterations))
-        return cls(times, found.clamped, outside, headline)
+        return cls(times, found.clamped, outside, headline, total_profiled_us(raw))
 
     def outside_of(self, row: LayerRow) -> LayerRow:
         """The outside row with its raw time and clamp flag."""

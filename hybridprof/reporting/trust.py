@@ -163,12 +163,10 @@ def compensation_text(table: LayerTable) -> str:
 
 
 def _gap_shown(table: LayerTable) -> bool:
-    """Whether the measured median iteration is over HEADLINE_GAP off the headline, judged as
-    measured: compensation takes the same cost out of both, so the gap in us is the raw one, and
-    its share is the raw one (a share of the smaller compensated figure would say more often that
-    the same iterations varied)."""
-    cost = (table.raw_iteration_us or table.iteration_us) - table.iteration_us
-    measured = table.measured_iteration_us + cost
+    """Whether the median iteration is over HEADLINE_GAP off the headline, as a share of the
+    median iteration as measured (a share of the smaller compensated figure would say more often
+    that the same iterations varied)."""
+    measured = table.raw_measured_iteration_us or table.measured_iteration_us
     return abs(table.measured_iteration_us - table.iteration_us) > HEADLINE_GAP * measured
 
 
@@ -184,9 +182,19 @@ def headline_gap_line(table: LayerTable) -> str:
     else:
         why = f"{gap} less than its rows' medians summed (the iterations varied)"
     return (
-        f"the median iteration took {format_time_us(measured)} as measured, {why}: "
+        f"the median iteration took {_median_iteration_text(table)}, {why}: "
         f"the rows' sum ({format_time_us(headline)}) is the headline"
     )
+
+
+def _median_iteration_text(table: LayerTable) -> str:
+    """The median iteration as the table's figures state it: with the profiler's cost out where
+    the table is compensated (its time as measured beside), else as measured."""
+    measured = format_time_us(table.measured_iteration_us)
+    if table.raw_measured_iteration_us is None:
+        return f"{measured} as measured"
+    raw = format_time_us(table.raw_measured_iteration_us)
+    return f"{measured} with the profiler's cost out ({raw} as measured)"
 
 
 def headline_note(table: LayerTable) -> str:
@@ -201,7 +209,7 @@ def headline_note(table: LayerTable) -> str:
     if measured > 0 and _gap_shown(table):
         gap = format_time_us(abs(measured - headline))
         why = "more: waiting for a CPU, or in no row's median" if measured > headline else "less"
-        note += f"; the median iteration took {format_time_us(measured)} as measured ({gap} {why})"
+        note += f"; the median iteration took {_median_iteration_text(table)} ({gap} {why})"
     return note + "."
 
 

@@ -19,7 +19,14 @@ import pytest
 
 from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
 from hybridprof.cli.terminal import summary_line, where_lines
-from hybridprof.datamodel import OptimizerPart, OptimizerRecord, ProfileSession, Series, Stat
+from hybridprof.datamodel import (
+    Calibration,
+    OptimizerPart,
+    OptimizerRecord,
+    ProfileSession,
+    Series,
+    Stat,
+)
 from hybridprof.diff import diff_sessions
 from hybridprof.reporting.dataframe import render_csv, session_frame
 from hybridprof.reporting.notebook import notebook_page
@@ -136,6 +143,22 @@ def test_the_terminal_says_the_statistic_and_the_measured_median_once() -> None:
         "the median iteration took 9.000ms as measured, 5.760ms of it waiting for a CPU or in no "
         "row's median: the rows' sum (3.240ms) is the headline"
     )
+
+
+def test_a_compensated_run_states_its_median_iteration_with_the_cost_out_and_as_measured() -> None:
+    """The median iteration beside a compensated headline is compensated too: it must not be
+    labelled "as measured" (it read 662us "as measured" where 837us was measured)."""
+    calibration = Calibration(1.0, 20.0, 30.0, "measured", "2026-12-03T12:00:00+00:00")
+    session = replace(busy_session(), calibration=calibration)
+    table = layer_table(session)
+    assert table.raw_iteration_us is not None and table.raw_iteration_us > table.iteration_us
+    lines = where_lines(session, None, [], None)
+    gap = next(line for line in lines if line.startswith("the median iteration took"))
+    found = re.search(r"took (\S+) with the profiler's cost out \((\S+) as measured\)", gap)
+    assert found is not None, gap
+    assert us(found.group(2)) == pytest.approx(9000.0, abs=0.01)
+    assert us(found.group(1)) == pytest.approx(table.measured_iteration_us, abs=0.01)
+    assert table.measured_iteration_us < 9000.0
 
 
 def test_a_quiet_run_says_no_gap() -> None:
