@@ -304,6 +304,26 @@ def layer_table(session: ProfileSession) -> LayerTable:
     return table
 
 
+_STATED: dict[int, tuple[weakref.ref[ProfileSession], ProfileSession]] = {}
+
+
+def stated_session(session: ProfileSession) -> ProfileSession:
+    """The session whose figures the views state: compensated as the layer table is where it
+    has a calibration (`compensation_of`), else `session` itself. Charts and the roofline read
+    their times from it, so that they show the table's figures (worked out once per session
+    object, as the table)."""
+    key = id(session)
+    found = _STATED.get(key)
+    if found is not None and found[0]() is session:
+        return found[1]
+    compensation = compensation_of(session)
+    if compensation is None:
+        return session  # (not cached: the entry would keep its own key alive)
+    stated = compensation.session
+    _STATED[key] = (weakref.ref(session, lambda _: _STATED.pop(key, None)), stated)
+    return stated
+
+
 @dataclass(frozen=True, slots=True)
 class ProfiledLayers:
     """The profiled layers' rows alone (the table's `layers()`, figure for figure, in the
@@ -791,6 +811,7 @@ __all__ = [
     "layer_table",
     "optimizer_rows",
     "rows_sum_us",
+    "stated_session",
     "timing",
     "total_is_self",
 ]

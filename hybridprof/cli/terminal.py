@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table
+from hybridprof.analysis.layer_table import LayerRow, LayerTable, layer_table, stated_session
 from hybridprof.analysis.tree import heaviest_with_ancestors
 from hybridprof.datamodel import ProfileSession
 from hybridprof.reporting.format import visible
@@ -217,7 +217,7 @@ def roofline_lines(session: ProfileSession) -> list[str]:
     if session.flops is None:
         return []
     work = session.flops
-    rooflines = by_path(session)
+    rooflines = by_path(stated_session(session))  # the table's times
     lines = [f"{flops_total_text(session)}; {peak_text(work.peak)}"]
     judged = [r for r in _heaviest_first(layer_table(session)) if r.path in rooflines]
     for row in judged[:VERDICT_LAYERS]:
@@ -228,7 +228,7 @@ def roofline_lines(session: ProfileSession) -> list[str]:
             else f"{format_count(line.flops, 'FLOP')}, {line.intensity or 0:.3g} FLOP/byte"
         )
         lines.append(f"  {row.path or '(root)'}: {line.verdict or 'not timed'} ({figures})")
-    lines += [f"  inconsistent: {x.text}" for x in inconsistencies(session)]
+    lines += [f"  inconsistent: {x.text}" for x in inconsistencies(stated_session(session))]
     skipped = sorted({o.name for w in work.layers for o in w.not_counted})
     if skipped:
         shown = ", ".join(skipped[:6]) + (

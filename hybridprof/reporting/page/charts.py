@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-from hybridprof.analysis.layer_table import layer_table
+from hybridprof.analysis.layer_table import layer_table, stated_session
 from hybridprof.datamodel import ModuleRecord, ProfileSession
 from hybridprof.reporting.format import format_time_us
 
@@ -173,10 +173,12 @@ def step_chart(session: ProfileSession) -> Chart:
 
 def session_charts(session: ProfileSession) -> tuple[Chart, ...]:
     """Top layers and time by class always; forward vs backward when the session measured
-    backward; where the step goes when it trained."""
-    charts = [top_layers_chart(session), class_chart(session)]
+    backward; where the step goes when it trained. The bars are the table's figures (with the
+    profiler's cost out where the table takes it out)."""
+    stated = stated_session(session)
+    charts = [top_layers_chart(stated), class_chart(stated)]
     if session.backward:
-        charts.append(backward_chart(session))
+        charts.append(backward_chart(stated))
     if session.backward or session.optimizer is not None:
         charts.append(step_chart(session))
     return tuple(charts)

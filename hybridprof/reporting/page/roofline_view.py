@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
+from hybridprof.analysis.layer_table import stated_session
 from hybridprof.analysis.roofline import (
     LayerRoofline,
     inconsistencies,
@@ -93,12 +94,12 @@ def roofline_view(session: ProfileSession) -> RooflineView | None:
     work = session.flops
     if work is None:
         return None
-    lines = session_rooflines(session)
+    lines = session_rooflines(stated_session(session))  # the table's times
     with_work = [x for x in lines if x.self_us is not None or x.flops or x.bytes or x.not_counted]
     shown = _heaviest(with_work, MAX_ROWS)
     placed = len(chart_dots(lines))
     timed = sum(1 for x in lines if x.self_us is not None)
-    notes = [f"Inconsistent: {x.text}." for x in inconsistencies(session)]
+    notes = [f"Inconsistent: {x.text}." for x in inconsistencies(stated_session(session))]
     if placed < timed:
         notes.append(
             f"{timed - placed} of {timed} profiled layers are not on the chart: no counted FLOPs "

@@ -4,7 +4,7 @@ paths, ranks)."""
 
 from __future__ import annotations
 
-from hybridprof.analysis.layer_table import layer_table
+from hybridprof.analysis.layer_table import layer_table, stated_session
 from hybridprof.analysis.roofline import inconsistencies, session_rooflines, unattributed_flops
 from hybridprof.datamodel import ProfileSession
 from hybridprof.reporting.format import (
@@ -85,7 +85,7 @@ def roofline_section(session: ProfileSession) -> list[str]:
             x.verdict if x.self_us is not None else "(not profiled)",
             x.not_counted,
         ]
-        for x in session_rooflines(session)
+        for x in session_rooflines(stated_session(session))  # the table's times
         if x.self_us is not None or x.flops or x.bytes or x.not_counted
     ]
     header = ["Layer", "FLOPs", "Bytes", "FLOP/B", "GFLOP/s", "% peak", "Verdict", "Not counted"]
@@ -97,7 +97,7 @@ def roofline_section(session: ProfileSession) -> list[str]:
         format_table(header, body),
         f"counted in one extra pass ({work.pass_s:.2f} s) by a {work.method}"
         + (f"; {format_count(outside, 'FLOP')} outside the model" if outside else ""),
-        *(f"inconsistent: {x.text}" for x in inconsistencies(session)),
+        *(f"inconsistent: {x.text}" for x in inconsistencies(stated_session(session))),
     ]
 
 

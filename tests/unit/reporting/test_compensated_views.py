@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hybridprof.analysis.layer_table import build_layer_table
+from hybridprof.analysis.layer_table import build_layer_table, layer_table
 from hybridprof.datamodel import Calibration, ProfileSession, Stat
 from hybridprof.reporting.layer_columns import RAW_KEYS
+from hybridprof.reporting.page.charts import session_charts
 from hybridprof.reporting.page.templates import render_html
 from hybridprof.reporting.page.tree_table import page_columns
 from hybridprof.reporting.text.text_report import render_text_report
@@ -53,3 +54,19 @@ def test_the_text_export_has_the_raw_times_beside() -> None:
     assert relu[1:5] == ["", "100.000us", "", "100.000us"]
     plain = render_text_report(summed(None))
     assert "(raw)" not in plain and "compensated" not in plain
+
+
+def test_the_charts_show_the_tables_compensated_figures() -> None:
+    """The report's bar charts once read the raw records (0.fc 78us in the chart beside 49us in
+    the table): each bar is now its row's figure."""
+    session = summed(COSTS)
+    table = layer_table(session)
+    shown = {row.path: row.self_cpu.median for row in table.rows if row.self_cpu is not None}
+    top, by_class = session_charts(session)[:2]
+    assert top.bars and all(bar.values[0] == shown[bar.label] for bar in top.bars)
+    raw = {r.path: r.self_cpu_us.median for r in session.records}
+    assert any(raw[bar.label] != bar.values[0] for bar in top.bars)
+    classes = {r.path: r.class_name for r in session.records}
+    for bar in by_class.bars:
+        paths = [p for p, name in classes.items() if name == bar.label]
+        assert bar.values[0] == sum(shown[p] for p in paths)
