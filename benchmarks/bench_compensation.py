@@ -12,8 +12,9 @@ printed are the medians over the rounds.
 
 Per leaf layer: its self time from the last round's table, (a) compensated as the session is,
 (b) compensated with the calibrated costs scaled so that the whole cost taken out is (raw - bare)
-of this very workload (the design that times bare forwards beside the run, emulated here from the
-round's bare time), and raw; each against two references: the layer timed alone on its recorded
+of this very workload (emulated here from the round's bare time: the product tried that design
+and withdrew it, as a few bare steps proved too noisy to scale by),
+and raw; each against two references: the layer timed alone on its recorded
 inputs (captured with forward pre-hooks in one bare forward; each call timed in blocks of
 repetitions, the median block per call, the calls summed per forward), and the layer inside the
 bare model (a pre- and a post-forward hook reading the clock around it, median over 60
@@ -242,10 +243,10 @@ def in_model_us(model: nn.Module, x: Any, paths: list[str], forwards: int) -> di
 @dataclass(frozen=True)
 class Round:
     bare_us: float
-    compensated_us: float  # the session's headline (the costs scaled to its bare step)
-    alone_us: float  # with the calibration's own costs
+    compensated_us: float  # the session's headline
+    alone_us: float  # with the calibration's own costs, the bare step dropped (the same since
+    # the compensation stopped scaling the costs to the bare step)
     raw_us: float
-    scale: float
     session: ProfileSession
 
 
@@ -268,7 +269,7 @@ def one_round(model: nn.Module, x: Any) -> Round:
     raw = table.raw_iteration_us if table.raw_iteration_us is not None else table.iteration_us
     alone = build_layer_table(calibration_alone(session)).iteration_us
     bare = statistics.median(before + after)
-    return Round(bare, table.iteration_us, alone, raw, table.cost_scale, session)
+    return Round(bare, table.iteration_us, alone, raw, session)
 
 
 @dataclass(frozen=True)
@@ -366,7 +367,7 @@ def main() -> None:
         wholes.append(
             f"| {name} | {len(paths)} | {ratio(found, lambda r: r.compensated_us)} | "
             f"{ratio(found, lambda r: r.alone_us)} | {ratio(found, lambda r: r.raw_us)} | "
-            f"{statistics.median(r.scale for r in found):.2f} | {clamped} | {cal} |"
+            f"{clamped} | {cal} |"
         )
         figures = {
             "b": self_times(last.session, paths),
@@ -382,9 +383,9 @@ def main() -> None:
     print(f"load after: {load()}\n")
     print(
         "| model | leaves | rows / bare: compensated (median, range) | calibration alone | raw "
-        "| cost scale | clamped rows | calibration us per op/layer call |"
+        "| clamped rows | calibration us per op/layer call |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     print("\n".join(wholes) + "\n")
     print(
         "| model | leaves > 1% | vs alone: compensated | calibration alone | raw "

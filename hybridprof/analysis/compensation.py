@@ -14,10 +14,10 @@ recorded inside it, as TAU compensates (method and limits: docs/trust.md):
 - a total: the costs of its subtree summed (its own part around its range is its caller's);
 - each iteration's profiled time: every cost summed.
 
-Where hybridprof drove the run, it also timed the step bare (`Calibration.bare_step_us`): the
-costs are then scaled alike so that their sum is what this very workload paid (`workload_scale`,
-applied by `layer_table.compensation_of`): real ops record more than the tiny adds the event
-cost is calibrated on, and the profiler's work slows the model's own (docs/trust.md).
+Where hybridprof drove the run it also times the step bare (`Calibration.bare_step_us`), stated
+beside the compensated headline. It does not scale the costs: scaled so that their sum matched
+(profiled - bare), a few bare steps timed low or high by chance moved every row (a layer doing
+10x the work of its base read faster than it; docs/trust.md).
 
 Nothing goes below zero: a figure the costs would take under zero is 0, and its row is flagged
 (`clamped`). Device times are measured on the device and stay as they are; the ops' own figures
@@ -62,19 +62,18 @@ class Compensated:
     raw: ProfileSession
     clamped: frozenset[str]
     cost_us: float
-    scale: float = 1.0  # the factor on the calibration's costs (`workload_scale`)
 
 
 OUTSIDE = "outside"  # the outside row's entry in `Compensated.clamped`
 
 
-def compensated(session: ProfileSession, scale: float = 1.0) -> Compensated | None:
-    """`session` with the profiler's calibrated cost (times `scale`) out of every figure; None
-    without a calibration (an older file, an uncalibrated strategy: the raw figures are all
-    there is). The compensated session carries the calibration it used."""
-    if session.calibration is None:
+def compensated(session: ProfileSession) -> Compensated | None:
+    """`session` with the profiler's calibrated cost out of every figure; None without a
+    calibration (an older file, an uncalibrated strategy: the raw figures are all there is).
+    The compensated session carries the calibration it used."""
+    calibration = session.calibration
+    if calibration is None:
         return None
-    calibration = session.calibration.scaled(scale) if scale != 1.0 else session.calibration
     costs, outside_cost = record_costs(session, calibration)
     clamped: set[str] = set()
     records = []
@@ -96,26 +95,7 @@ def compensated(session: ProfileSession, scale: float = 1.0) -> Compensated | No
         outside_cpu_us=outside,
         iteration_cpu_us=tuple(max(0.0, t - total) for t in session.iteration_cpu_us),
     )
-    return Compensated(fixed_session, session, frozenset(clamped), total, scale)
-
-
-# The workload's scale is kept within these bounds: never under the calibrated costs (each is a
-# best-of minimum, what an event costs at least), and at most this many times them (a bare step
-# timed low by chance must not wipe out the rows: they would be clamped at zero instead).
-MAX_SCALE = 10.0
-
-
-def workload_scale(raw_headline_us: float, cost_us: float, bare_step_us: float) -> float:
-    """The factor on the calibrated costs that makes their sum `cost_us` what this workload
-    paid, its profiled rows' sum less its bare step (1 to MAX_SCALE; 1 with no cost)."""
-    if cost_us <= 0:
-        return 1.0
-    return min(MAX_SCALE, max(1.0, (raw_headline_us - bare_step_us) / cost_us))
-
-
-def iteration_cost_us(session: ProfileSession, calibration: Calibration) -> float:
-    """What `calibration`'s costs take off each of `session`'s iterations, in all."""
-    return _total(*record_costs(session, calibration))
+    return Compensated(fixed_session, session, frozenset(clamped), total)
 
 
 def _total(costs: dict[str, RecordCost], outside_cost: float) -> float:
@@ -227,12 +207,9 @@ def _series_less(series: IterationSeries, cost: RecordCost) -> IterationSeries:
 
 
 __all__ = [
-    "MAX_SCALE",
     "OUTSIDE",
     "Compensated",
     "RecordCost",
     "compensated",
-    "iteration_cost_us",
     "record_costs",
-    "workload_scale",
 ]

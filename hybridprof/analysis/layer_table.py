@@ -28,8 +28,6 @@ from hybridprof.analysis.compensation import (
     OUTSIDE,
     Compensated,
     compensated,
-    iteration_cost_us,
-    workload_scale,
 )
 from hybridprof.analysis.roofline import LayerRoofline, by_path
 from hybridprof.analysis.stats import Interval, median_ci, min_values_for_ci
@@ -257,12 +255,9 @@ class LayerTable:
     summed: bool = False  # totals and the headline are sums of the rows (the outside measured)
     # The profiler's calibrated cost is taken out of every CPU figure (`analysis.compensation`);
     # the raw headline and each row's raw figures are kept beside (`raw_iteration_us`, `raw`).
-    # The costs taken out: the calibration's, times `cost_scale` where the run timed its step
-    # bare (`compensation_of`); 1.0 where the calibration's own costs were taken out.
     calibration: Calibration | None = None
     raw_iteration_us: float | None = None  # the headline as measured (compensated tables only)
     raw_measured_iteration_us: float | None = None  # the median iteration as measured (the same)
-    cost_scale: float = 1.0
 
     @property
     def compensated(self) -> bool:
@@ -369,20 +364,13 @@ def build_layer_table(session: ProfileSession) -> LayerTable:
     found = compensation_of(session)
     if found is None:
         return _built(session, None)
-    return replace(_built(found.session, _Raw.of(found)), cost_scale=found.scale)
+    return _built(found.session, _Raw.of(found))
 
 
 def compensation_of(session: ProfileSession) -> Compensated | None:
-    """`session` compensated (None without a calibration): with the calibration's costs, or,
-    where the run timed its step bare, with them scaled so that their sum is what this workload
-    paid (its raw rows' sum less the bare step: `compensation.workload_scale`). Every view and
-    `diff` take their compensated figures from here."""
-    calibration = session.calibration
-    if calibration is None or calibration.bare_step_us is None:
-        return compensated(session)
-    raw_headline = headline_us(session, optimizer_rows(session.optimizer, session.iterations))
-    cost = iteration_cost_us(session, calibration)
-    return compensated(session, workload_scale(raw_headline, cost, calibration.bare_step_us))
+    """`session` compensated with its calibration's costs (None without one). Every view and
+    `diff` take their compensated figures from here (`analysis.compensation`)."""
+    return compensated(session)
 
 
 def _built(session: ProfileSession, raw: _Raw | None) -> LayerTable:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from hybridprof.datamodel.compiled import CompileSection
@@ -92,10 +92,9 @@ class Calibration:
     opens and closes it); source: "measured" in this run or "cached" from an earlier one;
     measured_at: when (UTC, ISO 8601); load: the 1-minute load average then (None where unknown);
     bare_step_us: the run's own step timed bare (no patches, no profiler: the median of a few
-    steps after the measured iterations), where hybridprof drove the run; the costs are then
-    scaled so that their sum is what this workload paid (`analysis.layer_table.compensation_of`);
-    None where no bare step was timed (a `with Profile` block, a paired, compiled, memory or
-    device run).
+    steps after the measured iterations), where hybridprof drove the run; stated beside the
+    compensated headline, not used to scale the costs (too noisy at a few steps); None where no
+    bare step was timed (a `with Profile` block, a paired, compiled, memory or device run).
     """
 
     event_us: float
@@ -105,15 +104,6 @@ class Calibration:
     measured_at: str
     load: float | None = None
     bare_step_us: float | None = None
-
-    def scaled(self, factor: float) -> Calibration:
-        """The costs times `factor` (the rest as it is)."""
-        return replace(
-            self,
-            event_us=self.event_us * factor,
-            range_inner_us=self.range_inner_us * factor,
-            range_outer_us=self.range_outer_us * factor,
-        )
 
     @property
     def range_us(self) -> float:

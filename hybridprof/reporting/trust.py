@@ -152,9 +152,8 @@ def compensation_text(table: LayerTable) -> str:
         return ""
     raw = format_time_us(table.raw_iteration_us or 0.0)
     how = "calibrated on this machine"
-    if found.bare_step_us is not None:  # the costs scaled to what this workload paid
-        bare = format_time_us(found.bare_step_us)
-        how += f", x{table.cost_scale:.2f} to this run's bare step ({bare})"
+    if found.bare_step_us is not None:  # beside, not used: a few bare steps are too noisy
+        how += f"; the step unprofiled took {format_time_us(found.bare_step_us)}"
     return (
         f", less the profiler's own cost ({format_time_us(found.event_us)} per op, "
         f"{format_time_us(found.range_us)} per layer call, {how}; "

@@ -245,12 +245,19 @@ class ForwardPatcher:
 
     def patch(self) -> None:
         """Patch every path once (a module reached twice is patched at its first path)."""
+        self.failed_path = None
+        self.foreign_calls = 0
+        self.replaced = {}
+        self.patch_again()
+
+    def patch_again(self) -> None:
+        """Patch as `patch` does, keeping what the run has recorded so far (a failed path, calls
+        from other threads, forwards the model replaced): after a pause with the patches off
+        within one run (the bare steps), so that what the measured steps saw is still said."""
         if self._patches:
             raise RuntimeError("this patcher is already active; restore() it first")
-        self.failed_path = None
         self.owner = get_ident()
-        self.foreign_calls = 0
-        self.unpatchable, self.replaced = {}, {}
+        self.unpatchable = {}
         self._modes = [(m, m.training) for m in self.model.modules()] if self.reset_modes else []
         seen: set[int] = set()
         try:

@@ -185,7 +185,8 @@ class Driver:
         except (Exception, SystemExit) as exc:
             raise ModelRunError(self._failure_message(exc)) from exc
         finally:
-            self.patch()
+            self.patcher.patch_again()  # what the measured steps recorded is kept
+            self._tp_ranges.install()
 
     def iteration(
         self, step: Callable[[], None], warm: bool = False, warmup: bool = False
