@@ -239,17 +239,18 @@ class Profile:
         return replace(session, warnings=(*session.warnings, said))
 
     def _table_session(self, show_events: bool) -> ProfileSession:
-        """What `display` renders: the full session once built or needed, else one built from the
-        layer ranges alone (no ops, so raw figures: only ever rendered, never handed out)."""
+        """What `display` renders: torchprof's table, as measured (raw), whether worked out from
+        the layer ranges alone (no ops read: nothing to count events in) or from the full
+        session; so `str(prof)` gives the same table before and after `session()`, and a layer's
+        ops, listed under it, add up to its figure. The session, reports and frames are the
+        compensated views (docs/trust.md). Only ever rendered, never handed out."""
         block = self._block
         result = block.result if block is not None else None
         if self._session is not None or show_events or block is None or result is None:
-            return self.session()
+            return replace(self.session(), calibration=None)
         if not result.layers_suffice:
-            return self.session()
+            return replace(self.session(), calibration=None)
         if self._layer_session is None:
-            # Without the ops there is nothing to count events in: the layer ranges' table is the
-            # raw one (the full session, once read, is compensated: docs/trust.md).
             layers = self._build_session(block, [result.layer_measure()])
             self._layer_session = replace(layers, calibration=None)
         return self._layer_session
