@@ -14,8 +14,6 @@ is ignored: the peak is then measured each run.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import platform
 import time
@@ -26,9 +24,7 @@ from datetime import datetime, timezone
 import torch
 
 from hybridprof.datamodel import MachinePeak
-from hybridprof.errors import OutputError
-from hybridprof.files.outputs import write_atomic
-from hybridprof.files.user_cache import cache_dir
+from hybridprof.files.user_cache import cache_dir, read_entries, write_entry
 
 BUDGET_S = 0.4  # per benchmark (matmul, copy, sum), after one warm-up call
 CACHE_FILE = "peak.json"
@@ -51,7 +47,7 @@ def machine_peak(request: PeakRequest) -> MachinePeak:
             request.gflops, request.gbps, "given", "given with --peak-gflops/--peak-gbps"
         )
     key = _cache_key(request)
-    cached = _read_cache().get(key)
+    cached = read_entries(CACHE_FILE).get(key)
     where = cache_dir() / CACHE_FILE
     if isinstance(cached, dict) and _valid(cached):
         load = cached.get("load")
@@ -165,26 +161,17 @@ def _load() -> float:
         return 0.0
 
 
-def _read_cache() -> dict[str, object]:
-    try:
-        data = json.loads((cache_dir() / CACHE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def _write_cache(key: str, gflops: float, gbps: float) -> None:
-    entries = _read_cache()
-    entries[key] = {
-        "gflops": gflops,
-        "gbps": gbps,
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "load": round(_load(), 2),  # a busy machine measures a low peak: said when it is read
-    }
-    with contextlib.suppress(OSError, ValueError, OutputError):
-        folder = cache_dir()
-        folder.mkdir(parents=True, exist_ok=True)
-        write_atomic(folder / CACHE_FILE, json.dumps(entries, indent=1), True)
+    write_entry(
+        CACHE_FILE,
+        key,
+        {
+            "gflops": gflops,
+            "gbps": gbps,
+            "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "load": round(_load(), 2),  # a busy machine measures a low peak: said when it is read
+        },
+    )
 
 
 def model_dtype(parameters: Sequence[torch.Tensor]) -> torch.dtype:

@@ -17,8 +17,6 @@ read or written is ignored (measured each run). Delete the file to measure again
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import platform
 from datetime import datetime, timezone
@@ -27,9 +25,7 @@ import torch
 from torch import nn
 
 from hybridprof.datamodel import Calibration
-from hybridprof.errors import OutputError
-from hybridprof.files.outputs import write_atomic
-from hybridprof.files.user_cache import cache_dir
+from hybridprof.files.user_cache import read_entries, write_entry
 from hybridprof.planner.compat import probe
 from hybridprof.runtime.basics.patching import ForwardPatcher
 from hybridprof.runtime.basics.quiet import quiet_fd2
@@ -47,7 +43,7 @@ def session_calibration() -> Calibration | None:
     cached for the next runs); None when another profiler is running on this thread (one profiler
     session would stop the other: the rows then stay raw)."""
     key = _cache_key()
-    cached = _read_cache().get(key)
+    cached = read_entries(CACHE_FILE).get(key)
     if isinstance(cached, dict):
         found = _from_cache(cached)
         if found is not None:
@@ -143,27 +139,18 @@ def _load() -> float | None:
         return None
 
 
-def _read_cache() -> dict[str, object]:
-    try:
-        data = json.loads((cache_dir() / CACHE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def _write_cache(key: str, found: Calibration) -> None:
-    entries = _read_cache()
-    entries[key] = {
-        "event_us": found.event_us,
-        "range_inner_us": found.range_inner_us,
-        "range_outer_us": found.range_outer_us,
-        "measured_at": found.measured_at,
-        "load": found.load,
-    }
-    with contextlib.suppress(OSError, ValueError, OutputError):
-        folder = cache_dir()
-        folder.mkdir(parents=True, exist_ok=True)
-        write_atomic(folder / CACHE_FILE, json.dumps(entries, indent=1), True)
+    write_entry(
+        CACHE_FILE,
+        key,
+        {
+            "event_us": found.event_us,
+            "range_inner_us": found.range_inner_us,
+            "range_outer_us": found.range_outer_us,
+            "measured_at": found.measured_at,
+            "load": found.load,
+        },
+    )
 
 
 __all__ = ["CACHE_FILE", "measure_calibration", "range_cost_us", "session_calibration"]
