@@ -98,6 +98,26 @@ def outside_of_each_step(session: ProfileSession) -> list[float]:
     return left
 
 
+def unit_self_and_comm_of_each_step(
+    session: ProfileSession, unit: str
+) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """Per step, the unit's forward self time beside its gathers and copy-out, and its backward
+    self time beside its re-gather and reduce-scatter."""
+    record = next(r for r in session.records if r.path == unit)
+    steps = record.per_iteration
+    assert steps is not None and steps.backward_self_cpu_us is not None
+    comm = {c.kind: c.iteration_us for c in session.fsdp if c.path == unit}
+    none = (0.0,) * len(steps.self_cpu_us.values)
+
+    def summed(*kinds: str) -> list[float]:
+        return [sum(parts) for parts in zip(*(comm.get(kind, none) for kind in kinds), strict=True)]
+
+    forward = list(zip(steps.self_cpu_us.values, summed("all_gather", "copy_out"), strict=True))
+    backward_comm = summed("regather", "reduce_scatter")
+    backward = list(zip(steps.backward_self_cpu_us.values, backward_comm, strict=True))
+    return forward, backward
+
+
 @pytest.mark.parametrize("rank", [0, 1])
 def test_the_units_communication_moves_from_the_outside_row_to_their_rows(
     ranks: Path, rank: int
@@ -111,23 +131,30 @@ def test_the_units_communication_moves_from_the_outside_row_to_their_rows(
     before = load_session(ranks / f"session-leaves-rank{rank}.json")
     after = load_session(ranks / f"session-rank{rank}.json")
     assert not {"", *UNITS} & {r.path for r in before.records}
+    assert before.outside_cpu_us is not None and after.outside_cpu_us is not None
     comm_before = sum(c.time_us.median for c in before.fsdp)
-    assert fsdp_outside_us(before) > 0.5 * comm_before, (fsdp_outside_us(before), comm_before)
+    # the outside row holds the units' hook time: FSDP2's ranges and collectives, and the copies
+    # and cats they run (their own rows in the outside ops: about half the ranges' time quiet,
+    # more under load, so the ranges' self time alone is no bound)
+    assert before.outside_cpu_us.median > 0.8 * comm_before, (before.outside_cpu_us, comm_before)
+    assert fsdp_outside_us(before) > 0.2 * comm_before, (fsdp_outside_us(before), comm_before)
     assert fsdp_outside_us(after) == 0.0, after.outside_ops
     step_before = statistics.median(before.iteration_cpu_us)
     step_after = statistics.median(after.iteration_cpu_us)
-    assert before.outside_cpu_us is not None and after.outside_cpu_us is not None
     assert before.outside_cpu_us.median > 0.5 * step_before
     assert after.outside_cpu_us.median < 0.05 * step_after
-    records = {r.path: r for r in after.records}
-    for unit in ("", *UNITS):
-        record = records[unit]
-        assert record.backward_self_cpu_us is not None
-        comm = {c.kind: c.time_us.median for c in after.fsdp if c.path == unit}
-        forward = comm.get("all_gather", 0.0) + comm.get("copy_out", 0.0)
-        assert record.self_cpu_us.median > 0.9 * forward, (unit, record.self_cpu_us, comm)
-        backward = comm.get("regather", 0.0) + comm["reduce_scatter"]
-        assert record.backward_self_cpu_us.median > 0.9 * backward, (unit, comm)
+    # FSDP2 may run a unit's gather inside another unit's window (the root's, mostly), so one
+    # step's unit can hold less than its own communication (blocks.2's forward: 0.49-0.98x of
+    # it in 6 quiet steps), but the units together hold all of it in every step, and each unit
+    # holds its own in a typical step (the median of its steps' ratios)
+    held = {unit: unit_self_and_comm_of_each_step(after, unit) for unit in ("", *UNITS)}
+    for step in range(len(after.iteration_cpu_us)):
+        own = sum(f[step][0] + b[step][0] for f, b in held.values())
+        comm = sum(f[step][1] + b[step][1] for f, b in held.values())
+        assert own > 0.95 * comm, (step, own, comm)
+    for unit, (forward, backward) in held.items():
+        for pairs in (forward, backward):
+            assert statistics.median(own / comm for own, comm in pairs) > 0.8, (unit, pairs)
     for session in (before, after):
         left = outside_of_each_step(session)
         assert session.outside_cpu_us is not None
