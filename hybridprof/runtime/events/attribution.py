@@ -138,7 +138,27 @@ def attribute(
     device: list[Event] = []
     for event in events:
         (device if event.kind == "device" else threads[event.thread]).append(event)
-    walk = Walk(
+    walk = _new_walk(names, backward, keep_raw)
+    top_level_ns = 0
+    for thread_events in threads.values():
+        if not tp_comm.backend_thread(thread_events):
+            top_level_ns += _walk_thread(thread_events, walk)
+            if walk.fsdp_notes:  # the thread's events are in start order now
+                settle_exposed(walk.fsdp_notes, thread_events, walk.measure)
+                walk.fsdp_notes.clear()
+    walk.measure.total_cpu_us = top_level_ns / 1000
+    _fold_deferred(walk)
+    fold_device(device, walk)
+    if walk.tp_notes:
+        tp_comm.settle(walk)
+    optimizer_fold.finish(walk.measure)
+    walk.measure.outside_cpu_us = walk.outside_ns / 1000
+    return Attribution(walk.measure, dict(walk.raw), walk.kernels)
+
+
+def _new_walk(names: Mapping[str, str], backward: bool, keep_raw: bool) -> Walk:
+    """An empty walk over one iteration's events for the ranges `names`."""
+    return Walk(
         names,
         backward,
         keep_raw,
@@ -153,14 +173,11 @@ def attribute(
         {},
         frozenset(names.values()),
     )
-    top_level_ns = 0
-    for thread_events in threads.values():
-        if not tp_comm.backend_thread(thread_events):
-            top_level_ns += _walk_thread(thread_events, walk)
-            if walk.fsdp_notes:  # the thread's events are in start order now
-                settle_exposed(walk.fsdp_notes, thread_events, walk.measure)
-                walk.fsdp_notes.clear()
-    walk.measure.total_cpu_us = top_level_ns / 1000
+
+
+def _fold_deferred(walk: Walk) -> None:
+    """Fold the frames the walk put aside until every thread was walked: recomputed forwards,
+    served and hosted ranges, and backward nodes (their layer is known only then)."""
     for frame in walk.deferred:
         if frame[KIND] == RECOMPUTE:
             fold_recompute(frame, walk)
@@ -170,12 +187,6 @@ def attribute(
             fold_host(frame, walk)
         elif frame[KIND] != MERGED:
             fold_backward(frame, walk)
-    fold_device(device, walk)
-    if walk.tp_notes:
-        tp_comm.settle(walk)
-    optimizer_fold.finish(walk.measure)
-    walk.measure.outside_cpu_us = walk.outside_ns / 1000
-    return Attribution(walk.measure, dict(walk.raw), walk.kernels)
 
 
 def _walk_thread(events: list[Event], walk: Walk) -> int:

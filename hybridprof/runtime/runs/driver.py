@@ -35,7 +35,7 @@ from hybridprof.planner.module_tree import module_at
 from hybridprof.runtime.basics.cpu_wait import WaitClock
 from hybridprof.runtime.basics.failure import failure_hint
 from hybridprof.runtime.basics.machine import LoadWatch
-from hybridprof.runtime.basics.patching import ForwardPatcher
+from hybridprof.runtime.basics.patching import CallFn, ForwardPatcher
 from hybridprof.runtime.basics.workload import BackwardFailed, ShapeRecorder
 from hybridprof.runtime.compiled.compiled_run import CompiledRun
 from hybridprof.runtime.distributed.fsdp_units import fsdp_unit_bytes
@@ -58,6 +58,43 @@ NET_MEMORY_ONLY = (
     "per-layer memory (peaks, bytes saved for backward, the step's peak) is measured by the "
     "session strategy only: drop --strategy (strategy=) to get it"
 )
+
+
+def _config_for_run(
+    config: StrategyConfig,
+    model: nn.Module,
+    optimizers: Sequence[Any],
+    inputs: Any,
+    *,
+    with_shapes: bool,
+) -> StrategyConfig:
+    """`config` with what this run adds: a memory capture where memory is profiled without one
+    (the optimizers' state and the inputs are told apart at the peak), and recorded shapes where
+    tensor-parallel collectives need their bytes."""
+    if config.profile_memory and config.memory is None:
+        capture = MemoryCapture(model, optimizers=optimizers, inputs=inputs)
+        config = replace(config, memory=capture)
+    return replace(config, record_shapes=True) if with_shapes else config
+
+
+def _patcher(
+    model: nn.Module,
+    plan: ProfilePlan,
+    call: CallFn,
+    reset_modes: bool,
+    compiled: CompiledRun | None,
+) -> ForwardPatcher:
+    """The patches of the selected layers' forwards; in a compiled run, none inside the compiled
+    code, and its call-impl layers patched at `_call_impl`."""
+    layout = compiled.layout if compiled is not None else None
+    return ForwardPatcher(
+        model,
+        plan.selected_paths(),
+        call,
+        reset_modes=reset_modes,
+        skip=layout.inside if layout else frozenset(),
+        call_impl=layout.call_impl if layout else frozenset(),
+    )
 
 
 class Driver:
@@ -84,30 +121,16 @@ class Driver:
         # kernels and the other strategies' costs are not (their rows stay raw).
         self.calibrated = strategy_name == "session" and compiled is None
         self.bare_steps_us: list[float] = []  # the step timed bare (`time_bare_steps`)
-        if config.profile_memory and config.memory is None:
-            # per-layer memory; the optimizers' state and the inputs are told apart at the peak
-            capture = MemoryCapture(model, optimizers=optimizers, inputs=inputs)
-            config = replace(config, memory=capture)
         # Tensor-parallel layers (DTensor): each call in a range with its hooks while patched,
         # and the collectives' shapes recorded for their bytes. Compiled code has no hooks run.
         self.tp = tp_layers(model, config.paths) if compiled is None else {}
-        if self.tp:
-            config = replace(config, record_shapes=True)
         self._tp_ranges = HookRanges(model, tuple(self.tp))
-        self.config = config
-        self.strategy: Strategy = make_strategy(strategy_name, config)
+        self.config = _config_for_run(config, model, optimizers, inputs, with_shapes=bool(self.tp))
+        self.strategy: Strategy = make_strategy(strategy_name, self.config)
         # Shapes are noted in the first iteration only, outside the strategy's ranges.
         self.shapes = ShapeRecorder(self.strategy.call) if record_shapes else None
         call = self.shapes.call if self.shapes is not None else self.strategy.call
-        layout = compiled.layout if compiled is not None else None
-        self.patcher = ForwardPatcher(
-            model,
-            plan.selected_paths(),
-            call,
-            reset_modes=reset_modes,
-            skip=layout.inside if layout else frozenset(),
-            call_impl=layout.call_impl if layout else frozenset(),
-        )
+        self.patcher = _patcher(model, plan, call, reset_modes, compiled)
         self.started_at = ""
         self.seconds = 0.0
         self.step_us = 0.0  # wall time of the last iteration's step (what an auto warm-up judges)
