@@ -101,3 +101,14 @@ def visible_lines(lines: list[str]) -> str:
 
 def _escaped(match: re.Match[str]) -> str:
     return match.group().encode("unicode_escape").decode("ascii")
+
+
+def installed_version() -> str:
+    """hybridprof's installed version, from its package metadata: the package's own `__version__`
+    sits on the floor above reporting/, and the pages stamp the version they were made by."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hybridprof")
+    except PackageNotFoundError:
+        return "unknown"

@@ -20,7 +20,7 @@ import numpy as np
 from markupsafe import Markup
 
 from hybridprof.history.overview import HistoryOverview, LayerHistory
-from hybridprof.reporting.format import format_time_us
+from hybridprof.reporting.format import format_time_us, installed_version
 from hybridprof.reporting.history.history_charts import drift_svg, series_svg
 from hybridprof.reporting.history.history_icicle import icicle_svg, pair_blocks, tree_of
 from hybridprof.reporting.history.history_text import busy_text, change_text, header_lines
@@ -93,7 +93,7 @@ def build_context(view: HistoryOverview, mode: Mode) -> dict[str, Any]:
     return {
         "mode": mode,
         "title": f"hybridprof history: {view.window.series.model}",
-        "generator": f"hybridprof {_version()}",
+        "generator": f"hybridprof {installed_version()}",
         "header": header_lines(view),
         "environment": [f"{change_text(c, view.window)}" for c in view.environment],
         "busy": busy_text(view) if view.busy else "",
@@ -179,17 +179,6 @@ def write_history_report(view: HistoryOverview, path: Path, force: bool = False)
     if path.suffix.lower() == ".pdf":
         return write_atomic(path, render_history_pdf(view), force)
     return write_atomic(path, render_history_page(view, "html"), force)
-
-
-def _version() -> str:
-    """hybridprof's installed version, from its package metadata (the package's own
-    `__version__` sits on the floor above reporting/)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("hybridprof")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 __all__ = [

@@ -8,9 +8,8 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
-from hybridprof import __version__
 from hybridprof.diff.speedup import SpeedupRow, SpeedupSummary, Verdict
-from hybridprof.reporting.format import format_time_us
+from hybridprof.reporting.format import format_time_us, installed_version
 from hybridprof.reporting.page.templates import read_template, template_env
 from hybridprof.reporting.text.speedup_text import (
     fused_text,
@@ -99,7 +98,7 @@ def render_speedup_html(summary: SpeedupSummary) -> str:
     counts = {v: len(summary.judged(v)) for v in _VERDICTS}
     return template.render(
         s=summary,
-        version=__version__,
+        version=installed_version(),
         headline=headline_text(summary).removeprefix("iteration (median): "),
         threads=threads_text(summary),
         counts=counts,

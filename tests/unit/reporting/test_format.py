@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import hybridprof
 from hybridprof.analysis.tree import ancestors, tree_rows
 from hybridprof.datamodel import Environment, ModuleRecord, ProfilePlan, ProfileSession, Stat
-from hybridprof.reporting.format import format_bytes, format_percent, format_time_us
+from hybridprof.reporting.format import (
+    format_bytes,
+    format_percent,
+    format_time_us,
+    installed_version,
+)
 
 
 def test_time_and_memory_formats_follow_torchprof_units() -> None:
@@ -52,3 +58,9 @@ def test_tree_rows_follow_plan_order() -> None:
         strategy="session",
     )
     assert [r.path for r in tree_rows(session)] == ["", "a", "a.0", "b", "b.0", "b.1"]
+
+
+def test_pages_stamp_the_installed_version_the_package_declares() -> None:
+    # The pages read the version from the package metadata (reporting/ sits below the package's
+    # root); an install whose metadata and __version__ disagree would stamp the wrong one.
+    assert installed_version() == hybridprof.__version__
