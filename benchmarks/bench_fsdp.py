@@ -18,7 +18,8 @@ then again from the same seed inside `hybridprof.Profile` (one warm-up step firs
 - (c) per step, what the rows (each layer's forward and backward self time, the optimizer's)
   leave of the profiled step, against the outside row (measured op by op); the outside row's
   share; the profiled step against the step's wall time on the benchmark's clock; and the sum of
-  every row's median (what the table shows) against the median step;
+  the table's rows (a rank's: each its mean over the steps within 5% of the median step) against
+  the median step, with the sum of every row's median beside it;
 - (f) the parameters after training, bitwise, against the run without hybridprof.
 
 Then `--late-runs` runs with rank 1 asleep 20 ms inside block 1's forward, merged on rank 0:
@@ -44,6 +45,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.fsdp._fully_shard import _fsdp_param_group
 
 import hybridprof
+from hybridprof.analysis.layer_table import layer_table
 from hybridprof.analysis.rank_merge import merge_sessions
 from hybridprof.datamodel import ProfileSession
 from hybridprof.runtime.basics.quiet import quiet_fd2
@@ -174,8 +176,10 @@ def profiled_run(seed: int, steps: int) -> tuple[ProfileSession, list[float], li
 
 
 def ranked_first(session: ProfileSession) -> tuple[str, str]:
-    """The unit first in gathered bytes, and the one first in all-gather time (median)."""
-    gathers = [c for c in session.fsdp if c.kind == "all_gather"]
+    """The unit first in gathered bytes, and the one first in all-gather time, as the table
+    shows them (a rank's: means over its typical steps)."""
+    found = (r.comm_of("all_gather") for r in layer_table(session).rows)
+    gathers = [c for c in found if c is not None]
     by_bytes = max(gathers, key=lambda c: c.nbytes).path
     by_time = max(gathers, key=lambda c: c.time_us.median).path
     return by_bytes, by_time
@@ -192,9 +196,10 @@ def rows_vs_step(session: ProfileSession, walls: list[float]) -> tuple[float, ..
     backward self time, the optimizer's) leave a remainder of the profiled step: its median
     against the outside row's median (the outside row is measured op by op, with no per-step
     series), as a share of the median step; the outside row's share of the median step; the
-    profiled step against the step's wall time on the benchmark's clock (the worst step); and the
-    sum of the rows' medians, the outside row's included (what the table shows), against the
-    median step."""
+    profiled step against the step's wall time on the benchmark's clock (the worst step); the
+    sum of the table's rows (what it shows: means over the typical steps) against the median
+    step, both with the profiler's cost out; and the sum of the rows' medians, the outside row's
+    included, against the median step as measured."""
     assert session.optimizer is not None and session.optimizer.per_iteration is not None
     assert session.outside_cpu_us is not None
     series = [r.per_iteration for r in session.records if r.per_iteration is not None]
@@ -213,10 +218,13 @@ def rows_vs_step(session: ProfileSession, walls: list[float]) -> tuple[float, ..
         r.self_cpu_us.median + (r.backward_self_cpu_us.median if r.backward_self_cpu_us else 0.0)
         for r in session.records
     )
+    table = layer_table(session)
+    rows_sum = sum(r.own_us for r in table.rows if r.measured)
     return (
         abs(statistics.median(remainders) - outside) / median_step,
         outside / median_step,
         max(vs_wall),
+        rows_sum / table.measured_iteration_us - 1,
         medians / median_step - 1,
     )
 
@@ -288,7 +296,7 @@ def main() -> None:
             wins = sum(by_bytes == by_time == big for by_bytes, by_time in firsts)
             clock = [abs(x) for x in found[f"rows_vs_clock rank {r}"]]
             steps = found[f"rows_vs_step rank {r}"]
-            remainder, outside, wall, table = ([x[k] for x in steps] for k in range(4))
+            remainder, outside, wall, table, medians = ([x[k] for x in steps] for k in range(5))
             print(
                 f"rank {r}: (a) {big} first in bytes and time {wins}/{len(firsts)}; "
                 f"(b) collective rows vs clock: max |diff| {max(clock):.2%}, median "
@@ -296,8 +304,9 @@ def main() -> None:
                 f"{sum(x <= 0.02 for x in clock)}/{len(clock)}; (c) rows' remainder vs the "
                 f"outside row: max {max(remainder):.3%} of the step; outside row "
                 f"{min(outside):.2%} to {max(outside):.2%} of the step; profiled step vs wall, "
-                f"worst step: {max(wall):.2%}; sum of the medians vs the median step: "
-                f"{min(table):+.2%} to {max(table):+.2%}; "
+                f"worst step: {max(wall):.2%}; the table's rows vs the median step: "
+                f"{min(table):+.2%} to {max(table):+.2%} (the medians summed: "
+                f"{min(medians):+.2%} to {max(medians):+.2%}); "
                 f"(f) bitwise {sum(found[f'bitwise rank {r}'])}/{len(firsts)}"
             )
     if rank == 0 and found["late"]:

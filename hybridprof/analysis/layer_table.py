@@ -45,6 +45,7 @@ from hybridprof.analysis.tree import (
     total_profiled_us,
     tree_rows,
 )
+from hybridprof.analysis.typical_steps import kept_steps, typical_means
 from hybridprof.datamodel import (
     Calibration,
     DeviceMemory,
@@ -258,6 +259,9 @@ class LayerTable:
     calibration: Calibration | None = None
     raw_iteration_us: float | None = None  # the headline as measured (compensated tables only)
     raw_measured_iteration_us: float | None = None  # the median iteration as measured (the same)
+    # A rank's table: each figure is its mean over this many typical steps of `iterations`
+    # (`analysis.typical_steps`), not its median; None: medians.
+    typical_steps: int | None = None
 
     @property
     def compensated(self) -> bool:
@@ -312,9 +316,9 @@ def stated_session(session: ProfileSession) -> ProfileSession:
     if found is not None and found[0]() is session:
         return found[1]
     compensation = compensation_of(session)
-    if compensation is None:
+    stated = compensation.session if compensation is not None else typical_means(session)
+    if stated is session:
         return session  # (not cached: the entry would keep its own key alive)
-    stated = compensation.session
     _STATED[key] = (weakref.ref(session, lambda _: _STATED.pop(key, None)), stated)
     return stated
 
@@ -333,7 +337,7 @@ def profiled_layers(session: ProfileSession) -> ProfiledLayers:
     containers, no optimizer or outside rows, for a reader of layer figures only (the history:
     the tree's order and container rows were 40% of a 1,000-layer table's time)."""
     found = compensation_of(session)
-    measured = found.session if found is not None else session
+    measured = found.session if found is not None else typical_means(session)
     shares_of = headline_us(measured, optimizer_rows(measured.optimizer, measured.iterations))
     raw = _Raw.of(found) if found is not None else None
     rows, _ = _finished(_rows(measured, _record_rows(measured), shares_of, raw), None, measured)
@@ -363,21 +367,30 @@ def build_layer_table(session: ProfileSession) -> LayerTable:
     beside."""
     found = compensation_of(session)
     if found is None:
-        return _built(session, None)
+        return _built(typical_means(session), None)
     return _built(found.session, _Raw.of(found))
 
 
 def compensation_of(session: ProfileSession) -> Compensated | None:
-    """`session` compensated with its calibration's costs (None without one). Every view and
-    `diff` take their compensated figures from here (`analysis.compensation`)."""
-    return compensated(session)
+    """`session` compensated with its calibration's costs (None without one), the compensated
+    and the raw side each with a rank's figures as means over its typical steps
+    (`analysis.typical_steps`). Every view and `diff` take their compensated figures from here
+    (`analysis.compensation`)."""
+    found = compensated(session)
+    if found is None or kept_steps(found.raw) is None:
+        return found
+    return replace(found, session=typical_means(found.session), raw=typical_means(found.raw))
 
 
 def _built(session: ProfileSession, raw: _Raw | None) -> LayerTable:
-    optimizer = optimizer_rows(session.optimizer, session.iterations)
+    kept = kept_steps(session)
+    means = kept is not None
+    optimizer = optimizer_rows(session.optimizer, session.iterations, means=means)
     shares_of = headline_us(session, optimizer)
     rows = _rows(session, tree_rows(session), shares_of, raw)
     rows += [_with_pct(row, shares_of) for row in optimizer]
+    if means:  # the intervals are of medians: a mean over the typical steps has none
+        rows = [_without_interval(row) for row in rows]
     outside = _outside_row(session, shares_of)
     if outside is not None and raw is not None:
         outside = raw.outside_of(outside)
@@ -402,6 +415,7 @@ def _built(session: ProfileSession, raw: _Raw | None) -> LayerTable:
         calibration=session.calibration if raw is not None else None,
         raw_iteration_us=raw.iteration_us if raw is not None else None,
         raw_measured_iteration_us=raw.measured_iteration_us if raw is not None else None,
+        typical_steps=len(kept) if kept is not None else None,
     )
 
 
@@ -527,6 +541,19 @@ def timing(stat: Stat, series: Series | None) -> Timing:
     """A `Stat` with its median's interval from the per-iteration series (when long enough)."""
     interval = median_ci(series.values) if series and len(series.values) >= CI_VALUES else None
     return Timing(stat.median, stat.min, stat.max, interval)
+
+
+def _without_interval(row: LayerRow) -> LayerRow:
+    self_cpu, total_cpu = row.self_cpu, row.total_cpu
+    if (self_cpu is None or self_cpu.interval is None) and (
+        total_cpu is None or total_cpu.interval is None
+    ):
+        return row
+    return replace(
+        row,
+        self_cpu=replace(self_cpu, interval=None) if self_cpu is not None else None,
+        total_cpu=replace(total_cpu, interval=None) if total_cpu is not None else None,
+    )
 
 
 def _inflated(row: LayerRow) -> LayerRow:
@@ -707,15 +734,18 @@ def _outside_row(session: ProfileSession, shares_of: float) -> LayerRow | None:
     )  # fmt: skip
 
 
-def optimizer_rows(optimizer: OptimizerRecord | None, iterations: int) -> list[LayerRow]:
+def optimizer_rows(
+    optimizer: OptimizerRecord | None, iterations: int, *, means: bool = False
+) -> list[LayerRow]:
     """The `(optimizer)` row, a container of its parts (its total is theirs summed), then each
-    part, a param group under the step it is a share of (shares filled in by `_with_pct`)."""
+    part, a param group under the step it is a share of (shares filled in by `_with_pct`).
+    `means`: the figures are means over a rank's typical steps (`analysis.typical_steps`)."""
     if optimizer is None:
         return []
     parts: list[LayerRow] = []
     for part in (p for p in optimizer.parts if not p.within):  # each part, its groups under it
         for row_part in [part, *(p for p in optimizer.parts if p.within == part.name)]:
-            parts.append(_part_row(row_part, optimizer, iterations))
+            parts.append(_part_row(row_part, optimizer, iterations, means))
     tops = [r for r in parts if r.depth == 1 and r.total_cpu is not None]
     measured = timing(optimizer.self_cpu_us, optimizer.per_iteration)
     total = _sum_timings([r.total_cpu for r in tops if r.total_cpu]) if tops else measured
@@ -741,13 +771,15 @@ def _sum_timings(timings: list[Timing]) -> Timing:
     )
 
 
-def _part_row(part: OptimizerPart, optimizer: OptimizerRecord, iterations: int) -> LayerRow:
+def _part_row(
+    part: OptimizerPart, optimizer: OptimizerRecord, iterations: int, means: bool
+) -> LayerRow:
     """One part: its own time (the step's less its param groups'), its total (its own and its
     groups' summed), its calls."""
     groups = [p for p in optimizer.parts if p.within == part.name]
     parent = f"{OPTIMIZER_ROW}.{part.within}" if part.within else OPTIMIZER_ROW
     row = _extra_row(f"{parent}.{part.name}", part.name, parent, "optimizer_part", bool(groups))
-    own = _less(part, groups)
+    own = _less(part, groups, means)
     total = _sum_timings([own, *(timing(g.cpu_us, g.per_iteration) for g in groups)])
     return replace(
         row,
@@ -760,12 +792,13 @@ def _part_row(part: OptimizerPart, optimizer: OptimizerRecord, iterations: int) 
     )
 
 
-def _less(part: OptimizerPart, groups: list[OptimizerPart]) -> Timing:
-    """A part's own time: its time less its param groups' (per iteration where kept)."""
+def _less(part: OptimizerPart, groups: list[OptimizerPart], means: bool) -> Timing:
+    """A part's own time: its time less its param groups' (per iteration where kept; of means,
+    the means' difference: a mean of differences)."""
     if not groups:
         return timing(part.cpu_us, part.per_iteration)
     series = [part.per_iteration, *(g.per_iteration for g in groups)]
-    if all(s is not None for s in series):
+    if not means and all(s is not None for s in series):
         own = Series.of(
             max(0.0, values[0] - sum(values[1:]))
             for values in zip(*(s.values for s in series if s is not None), strict=True)

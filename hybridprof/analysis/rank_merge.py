@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from hybridprof.analysis.common_iterations import to_common_iterations
 from hybridprof.analysis.memory_merge import merge_memory
 from hybridprof.analysis.stats import median_or_zero
+from hybridprof.analysis.typical_steps import typical_means
 from hybridprof.datamodel import (
     CollectiveStat,
     Finding,
@@ -54,7 +55,10 @@ def merge_sessions(sessions: Sequence[ProfileSession]) -> ProfileSession:
     """One merged session from every rank's session (any order); refuses mismatched runs. Ranks
     that ran different numbers of iterations are merged over those every rank ran, with a
     warning."""
-    ordered, cut_warning = to_common_iterations(check_mergeable(sessions))
+    cut, cut_warning = to_common_iterations(check_mergeable(sessions))
+    # Each rank as its own table states it (means over its typical steps), so that a merged
+    # layer is the median rank's figure of those tables.
+    ordered = [typical_means(s) for s in cut]
     ranks = RankRecords.of(ordered)
     paths = _paths(ordered)
     layers = tuple(_rank_layer(ranks, path) for path in paths)

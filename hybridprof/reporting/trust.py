@@ -13,6 +13,7 @@ import math
 
 from hybridprof.analysis.layer_table import LayerTable, Timing
 from hybridprof.analysis.stats import CI_METHOD, CONFIDENCE, Interval, median_ci
+from hybridprof.analysis.typical_steps import TYPICAL_BAND, kept_steps
 from hybridprof.datamodel import ProfileSession, Series, Stability
 from hybridprof.reporting.format import format_time_us
 
@@ -82,6 +83,10 @@ def timing_text(timing: Timing | None) -> str:
 
 
 def has_intervals(session: ProfileSession) -> bool:
+    """Do the rows show their medians' intervals (a rank's means over its typical steps have
+    none)?"""
+    if kept_steps(session) is not None:
+        return False
     return any(
         interval_pct(r.per_iteration.self_cpu_us) is not None
         for r in session.records
@@ -136,10 +141,22 @@ def statistic_line(table: LayerTable) -> str:
     """Which statistic the table shows, in one line ("" when the totals are as measured)."""
     if not table.summed:
         return ""
+    each = f"each row is {statistic_text(table)}{compensation_text(table)}"
+    return f"{each}; totals are the sums of their rows"
+
+
+def statistic_text(table: LayerTable) -> str:
+    """The figure each row states: its median over the iterations, or a rank's mean over its
+    typical steps (`analysis.typical_steps`)."""
     plural = "" if table.iterations == 1 else "s"
+    kept = table.typical_steps
+    if kept is None:
+        return f"its median over {table.iterations} iteration{plural}"
+    band = f"{TYPICAL_BAND:.0%}"
     return (
-        f"each row is its median over {table.iterations} iteration{plural}"
-        f"{compensation_text(table)}; totals are the sums of their rows"
+        f"its mean over the {kept} step{'' if kept == 1 else 's'} of {table.iterations} within "
+        f"{band} of the median step (a rank's waits move from layer to layer between steps: "
+        "means over the same steps keep them, so the rows add up to the step)"
     )
 
 
@@ -201,8 +218,7 @@ def headline_note(table: LayerTable) -> str:
     measured median iteration where that is over 5% off ("" when the totals are as measured)."""
     if not table.summed:
         return ""
-    plural = "" if table.iterations == 1 else "s"
-    note = f"Each row is its median over {table.iterations} iteration{plural}"
+    note = f"Each row is {statistic_text(table)}"
     note += f"{compensation_text(table)}, a total the sum of its rows"
     headline, measured = table.iteration_us, table.measured_iteration_us
     if measured > 0 and _gap_shown(table):
@@ -227,6 +243,7 @@ __all__ = [
     "stability_line",
     "stability_text",
     "statistic_line",
+    "statistic_text",
     "time_with_interval",
     "timing_text",
 ]

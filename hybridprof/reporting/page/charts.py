@@ -168,7 +168,8 @@ def step_chart(session: ProfileSession) -> Chart:
     outside = table.outside()
     if outside is not None:
         bars.append(Bar(outside.name, (outside.own_us,)))
-    return make_chart("step", "Where the step goes (self CPU time, medians)", bars)
+    figures = "medians" if table.typical_steps is None else "means over the typical steps"
+    return make_chart("step", f"Where the step goes (self CPU time, {figures})", bars)
 
 
 def session_charts(session: ProfileSession) -> tuple[Chart, ...]:

@@ -23,6 +23,7 @@ from hybridprof.reporting.trust import (
     has_intervals,
     iterations_text,
     stability_text,
+    statistic_text,
 )
 
 
@@ -47,6 +48,8 @@ def render_text_report(session: ProfileSession) -> str:
     table = layer_table(session)
     if table.compensated:  # which figures are the headline, and why, in one line
         lines.append(f"times: compensated{compensation_text(table)}")
+    if table.typical_steps is not None:
+        lines.append(f"each row is {statistic_text(table)}")
     # A compensated table's raw times beside its own: the file says what was measured too.
     every_op = render_text(session, show_events=True, max_events=None, raw=True)
     lines += ["", every_op, *roofline_section(session)]
