@@ -177,7 +177,7 @@ def profiled_run(seed: int, steps: int) -> tuple[ProfileSession, list[float], li
 
 def ranked_first(session: ProfileSession) -> tuple[str, str]:
     """The unit first in gathered bytes, and the one first in all-gather time, as the table
-    shows them (a rank's: means over its typical steps)."""
+    shows them (its communication columns: medians over the steps)."""
     found = (r.comm_of("all_gather") for r in layer_table(session).rows)
     gathers = [c for c in found if c is not None]
     by_bytes = max(gathers, key=lambda c: c.nbytes).path
