@@ -8,6 +8,13 @@ recorded inside it, as TAU compensates (method and limits: docs/trust.md):
 - a layer's forward self time: its forward events (nested ones each count) x the cost per event,
   its calls x the part of a range inside the layer's own range, and its profiled children's calls
   x the part around a range (the wrapper runs in the caller);
+- a call's bare dispatch (`Calibration.call_us`: `nn.Module.__call__` before `forward`) is no
+  profiler cost but runs in the caller's frame before the layer's range opens, so it is moved:
+  each layer's forward self time gains its calls x it, its nearest profiled ancestor's loses as
+  much (an outermost layer's dispatch ran in no range, like its wrapper: it is in no figure and
+  none is moved). A layer then reads what calling it costs the model, as it does timed alone,
+  and a container of many small layers no longer holds their dispatch as its own time. Moved,
+  not taken out: the totals and the headline stay as they were;
 - its backward self time: its backward events x the cost per event (backward has no ranges);
 - the time in no layer (its ops' self times): its events x the cost per event; the wrapper around
   an outermost layer's range runs in no range and no op, so it is in no figure;
@@ -123,6 +130,9 @@ def record_costs(
         caller = _profiled_ancestor(record.path, profiled)
         if caller is not None:  # an outermost layer's wrapper runs in no range: in no figure
             forward[caller] = forward.get(caller, 0.0) + calls * calibration.range_outer_us
+            # its dispatch ran in the caller's range: moved into the layer
+            forward[caller] += calls * calibration.call_us
+            forward[record.path] -= calls * calibration.call_us
     forward_total = _subtree(forward, profiled)
     backward_total = _subtree(backward, profiled)
     costs = {

@@ -19,13 +19,15 @@ time per iteration and its exposed part (`UnitComm.iteration_us`, `exposed_us`),
 session each rank's wait in the unit's collectives and the rank waited for (`wait_us`,
 `waited_for`); absent in older files; 12 added the profiler's calibrated cost per event and per
 layer call (`calibration`, `datamodel.Calibration`), which the layer table takes out of each row;
-absent in older files, whose rows stay the raw figures. The reader takes every form, so files of
-versions 1-11 still load.
+absent in older files, whose rows stay the raw figures; 13 added the calibration's bare cost of
+calling a module (`Calibration.call_us`), moved from each caller's self time into the layer's;
+absent in older files (nothing moved). The reader takes every form, so files of versions 1-12
+still load.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 # The strategy a plan and a run use unless told otherwise (the registry in runtime/strategies/
 # lists them all); defined here, the lowest layer, so planner, runtime and CLI share one name.
 DEFAULT_STRATEGY = "session"

@@ -95,6 +95,10 @@ class Calibration:
     steps after the measured iterations), where hybridprof drove the run; stated beside the
     compensated headline, not used to scale the costs (too noisy at a few steps); None where no
     bare step was timed (a `with Profile` block, a paired, compiled, memory or device run).
+    call_us (since schema 13): what calling a module costs bare, in its caller's frame
+    (`nn.Module.__call__`'s dispatch before `forward` runs, so before the layer's range opens):
+    the table moves it from the caller's self time into the layer's, as the layer's own cost to
+    the model; 0 in older files (nothing moved).
     """
 
     event_us: float
@@ -104,6 +108,7 @@ class Calibration:
     measured_at: str
     load: float | None = None
     bare_step_us: float | None = None
+    call_us: float = 0.0
 
     @property
     def range_us(self) -> float:

@@ -171,9 +171,12 @@ def compensation_text(table: LayerTable) -> str:
     how = "calibrated on this machine"
     if found.bare_step_us is not None:  # beside, not used: a few bare steps are too noisy
         how += f"; the step unprofiled took {format_time_us(found.bare_step_us)}"
+    moved = ""
+    if found.call_us > 0:  # schema 13: each call's bare dispatch counts in its layer
+        moved = f", each call's dispatch ({format_time_us(found.call_us)}) moved into its layer"
     return (
         f", less the profiler's own cost ({format_time_us(found.event_us)} per op, "
-        f"{format_time_us(found.range_us)} per layer call, {how}; "
+        f"{format_time_us(found.range_us)} per layer call{moved}, {how}; "
         f"{raw} raw, as measured: raw columns in the report and CSV)"
     )
 

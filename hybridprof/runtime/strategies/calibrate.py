@@ -7,8 +7,11 @@ call: a real container of no-op modules (`nn.Identity`, which records no op) pat
 the session strategy itself, so the range and hybridprof's Python wrapper around it are both paid
 as in a profiled model: the whole cost per call is (profiled - bare) / calls, and the part inside
 the layer's range (what its own self time carries) is a no-op child's measured self time less the
-bare cost of its forward; the rest lands in the caller's self time. Each figure is the best of a
-few repeats (the least disturbed by other work); the whole takes about 50 ms.
+bare cost of its forward; the rest lands in the caller's self time. Per module call, bare: a tiny
+module (one `relu` of 4 elements) called through `nn.Module.__call__` against its `forward`
+called directly; that dispatch runs in the caller before the layer's range opens, so the table
+moves it into the layer (a layer called alone pays it too). Each figure is the best of a few
+repeats (the least disturbed by other work); the whole takes about 60 ms.
 
 Measured once per machine and torch version and cached in the user's cache folder
 (`calibration.json`, keyed like the FLOPs peak: host, CPU, torch, threads); a cache that cannot be
@@ -62,10 +65,41 @@ def measure_calibration() -> Calibration:
         event_us=round(profiler_op_cost_us(), 4),
         range_inner_us=round(inner, 4),
         range_outer_us=round(outer, 4),
+        call_us=round(module_call_cost_us(), 4),
         source="measured",
         measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         load=_load(),
     )
+
+
+class _Tiny(nn.Module):
+    """A layer with one small op: its call costs what a real layer's dispatch does (an
+    `nn.Identity`'s, with nothing to run, read 0.57 us against 0.92-0.97 us for ReLU and Linear)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+
+def module_call_cost_us() -> float:
+    """Microseconds `nn.Module.__call__` adds to a layer's `forward`, bare (0 or more)."""
+    layers = [_Tiny() for _ in range(RANGE_CALLS)]
+    forwards = [layer.forward for layer in layers]
+    x = torch.rand(4)
+
+    def called() -> None:
+        for layer in layers:
+            layer(x)
+
+    def direct() -> None:
+        for forward in forwards:
+            forward(x)
+
+    with torch.no_grad():
+        called()
+        direct()
+        through_call = best_of(called, RANGE_REPEATS * 2)
+        straight = best_of(direct, RANGE_REPEATS * 2)
+    return max(0.0, (through_call - straight) / RANGE_CALLS * 1e6)
 
 
 def range_cost_us() -> tuple[float, float]:
@@ -116,16 +150,18 @@ def _cache_key() -> str:
 
 def _from_cache(entry: dict[str, object]) -> Calibration | None:
     """The cached entry as a calibration, None when it is not one (a damaged file)."""
-    costs = [entry.get(name) for name in ("event_us", "range_inner_us", "range_outer_us")]
+    names = ("event_us", "range_inner_us", "range_outer_us", "call_us")
+    costs = [entry.get(name) for name in names]
     when, load = entry.get("measured_at"), entry.get("load")
     numbers = [float(c) for c in costs if isinstance(c, int | float) and not isinstance(c, bool)]
-    if len(numbers) != 3 or not all(0.0 <= n < 1e6 for n in numbers) or not isinstance(when, str):
-        return None
-    event, inner, outer = numbers
+    if len(numbers) != 4 or not all(0.0 <= n < 1e6 for n in numbers) or not isinstance(when, str):
+        return None  # damaged, or written before a figure was measured: measure again
+    event, inner, outer, call = numbers
     return Calibration(
         event,
         inner,
         outer,
+        call_us=call,
         source="cached",
         measured_at=when,
         load=float(load) if isinstance(load, int | float) else None,
@@ -147,10 +183,17 @@ def _write_cache(key: str, found: Calibration) -> None:
             "event_us": found.event_us,
             "range_inner_us": found.range_inner_us,
             "range_outer_us": found.range_outer_us,
+            "call_us": found.call_us,
             "measured_at": found.measured_at,
             "load": found.load,
         },
     )
 
 
-__all__ = ["CACHE_FILE", "measure_calibration", "range_cost_us", "session_calibration"]
+__all__ = [
+    "CACHE_FILE",
+    "measure_calibration",
+    "module_call_cost_us",
+    "range_cost_us",
+    "session_calibration",
+]

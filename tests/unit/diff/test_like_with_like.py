@@ -11,7 +11,9 @@ from hybridprof.analysis.compensation import compensated
 from hybridprof.analysis.layer_table import build_layer_table
 from hybridprof.datamodel import Calibration, ProfileSession
 from hybridprof.diff import diff_sessions
+from hybridprof.diff.basis import like_with_like
 from hybridprof.reporting.text.diff_text import render_diff_text
+from tests.sessions import nested_session
 from tests.unit.diff.test_sessions import run
 
 # Costly enough that the compensated and the raw figures differ by far more than the threshold.
@@ -55,3 +57,17 @@ def test_a_lone_calibration_is_dropped_so_both_runs_are_raw() -> None:
 def test_two_raw_runs_say_so() -> None:
     diff = diff_sessions(run(1), run(2))
     assert diff.notes[0].startswith("figures compared: raw, as measured (base and new have no")
+
+
+def test_a_run_calibrated_before_the_dispatch_move_is_compared_without_it_on_both_sides() -> None:
+    """A baseline saved before schema 13 (call_us 0) against a newer run: neither moves each
+    call's dispatch into its layer, so the move alone reads as no change."""
+    session = replace(nested_session(), calibration=COSTS)
+    newer = replace(session, calibration=replace(COSTS, call_us=0.5))
+    basis = like_with_like(session, newer)
+    assert basis.compensated
+    conv = {r.path: r for r in basis.new.records}["blocks.0.conv"]
+    assert conv.self_cpu_us.median == 340.0 - 15.0  # as the older run's: nothing moved
+    both = like_with_like(newer, newer)
+    moved = {r.path: r for r in both.new.records}["blocks.0.conv"]
+    assert moved.self_cpu_us.median == 340.0 - 15.0 + 0.5

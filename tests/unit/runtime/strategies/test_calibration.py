@@ -74,7 +74,7 @@ def test_the_session_records_its_calibration_and_keeps_it_through_json(own_cache
     model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
     session = hybridprof.profile(model, torch.rand(2, 8), iters=2)
     assert isinstance(session, ProfileSession) and session.calibration is not None
-    assert session.schema_version == SCHEMA_VERSION == 12
+    assert session.schema_version == SCHEMA_VERSION == 13
     again = ProfileSession.from_json(session.to_json())
     assert again.calibration == session.calibration
 
@@ -92,7 +92,27 @@ def test_older_sessions_load_without_a_calibration() -> None:
 
 
 def test_a_calibration_with_a_negative_cost_is_refused_from_the_cache() -> None:
-    entry = {"event_us": 0.3, "range_inner_us": -0.1, "range_outer_us": 1.0, "measured_at": "x"}
+    entry = {
+        "event_us": 0.3,
+        "range_inner_us": -0.1,
+        "range_outer_us": 1.0,
+        "call_us": 0.8,
+        "measured_at": "x",
+    }
     assert calibration_module._from_cache(entry) is None
     fine = calibration_module._from_cache({**entry, "range_inner_us": 0.1})
-    assert fine == Calibration(0.3, 0.1, 1.0, "cached", "x")
+    assert fine == Calibration(0.3, 0.1, 1.0, "cached", "x", call_us=0.8)
+
+
+def test_a_cached_calibration_from_before_the_call_cost_is_measured_again() -> None:
+    entry = {"event_us": 0.3, "range_inner_us": 0.1, "range_outer_us": 1.0, "measured_at": "x"}
+    assert calibration_module._from_cache(entry) is None  # no call_us: session_calibration measures
+
+
+def test_the_bare_call_of_a_module_is_measured_and_recorded(own_cache: Path) -> None:
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+    session = hybridprof.profile(model, torch.rand(2, 8), iters=2)
+    assert isinstance(session, ProfileSession) and session.calibration is not None
+    assert 0.0 < session.calibration.call_us < 100.0
+    again = ProfileSession.from_json(session.to_json())
+    assert again.calibration == session.calibration
