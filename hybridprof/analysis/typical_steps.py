@@ -99,13 +99,9 @@ def _has_every_series(session: ProfileSession) -> bool:
     return True
 
 
-def mean_over(values: Sequence[float], kept: Sequence[int]) -> float:
-    return sum(values[i] for i in kept) / len(kept)
-
-
 def _stat_mean(stat: Stat, values: Sequence[float], kept: Sequence[int]) -> Stat:
     """`stat` with its middle figure the mean over the kept steps (min and max of all)."""
-    return Stat(mean_over(values, kept), stat.min, stat.max)
+    return Stat(sum(values[i] for i in kept) / len(kept), stat.min, stat.max)
 
 
 def _optional_mean(stat: Stat | None, series: Series | None, kept: Sequence[int]) -> Stat | None:
@@ -137,12 +133,18 @@ def _optimizer_means(
 ) -> OptimizerRecord | None:
     if optimizer is None:
         return None
+    # kept_steps checked that the optimizer and each part kept a series
     parts = tuple(
-        replace(p, cpu_us=_optional_mean(p.cpu_us, p.per_iteration, kept) or p.cpu_us)
+        replace(p, cpu_us=_stat_mean(p.cpu_us, _values(p.per_iteration), kept))
         for p in optimizer.parts
     )
-    own = _optional_mean(optimizer.self_cpu_us, optimizer.per_iteration, kept)
-    return replace(optimizer, self_cpu_us=own or optimizer.self_cpu_us, parts=parts)
+    own = _stat_mean(optimizer.self_cpu_us, _values(optimizer.per_iteration), kept)
+    return replace(optimizer, self_cpu_us=own, parts=parts)
+
+
+def _values(series: Series | None) -> tuple[float, ...]:
+    assert series is not None
+    return series.values
 
 
 def _outside_means(session: ProfileSession, kept: Sequence[int]) -> Stat:
@@ -168,4 +170,4 @@ def _rows_of_step(session: ProfileSession, step: int) -> float:
     return total
 
 
-__all__ = ["TYPICAL_BAND", "kept_steps", "mean_over", "steps_near_median", "typical_means"]
+__all__ = ["TYPICAL_BAND", "kept_steps", "steps_near_median", "typical_means"]

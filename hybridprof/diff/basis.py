@@ -48,12 +48,9 @@ def _same_dispatch_rule(
 ) -> tuple[ProfileSession, ProfileSession]:
     """Both runs with each call's dispatch moved into its layer, or neither (one calibrated
     before the move was measured)."""
-    found = (base.calibration, new.calibration)
-    if (
-        None in found
-        or all(c.call_us > 0 for c in found if c)
-        or not any(c.call_us > 0 for c in found if c)
-    ):
+    if base.calibration is None or new.calibration is None:
+        return base, new
+    if (base.calibration.call_us > 0) == (new.calibration.call_us > 0):
         return base, new
 
     def unmoved(session: ProfileSession) -> ProfileSession:
