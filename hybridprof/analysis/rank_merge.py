@@ -131,6 +131,9 @@ def merged_unit_comm(ordered: Sequence[tuple[UnitComm, ...]]) -> tuple[UnitComm,
 
 # An FSDP2 copy-out is the rank's own copying, not a collective: no rank waits in it for another.
 _NOT_COLLECTIVES = frozenset({"copy_out"})
+# A tensor-parallel layer's collectives keep their time per step for the rank's own means; their
+# waits across ranks are not worked out (docs/torchrun.md: wait is FSDP2's).
+_NO_WAITS = _NOT_COLLECTIVES | {"tp_forward", "tp_backward"}
 
 
 def _unit_waits(per_rank: Sequence[UnitComm]) -> tuple[tuple[float, ...], int | None]:
@@ -140,7 +143,7 @@ def _unit_waits(per_rank: Sequence[UnitComm]) -> tuple[tuple[float, ...], int | 
     without two ranks or without every rank's per-iteration times."""
     series = [c.iteration_us for c in per_rank]
     waits = _beyond_fastest(series)
-    if len(series) < 2 or not waits[0] or per_rank[0].kind in _NOT_COLLECTIVES:
+    if len(series) < 2 or not waits[0] or per_rank[0].kind in _NO_WAITS:
         return (), None
     shortest = [0] * len(series)
     for i in range(len(waits[0])):

@@ -16,10 +16,12 @@ Means over one set of steps add up: per step the rows and the outside row are th
 means are the kept steps' mean, within 5% of the median step by construction. The fewer steps
 are typical, the fewer each row's figure is a mean of (one or two where the steps varied widely:
 read the min and max beside it, which stay those of every step). Intervals are of medians, so
-these figures have none. The FSDP2 and tensor-parallel columns (`UnitComm`) stay medians over
-every step: they are no part of the rows' sum, and a median keeps one rank's lateness in a step
-from reordering the units (means over the typical steps put an FSDP2 block with 8x the
-parameters of the others first in all-gather time in 18 of 20 rank-runs, medians in 20 of 20).
+these figures have none. A tensor-parallel layer's collectives are means over the same steps:
+they are inside its self time, and its compute is the one less the other. The FSDP2 columns
+(`UnitComm`) stay medians over every step: they are no part of the rows' sum, and a median keeps
+one rank's lateness in a step from reordering the units (means over the typical steps put an
+FSDP2 block with 8x the parameters of the others first in all-gather time in 18 of 20
+rank-runs, medians in 20 of 20).
 Merged sessions (medians across ranks) and sessions of one process keep their medians.
 """
 
@@ -35,6 +37,7 @@ from hybridprof.datamodel import (
     ProfileSession,
     Series,
     Stat,
+    UnitComm,
 )
 
 TYPICAL_BAND = 0.05  # the steps kept are within 5% of the median step's time
@@ -78,6 +81,7 @@ def typical_means(session: ProfileSession) -> ProfileSession:
         records=records,
         optimizer=optimizer,
         outside_cpu_us=_outside_means(session, kept),
+        tp=tuple(_comm_means(c, kept, session.iterations) for c in session.tp),
     )
 
 
@@ -145,6 +149,14 @@ def _optimizer_means(
 def _values(series: Series | None) -> tuple[float, ...]:
     assert series is not None
     return series.values
+
+
+def _comm_means(comm: UnitComm, kept: Sequence[int], count: int) -> UnitComm:
+    """A tensor-parallel layer's collectives as a mean over the kept steps, as its self time is
+    (as they were in a file that kept no time per step)."""
+    if len(comm.iteration_us) != count:
+        return comm
+    return replace(comm, time_us=_stat_mean(comm.time_us, comm.iteration_us, kept))
 
 
 def _outside_means(session: ProfileSession, kept: Sequence[int]) -> Stat:

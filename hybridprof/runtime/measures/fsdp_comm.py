@@ -9,7 +9,8 @@ Each unit's kind keeps its time in every iteration (the merge across ranks compa
 the exposed part of it (`events/fsdp_exposed.py`).
 
 A tensor-parallel layer's kinds ("tp_forward", "tp_backward": its collectives and the waits for
-them, `events/tp_comm.py`) carry the bytes they sent, per iteration: their median is the figure.
+them, `events/tp_comm.py`) carry the bytes they sent, per iteration: their median is the figure;
+and their time in every iteration, as a unit's.
 """
 
 from __future__ import annotations
@@ -50,9 +51,11 @@ def tp_comm(
         calls = median_int([m.calls if m is not None else 0 for m in measured])
         nbytes = median_int([m.nbytes if m is not None else 0 for m in measured])
         path, kind = key
-        found.append(
-            UnitComm(path, kind, float(calls), Stat.of(times), nbytes, group_of.get(path, ""))
-        )
+        # each step's time kept: a rank's table states the layer's self time and these as means
+        # over the same typical steps, so its compute (self less these) is of one statistic
+        group = group_of.get(path, "")
+        every = Series.of(times).values
+        found.append(UnitComm(path, kind, float(calls), Stat.of(times), nbytes, group, every))
     return tuple(found)
 
 

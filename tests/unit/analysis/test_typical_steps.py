@@ -18,6 +18,7 @@ from hybridprof.datamodel import (
     RankRun,
     Series,
     Stat,
+    UnitComm,
 )
 from hybridprof.reporting.trust import has_intervals, headline_gap_line, statistic_line
 from tests.sessions import small_session
@@ -114,3 +115,18 @@ def test_the_typical_steps_are_those_near_the_median(
     steps: tuple[float, ...], kept: tuple[int, ...]
 ) -> None:
     assert steps_near_median(steps) == kept
+
+
+def test_a_tensor_parallel_layer_s_collectives_are_means_over_the_same_steps() -> None:
+    """Its collectives run inside its self time: both are means over the typical steps, so its
+    compute is its self time less them (a median beside a mean read below zero, clamped)."""
+    session = rank_session()
+    # fc2's all-reduce: 40 us of its time in the steps it waited, 1 us in the others
+    sent = tuple(40.0 if t == 50.0 else 1.0 for t in FC2)
+    comm = UnitComm("fc2", "tp_forward", 1.0, Stat.of(sent), 1024, "mesh dim tp", sent)
+    table = build_layer_table(replace(session, tp=(comm,)))
+    fc2 = next(r for r in table.layers() if r.path == "fc2")
+    mean = fc2.comm_of("tp_forward")
+    assert mean is not None and mean.time_us.median == pytest.approx(20.5)  # (40 + 1) x 2 / 4
+    assert fc2.self_cpu is not None and fc2.self_cpu.median == 30.0
+    assert fc2.compute_us == pytest.approx(9.5)
